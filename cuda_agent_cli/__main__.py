@@ -1,0 +1,3 @@
+from cuda_agent_cli.cli import main
+
+main()

@@ -1,0 +1,51 @@
+"""The command line entry point: the composition root.
+
+Each cli_*.py module registers its commands on the shared typer app; this module imports them
+and maps the one exception tree to DESIGN §7 exit codes. Only the CLI and the TUI print.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from cuda_agent_cli.cli_app import app
+from cuda_agent_cli.errors import CudaAgentError
+
+# Command modules register themselves on import (keep each import on its own line).
+import cuda_agent_cli.cli_doctor  # noqa: E402,F401
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app and map errors to DESIGN §7 exit codes with one clear line."""
+    import click
+
+    command = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        rc = command.main(args=args, prog_name="cuda-agent", standalone_mode=False)
+    except CudaAgentError as exc:
+        if debug:
+            raise
+        typer.echo(f"error: {exc.one_line()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        # Usage errors: click formats them; exit 2 per DESIGN §7.
+        exc.show()
+        sys.exit(2)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # a bug: one line, traceback only with --debug
+        if debug:
+            raise
+        typer.echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", err=True)
+        sys.exit(1)
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -1,0 +1,173 @@
+"""Configuration, resolved in one place.
+
+Precedence (DESIGN §7): command-line flag > `CUDA_AGENT_*` environment variable >
+`[tool.cuda-agent]` in the repository's pyproject.toml > the user config file
+(`$XDG_CONFIG_HOME/cuda-agent/config.toml`) > built-in defaults.
+Each resolved value remembers where it came from, so `doctor` can say why a setting is what it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from cuda_agent_cli.errors import ConfigError
+
+ENV_PREFIX = "CUDA_AGENT_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every user-tunable setting with its default."""
+
+    model: str | None = None
+    api_base: str | None = None
+    device: str | None = None  # None: cuda when a GPU is present, else cpu
+    policy: str = "strict"
+    max_turns: int = 200
+    max_cost: float | None = None
+    timeout: float | None = None  # seconds for a whole session
+    context_tokens: int = 131072
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    permission_mode: str = "ask"
+    data_dir: str | None = None  # None: $XDG_DATA_HOME/cuda-agent
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "device": ("cuda", "cpu"),
+    "policy": ("strict", "hybrid"),
+    "permission_mode": ("ask", "accept-edits", "yolo"),
+}
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Resolved settings plus, for each, the source it came from."""
+
+    settings: Settings
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for names not found normally: forward to the settings.
+        if name in _FIELDS:
+            return getattr(self.settings, name)
+        raise AttributeError(name)
+
+
+def user_config_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", str(Path.home()))) / ".config")
+    return Path(base) / "cuda-agent" / "config.toml"
+
+
+def user_data_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    base = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME", str(Path.home()))) / ".local" / "share")
+    return Path(base) / "cuda-agent"
+
+
+def find_repo_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above `start`, not looking past a git root."""
+    here = start.resolve()
+    for d in (here, *here.parents):
+        candidate = d / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+        if (d / ".git").exists():
+            return None
+    return None
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    f = _FIELDS[name]
+    kind = f.type if isinstance(f.type, str) else str(f.type)
+    if value is None:
+        return None
+    try:
+        if kind.startswith("int"):
+            value = int(value)
+        elif kind.startswith("float"):
+            value = float(value)
+        else:
+            value = str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{source}: `{name}` must be a {kind.split(' ')[0]}, got {value!r}",
+            "fix or remove that setting",
+        ) from None
+    allowed = CHOICES.get(name)
+    if allowed and value not in allowed:
+        raise ConfigError(
+            f"{source}: `{name}` must be one of {', '.join(allowed)}, got {value!r}",
+            "fix or remove that setting",
+        )
+    return value
+
+
+def _read_toml(path: Path, table: tuple[str, ...]) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}", "fix the file or remove it") from None
+    except OSError:
+        return {}
+    for key in table:
+        data = data.get(key, {})
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: [{'.'.join(table)}] must be a table", "fix the file")
+    return data
+
+
+def _layer(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        if name not in _FIELDS:
+            raise ConfigError(
+                f"{source}: unknown setting `{key}`",
+                f"known settings: {', '.join(sorted(_FIELDS))}",
+            )
+        out[name] = _coerce(name, value, source)
+    return out
+
+
+def load_config(
+    flags: Mapping[str, Any] | None = None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Resolve settings from all sources; `flags` values of None mean 'not given'."""
+    env = os.environ if env is None else env
+    cwd = Path.cwd() if cwd is None else cwd
+    layers: list[tuple[str, dict[str, Any]]] = []  # lowest precedence first
+
+    user_file = user_config_path(env)
+    if user_file.is_file():
+        layers.append((str(user_file), _layer(_read_toml(user_file, ()), str(user_file))))
+    repo_file = find_repo_pyproject(cwd)
+    if repo_file is not None:
+        src = f"{repo_file} [tool.cuda-agent]"
+        layers.append((src, _layer(_read_toml(repo_file, ("tool", "cuda-agent")), src)))
+    env_values = {
+        k[len(ENV_PREFIX):].lower(): v
+        for k, v in env.items()
+        if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX):].lower() in _FIELDS
+    }
+    layers.append(("environment", _layer(env_values, "environment")))
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    layers.append(("flag", _layer(given, "command line")))
+
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {name: "default" for name in _FIELDS}
+    for source, layer in layers:
+        for name, value in layer.items():
+            values[name] = value
+            sources[name] = source
+    return Config(Settings(**values), sources)

@@ -1,0 +1,163 @@
+"""Environment checks behind `cuda-agent doctor`: each returns a result, none prints."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    hint: str = ""
+    required: bool = True  # a failed required check makes doctor exit 3
+
+
+@dataclass(frozen=True)
+class TorchInfo:
+    version: str | None
+    cuda_version: str | None
+    cuda_available: bool
+    gpu_name: str | None
+    capability: tuple[int, int] | None
+    error: str | None = None
+
+
+def torch_info() -> TorchInfo:
+    """What the installed torch can do here (imports torch: keep it off the --help path)."""
+    try:
+        import torch
+    except Exception as exc:  # an install broken in any way is reported, not raised
+        return TorchInfo(None, None, False, None, None, f"{type(exc).__name__}: {exc}")
+    available = bool(torch.cuda.is_available())
+    name = cap = None
+    if available:
+        name = torch.cuda.get_device_name(0)
+        cap = tuple(torch.cuda.get_device_capability(0))
+    return TorchInfo(torch.__version__, torch.version.cuda, available, name, cap)
+
+
+def find_nvcc() -> str | None:
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and (Path(home) / "bin" / "nvcc").is_file():
+            return str(Path(home) / "bin" / "nvcc")
+    return shutil.which("nvcc")
+
+
+def _version_line(cmd: list[str], marker: str = "") -> str | None:
+    """The first line of a tool's version output that contains `marker`."""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [ln.strip() for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]
+    return next((ln for ln in lines if marker in ln), lines[0] if lines else "")
+
+
+def bubblewrap_works() -> tuple[bool, str]:
+    """Whether bwrap exists and can create the namespaces the sandbox uses."""
+    bwrap = shutil.which("bwrap")
+    if not bwrap:
+        return False, "not found"
+    try:
+        proc = subprocess.run(
+            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+             "--unshare-all", "--die-with-parent", "true"],
+            capture_output=True, text=True, timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"{bwrap} failed to start: {exc}"
+    if proc.returncode != 0:
+        return False, f"{bwrap} cannot create a sandbox here: {proc.stderr.strip()[:200]}"
+    return True, f"{bwrap} creates sandboxes"
+
+
+def run_checks(device: str, model: str | None, model_source: str = "default") -> list[Check]:
+    """All checks for `device` ("cuda" or "cpu") and the configured model."""
+    checks: list[Check] = []
+    py_ok = sys.version_info >= (3, 11)
+    checks.append(Check("python", py_ok, sys.version.split()[0], "install Python 3.11 or newer"))
+
+    info = torch_info()
+    if info.version is None:
+        checks.append(Check("torch", False, f"cannot import torch ({info.error})",
+                            "pip install torch (a CUDA build for GPU use)"))
+    else:
+        cuda_txt = f"CUDA {info.cuda_version}" if info.cuda_version else "CPU-only build"
+        torch_ok = device == "cpu" or info.cuda_version is not None
+        checks.append(Check("torch", torch_ok, f"{info.version} ({cuda_txt})",
+                            "install a CUDA build of torch (see pytorch.org) or use --device cpu"))
+    if device == "cuda" or info.cuda_available:
+        if info.cuda_available:
+            cc = f"sm_{info.capability[0]}{info.capability[1]}" if info.capability else "?"
+            checks.append(Check("gpu", True, f"{info.gpu_name} (compute capability {cc})"))
+        else:
+            checks.append(Check("gpu", device != "cuda", "no CUDA GPU visible",
+                                "run on a machine with an NVIDIA GPU and driver, or use --device cpu",
+                                required=device == "cuda"))
+    else:
+        checks.append(Check("gpu", True, "not needed for --device cpu", required=False))
+
+    nvcc = find_nvcc()
+    nvcc_detail = f"{nvcc}: {_version_line([nvcc, '--version'], 'release')}" if nvcc else "not found"
+    checks.append(Check("nvcc", nvcc is not None or device == "cpu", nvcc_detail,
+                        "install the CUDA toolkit and put nvcc on PATH or set CUDA_HOME",
+                        required=device == "cuda"))
+
+    ninja = shutil.which("ninja")
+    if ninja is None:
+        try:
+            import ninja as ninja_pkg  # the pip package ships the binary
+
+            cand = Path(ninja_pkg.BIN_DIR) / "ninja"
+            ninja = str(cand) if cand.is_file() else None
+        except Exception:
+            ninja = None
+    checks.append(Check("ninja", ninja is not None,
+                        f"{ninja} {_version_line([ninja, '--version'])}" if ninja else "not found",
+                        "pip install ninja"))
+
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    checks.append(Check("c++ compiler", cxx is not None,
+                        f"{cxx}: {_version_line([cxx, '--version'])}" if cxx else "not found",
+                        "install g++ (apt-get install g++) or set CXX"))
+
+    bw_ok, bw_detail = bubblewrap_works()
+    checks.append(Check("bubblewrap", bw_ok, bw_detail,
+                        "apt-get install bubblewrap (needed to sandbox the agent's shell)"))
+
+    checks.extend(model_checks(model, model_source))
+    return checks
+
+
+def model_checks(model: str | None, source: str) -> list[Check]:
+    """The configured model and its API key; informative, never required for doctor's exit."""
+    if not model:
+        return [Check("model", False, "none configured",
+                      "pass --model or set CUDA_AGENT_MODEL (demo and verify need none)",
+                      required=False)]
+    if model.startswith("replay:"):
+        path = Path(model.split(":", 1)[1])
+        return [Check("model", path.is_file(), f"{model} (replay, from {source})",
+                      "the replay file does not exist", required=False)]
+    from cuda_agent_cli.model.provider import describe_model
+
+    known, missing = describe_model(model)
+    checks = [Check("model", known, f"{model} (from {source})",
+                    "use a litellm model string such as anthropic/claude-sonnet-4-5",
+                    required=False)]
+    if known:
+        checks.append(Check("api key", not missing,
+                            "set" if not missing else f"missing {', '.join(missing)}",
+                            f"export {missing[0]}=..." if missing else "", required=False))
+    return checks
+
+
+def overall_ok(checks: list[Check]) -> bool:
+    return all(c.ok for c in checks if c.required)

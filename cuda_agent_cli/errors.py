@@ -1,0 +1,74 @@
+"""The one exception tree of cuda-agent.
+
+Domain code raises these; only the CLI/TUI turn them into a line of text and an exit code
+(DESIGN §7): 1 the job ran and failed, 2 bad input or usage, 3 environment missing,
+130 interrupted. Every error carries a message that says what is wrong and a hint that says
+what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class CudaAgentError(Exception):
+    """Base of every error cuda-agent raises on purpose."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        """The message and the hint joined into the single line a user sees."""
+        if self.hint:
+            return f"{self.message} — {self.hint}"
+        return self.message
+
+
+class JobFailed(CudaAgentError):
+    """The job ran to the end but did not succeed (no correct kernel, a check failed)."""
+
+    exit_code = 1
+
+
+class BadInput(CudaAgentError):
+    """The user asked for something that cannot be done as given (exit 2)."""
+
+    exit_code = 2
+
+
+class TargetError(BadInput):
+    """A `path.py::Class` target that cannot be found, imported or constructed."""
+
+
+class InputSpecError(BadInput):
+    """No way to build example inputs, or an `--inputs` spec that does not parse."""
+
+
+class ConfigError(BadInput):
+    """A configuration value or file that is malformed."""
+
+
+class ModelConfigError(BadInput):
+    """No model configured, or a model string litellm does not know."""
+
+
+class WorkspaceError(BadInput):
+    """A workspace or candidate path that is missing or malformed."""
+
+
+class WriteBackRefused(BadInput):
+    """Applying a kernel would overwrite something the user has not agreed to lose."""
+
+
+class EnvironmentMissing(CudaAgentError):
+    """Something the machine needs is absent: GPU, compiler, bubblewrap, API key (exit 3)."""
+
+    exit_code = 3
+
+
+class Interrupted(CudaAgentError):
+    """The user pressed Ctrl-C; work done so far is kept (exit 130)."""
+
+    exit_code = 130

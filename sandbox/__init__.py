@@ -1,0 +1,1 @@
+"""Workspace template copied into every session (this file is not copied)."""

@@ -1,0 +1,1 @@
+"""Locked harness scripts (compile, verify, profile). The agent never edits these."""
