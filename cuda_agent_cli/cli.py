@@ -19,8 +19,6 @@ import cuda_agent_cli.cli_doctor  # noqa: E402,F401
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app and map errors to DESIGN §7 exit codes with one clear line."""
-    import click
-
     command = typer.main.get_command(app)
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
@@ -31,14 +29,14 @@ def main(argv: list[str] | None = None) -> None:
             raise
         typer.echo(f"error: {exc.one_line()}", err=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         typer.echo("interrupted", err=True)
         sys.exit(130)
-    except click.ClickException as exc:
-        # Usage errors: click formats them; exit 2 per DESIGN §7.
-        exc.show()
+    except typer.TyperException as exc:
+        # Usage errors (unknown command, bad option): typer formats them; exit 2 per DESIGN §7.
+        exc.show()  # type: ignore[attr-defined]
         sys.exit(2)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)

@@ -90,6 +90,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
     kind = f.type if isinstance(f.type, str) else str(f.type)
     if value is None:
         return None
+    expected = "an integer" if kind.startswith("int") else "a number" if kind.startswith("float") else "text"
     try:
         if kind.startswith("int"):
             value = int(value)
@@ -99,7 +100,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             value = str(value)
     except (TypeError, ValueError):
         raise ConfigError(
-            f"{source}: `{name}` must be a {kind.split(' ')[0]}, got {value!r}",
+            f"{source}: `{name}` must be {expected}, got {value!r}",
             "fix or remove that setting",
         ) from None
     allowed = CHOICES.get(name)

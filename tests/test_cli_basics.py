@@ -1,0 +1,82 @@
+"""The CLI a user meets first: --version, --help, doctor, and one-line errors with exit codes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from cuda_agent_cli import __version__
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k not in drop}
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", *args],
+        capture_output=True, text=True, env={**full, **(env or {})}, timeout=120,
+    )
+
+
+def test_version() -> None:
+    out = run_cli("--version")
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"cuda-agent {__version__}"
+
+
+def test_help_lists_doctor() -> None:
+    out = run_cli("--help")
+    assert out.returncode == 0
+    assert "doctor" in out.stdout
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    out = run_cli("frobnicate")
+    assert out.returncode == 2
+    assert "No such command" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_bad_device_gets_one_line_and_exit_2() -> None:
+    out = run_cli("doctor", "--device", "tpu")
+    assert out.returncode == 2
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert lines == ["error: command line: `device` must be one of cuda, cpu, got 'tpu' — fix or remove that setting"]
+
+
+def test_doctor_cuda_without_gpu_exits_3_with_fix_hints() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    out = run_cli("doctor", "--device", "cuda")
+    assert out.returncode == 3
+    assert "FAIL gpu" in out.stdout
+    assert "no CUDA GPU visible" in out.stdout and "use --device cpu" in out.stdout
+    assert "not ready for --device cuda" in out.stdout
+
+
+@pytest.mark.skipif(not (shutil.which("c++") or shutil.which("g++")), reason="needs a C++ compiler")
+def test_doctor_cpu_is_ready_with_compiler_and_ninja() -> None:
+    out = run_cli("doctor", "--device", "cpu")
+    assert out.returncode == 0, out.stdout
+    for name in ("python", "torch", "ninja", "c++ compiler", "bubblewrap", "model"):
+        assert name in out.stdout
+    assert "ready for --device cpu" in out.stdout
+
+
+def test_doctor_reports_missing_api_key_for_configured_model() -> None:
+    env = {"CUDA_AGENT_MODEL": "anthropic/claude-sonnet-4-5"}
+    out = run_cli("doctor", "--device", "cpu", env=env, drop=("ANTHROPIC_API_KEY",))
+    assert "anthropic/claude-sonnet-4-5 (from environment)" in out.stdout
+    assert "missing ANTHROPIC_API_KEY" in out.stdout
+    assert "export ANTHROPIC_API_KEY=" in out.stdout
+
+
+def test_doctor_reports_replay_model(tmp_path) -> None:
+    replay = tmp_path / "s.jsonl"
+    replay.write_text("")
+    out = run_cli("doctor", "--device", "cpu", "--model", f"replay:{replay}")
+    assert f"replay:{replay} (replay, from flag)" in out.stdout
