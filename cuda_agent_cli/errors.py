@@ -68,6 +68,14 @@ class EnvironmentMissing(CudaAgentError):
     exit_code = 3
 
 
+class ModelUnavailable(EnvironmentMissing):
+    """The model API could not be reached or kept failing after every retry (exit 3)."""
+
+
+class ContextOverflow(JobFailed):
+    """The conversation no longer fits the model's context window, even after compaction."""
+
+
 class Interrupted(CudaAgentError):
     """The user pressed Ctrl-C; work done so far is kept (exit 130)."""
 
