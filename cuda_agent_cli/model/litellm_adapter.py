@@ -1,0 +1,332 @@
+"""The litellm adapter: the one place that talks to model APIs.
+
+Streams every response, assembles tool-call deltas, falls back to the text tool-call protocol
+for models without native tools, retries transient failures with backoff, and prices each turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from typing import Any, Callable, Sequence
+from urllib.parse import urlparse
+
+# litellm must never fetch its price map over the network when imported.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from cuda_agent_cli.errors import (  # noqa: E402
+    ContextOverflow,
+    EnvironmentMissing,
+    ModelConfigError,
+    ModelUnavailable,
+)
+from cuda_agent_cli.model.base import (  # noqa: E402
+    AssistantTurn,
+    RetryCallback,
+    TextCallback,
+    ToolCall,
+    Usage,
+    approx_tokens,
+)
+from cuda_agent_cli.model.textproto import (  # noqa: E402
+    OPEN,
+    CallBlockFilter,
+    parse_text_tool_calls,
+    to_text_messages,
+    tool_index,
+)
+
+# Providers that run on the user's own hardware: their turns cost nothing.
+LOCAL_PROVIDERS = frozenset({"hosted_vllm", "vllm", "ollama", "ollama_chat", "lm_studio", "llamafile", "openai_like"})
+
+
+def _import_litellm() -> Any:
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds the server asked us to wait, from a Retry-After header when it sent one."""
+    for holder in (getattr(exc, "response", None), exc):
+        headers = getattr(holder, "headers", None)
+        if not headers:
+            continue
+        try:
+            value = headers.get("retry-after") or headers.get("Retry-After")
+        except Exception:
+            continue
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return None
+    return None
+
+
+def backoff_delay(attempt: int, base: float, cap: float, retry_after: float | None, rng: random.Random) -> float:
+    """Exponential backoff with full jitter; a server's Retry-After wins, but never past `cap`."""
+    if retry_after is not None:
+        return min(retry_after, cap)
+    return min(cap, base * (2 ** (attempt - 1))) * (0.5 + rng.random() / 2)
+
+
+class LiteLLMModel:
+    """A ModelPort over litellm.completion.
+
+    native_tools: True/False forces the protocol; None decides from litellm's model map
+    (native for an OpenAI-compatible `api_base` or a model litellm says has tools).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        native_tools: bool | None = None,
+        max_retries: int = 5,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 60.0,
+        request_timeout: float = 600.0,
+        temperature: float | None = None,
+        extra: dict[str, Any] | None = None,
+        on_retry: RetryCallback | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._litellm = _import_litellm()
+        self.name = model
+        self.api_base = api_base
+        self.api_key = api_key
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.request_timeout = request_timeout
+        self.temperature = temperature
+        self.extra = dict(extra or {})
+        self.on_retry = on_retry
+        self._sleep = sleep
+        self._rng = random.Random()
+        try:
+            self.provider = self._litellm.get_llm_provider(model, api_base=api_base)[1]
+        except Exception:
+            raise ModelConfigError(
+                f"litellm does not know the model {model!r}",
+                "use a provider-prefixed string such as anthropic/claude-sonnet-4-5, openai/gpt-4.1, "
+                "hosted_vllm/NAME with --api-base, or replay:FILE.jsonl",
+            ) from None
+        self._forced = native_tools is not None
+        self.native_tools = native_tools if native_tools is not None else self._detect_native()
+        self.free = bool(api_base) or self.provider in LOCAL_PROVIDERS
+        self.context_window = self._detect_window()
+
+    # -- capabilities ------------------------------------------------------------------------
+    def _detect_native(self) -> bool:
+        if self.api_base:
+            return True
+        try:
+            return bool(self._litellm.supports_function_calling(self.name))
+        except Exception:
+            # Unmapped model: try native; a server that refuses tools switches us to text.
+            return True
+
+    def _detect_window(self) -> int | None:
+        try:
+            info = self._litellm.get_model_info(self.name)
+        except Exception:
+            return None
+        window = info.get("max_input_tokens") or info.get("max_tokens")
+        return int(window) if window else None
+
+    def count_tokens(self, messages: Sequence[dict[str, Any]]) -> int:
+        try:
+            return int(self._litellm.token_counter(model=self.name, messages=list(messages)))
+        except Exception:
+            return approx_tokens(messages)
+
+    def _cost(self, usage: Usage) -> float:
+        if self.free:
+            return 0.0
+        try:
+            p, c = self._litellm.cost_per_token(
+                model=self.name, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+            )
+            return float(p) + float(c)
+        except Exception:
+            return 0.0
+
+    # -- the call ----------------------------------------------------------------------------
+    def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_text: TextCallback | None = None,
+    ) -> AssistantTurn:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._complete_once(messages, tools, on_text)
+            except Exception as exc:
+                if self._switch_to_text(exc, tools):
+                    attempt -= 1
+                    continue
+                reason = self._classify(exc)  # raises for errors that retrying cannot fix
+                if attempt > self.max_retries:
+                    raise ModelUnavailable(
+                        f"{self.name}: {reason} after {attempt} attempts: {_short(exc)}",
+                        "check the server or your rate limits, then rerun with --resume or --continue",
+                    ) from None
+                wait = backoff_delay(attempt, self.backoff_base, self.backoff_cap, _retry_after(exc), self._rng)
+                if self.on_retry:
+                    self.on_retry(attempt, wait, reason)
+                self._sleep(wait)
+
+    def _switch_to_text(self, exc: Exception, tools: Sequence[dict[str, Any]]) -> bool:
+        """A server that rejects the tools parameter (vLLM without a tool parser, for one) gets
+        the text protocol instead, unless the user forced native tools."""
+        lt = self._litellm
+        if self._forced or not self.native_tools or not tools:
+            return False
+        if isinstance(exc, lt.ContextWindowExceededError) or not isinstance(exc, (lt.BadRequestError, lt.UnprocessableEntityError)):
+            return False
+        if "tool" not in str(exc).lower() or _mentions_context_limit(str(exc)):
+            return False
+        self.native_tools = False
+        return True
+
+    def _classify(self, exc: Exception) -> str:
+        """The reason to retry `exc`, or raise the cuda-agent error it really is."""
+        lt = self._litellm
+        if isinstance(exc, lt.ContextWindowExceededError) or (
+            isinstance(exc, lt.BadRequestError) and _mentions_context_limit(str(exc))
+        ):
+            raise ContextOverflow(f"{self.name}: the conversation exceeds the model's context window: {_short(exc)}",
+                                  "lower --context-tokens or use a model with a larger window") from None
+        if isinstance(exc, lt.RateLimitError):
+            return "rate limited"
+        if isinstance(exc, (lt.Timeout, lt.APIConnectionError)):
+            return "could not reach the server" if isinstance(exc, lt.APIConnectionError) else "timed out"
+        if isinstance(exc, (lt.ServiceUnavailableError, lt.InternalServerError, lt.BadGatewayError)):
+            return "server error"
+        if isinstance(exc, (lt.AuthenticationError, lt.PermissionDeniedError)):
+            raise EnvironmentMissing(f"{self.name}: the provider rejected the credentials: {_short(exc)}",
+                                     self._key_hint()) from None
+        if isinstance(exc, lt.NotFoundError):
+            raise ModelConfigError(f"{self.name}: the provider does not know this model: {_short(exc)}",
+                                   "check the model name (and --api-base for a local server)") from None
+        if isinstance(exc, (lt.BadRequestError, lt.UnprocessableEntityError)):
+            raise ModelConfigError(f"{self.name}: the provider refused the request: {_short(exc)}",
+                                   "check the model string and --api-base") from None
+        if isinstance(exc, lt.APIError):
+            return "API error"
+        raise exc
+
+    def _key_hint(self) -> str:
+        try:
+            missing = self._litellm.validate_environment(model=self.name).get("missing_keys") or []
+        except Exception:
+            missing = []
+        if missing:
+            return f"set {' and '.join(missing)} in the environment"
+        if self.api_base:
+            return "pass the server's key in OPENAI_API_KEY (or the provider's key variable)"
+        return f"check the API key variable for provider {self.provider}"
+
+    def _request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": self.name,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "timeout": self.request_timeout,
+            "max_retries": 0,  # we retry ourselves, with backoff the user can see
+            "drop_params": True,
+            **self.extra,
+        }
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        key = self.api_key or os.environ.get("CUDA_AGENT_API_KEY")
+        if key:
+            kwargs["api_key"] = key
+        elif self.api_base and self.provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
+            kwargs["api_key"] = "no-key"  # local OpenAI-compatible servers accept any key
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        if self.native_tools:
+            kwargs["messages"] = list(messages)
+            if tools:
+                kwargs["tools"] = list(tools)
+        else:
+            kwargs["messages"] = to_text_messages(messages, tools)
+        return kwargs
+
+    def _complete_once(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], on_text: TextCallback | None
+    ) -> AssistantTurn:
+        kwargs = self._request(messages, tools)
+        native = self.native_tools
+        stream = self._litellm.completion(**kwargs)
+        text_parts: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        usage: Usage | None = None
+        shown = CallBlockFilter(on_text) if on_text else None
+        for chunk in stream:
+            u = getattr(chunk, "usage", None)
+            if u and (getattr(u, "prompt_tokens", 0) or getattr(u, "completion_tokens", 0)):
+                usage = Usage(int(u.prompt_tokens or 0), int(u.completion_tokens or 0))
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            piece = getattr(delta, "content", None)
+            if piece:
+                text_parts.append(piece)
+                if shown:
+                    shown.feed(piece)
+            for tc in getattr(delta, "tool_calls", None) or ():
+                slot = calls.setdefault(int(getattr(tc, "index", 0) or 0), {"id": "", "name": "", "arguments": ""})
+                if getattr(tc, "id", None):
+                    slot["id"] = tc.id
+                fn = getattr(tc, "function", None)
+                if fn is not None:
+                    if getattr(fn, "name", None):
+                        slot["name"] += fn.name
+                    if getattr(fn, "arguments", None):
+                        slot["arguments"] += fn.arguments
+        if shown:
+            shown.flush()
+        text = "".join(text_parts)
+        tool_calls = [_native_call(calls[i], i) for i in sorted(calls)]
+        if not tool_calls and (not native or OPEN in text):
+            # Text protocol, or a server that ignored the tools and let the model write calls.
+            index = tool_index(tools)
+            text, tool_calls = parse_text_tool_calls(text, index)
+        if usage is None:
+            usage = Usage(self.count_tokens(kwargs["messages"]), max(1, len(text) // 4))
+        return AssistantTurn(content=text or None, tool_calls=tool_calls, usage=usage, cost_usd=self._cost(usage))
+
+
+def _native_call(slot: dict[str, str], index: int) -> ToolCall:
+    cid = slot["id"] or f"call_{index}_{random.getrandbits(32):08x}"
+    raw = slot["arguments"].strip() or "{}"
+    try:
+        args = json.loads(raw)
+    except ValueError as exc:
+        return ToolCall(cid, slot["name"], {}, error=f"{slot['name']}: arguments are not valid JSON ({exc.msg} at char {exc.pos}).")
+    if not isinstance(args, dict):
+        return ToolCall(cid, slot["name"], {}, error=f"{slot['name']}: arguments must be a JSON object.")
+    return ToolCall(cid, slot["name"], args)
+
+
+def _mentions_context_limit(message: str) -> bool:
+    m = message.lower()
+    return "context_length_exceeded" in m or "context length" in m or "context window" in m
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    for prefix in ("litellm.", "OpenAIException - "):
+        text = text.replace(prefix, "")
+    return text if len(text) <= limit else text[:limit] + "…"
