@@ -17,6 +17,20 @@ from cuda_agent_cli.errors import CudaAgentError
 import cuda_agent_cli.cli_doctor  # noqa: E402,F401
 
 
+def _usage_errors() -> tuple[type[Exception], ...]:
+    """Usage-error classes: recent typer vendors click, older typer re-uses the click package."""
+    found: list[type[Exception]] = []
+    if hasattr(typer, "TyperException"):
+        found.append(typer.TyperException)
+    try:
+        import click
+
+        found.append(click.ClickException)
+    except ImportError:
+        pass
+    return tuple(found)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app and map errors to DESIGN §7 exit codes with one clear line."""
     command = typer.main.get_command(app)
@@ -34,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         typer.echo("interrupted", err=True)
         sys.exit(130)
-    except typer.TyperException as exc:
+    except _usage_errors() as exc:
         # Usage errors (unknown command, bad option): typer formats them; exit 2 per DESIGN §7.
         exc.show()  # type: ignore[attr-defined]
         sys.exit(2)
