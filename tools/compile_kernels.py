@@ -1,0 +1,245 @@
+"""Locked: build the `cuda_extension` module incrementally with ninja.
+
+Sources are first copied into a snapshot (build/src) that only the harness writes: the locked
+binding files come from the pristine copies, kernels from the workspace. A file is copied only
+when its bytes changed, so ninja sees unchanged sources as unchanged and rebuilds exactly the
+objects whose source (or included header, through depfiles) changed. binding.cpp includes only
+pybind11, so the one file every build needs is cheap, and torch-heavy kernel bindings are
+compiled once and reused until they are edited.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+from compiler_errors import trim_compiler_output
+
+KERNEL_SUFFIXES = {".cu", ".cpp", ".cc", ".h", ".cuh", ".hpp", ".inl"}
+BINDING_FILES = ("binding.cpp", "binding_registry.h")
+MODULE = "cuda_extension"
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    return b.is_file() and a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
+
+
+def sync_sources(binding_dir: Path, kernels_dir: Path | None, src: Path) -> list[str]:
+    """Mirror the sources into `src`; returns the relative paths whose content changed."""
+    changed: list[str] = []
+    (src / "kernels").mkdir(parents=True, exist_ok=True)
+    wanted: dict[str, Path] = {name: binding_dir / name for name in BINDING_FILES}
+    if kernels_dir is not None and kernels_dir.is_dir():
+        for p in sorted(kernels_dir.iterdir()):
+            # Links could point anywhere (a locked file, the build dir): only plain files build.
+            if p.is_file() and not p.is_symlink() and p.suffix in KERNEL_SUFFIXES:
+                wanted[f"kernels/{p.name}"] = p
+    for rel, origin in wanted.items():
+        dest = src / rel
+        if not _same_bytes(origin, dest):
+            tmp = dest.with_name(dest.name + ".tmp")
+            shutil.copyfile(origin, tmp)
+            os.replace(tmp, dest)
+            changed.append(rel)
+    for p in (src / "kernels").iterdir():
+        if f"kernels/{p.name}" not in wanted:
+            p.unlink()
+            changed.append(f"kernels/{p.name}")
+    return changed
+
+
+def _esc(path: str) -> str:
+    return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def _include_paths(device: str) -> list[str]:
+    import torch.utils.cpp_extension as ce
+
+    try:
+        paths = ce.include_paths(device_type=device)
+    except TypeError:  # older torch: include_paths(cuda: bool)
+        paths = ce.include_paths(device == "cuda")
+    return [*paths, sysconfig.get_paths()["include"]]
+
+
+def _abi_flags() -> list[str]:
+    import torch
+    import torch.utils.cpp_extension as ce
+
+    flags = [f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
+    getter = getattr(ce, "_get_pybind11_abi_build_flags", None)
+    if getter is not None:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            flags += list(getter())
+    return flags
+
+
+def cuda_home() -> str | None:
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and os.path.isfile(os.path.join(home, "bin", "nvcc")):
+            return home
+    nvcc = shutil.which("nvcc")
+    return str(Path(nvcc).resolve().parent.parent) if nvcc else None
+
+
+def detect_arch_list() -> str | None:
+    """The present GPU's compute capability, asked of nvidia-smi so CUDA is not initialized."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20)
+            caps = sorted({ln.strip() for ln in out.stdout.splitlines() if re.fullmatch(r"\d+\.\d+", ln.strip())})
+            if caps:
+                return ";".join(caps)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    import torch
+
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability(0)
+        return f"{major}.{minor}"
+    return None
+
+
+def arch_flags(arch_list: str) -> list[str]:
+    flags: list[str] = []
+    for item in re.split(r"[;\s,]+", arch_list.strip()):
+        if not item:
+            continue
+        ptx = item.endswith("+PTX")
+        num = item.removesuffix("+PTX").replace(".", "")
+        flags.append(f"-gencode=arch=compute_{num},code=sm_{num}")
+        if ptx:
+            flags.append(f"-gencode=arch=compute_{num},code=compute_{num}")
+    return flags
+
+
+def write_build_file(build: Path, src: Path, device: str, arch_list: str | None) -> Path:
+    """build.ninja for the snapshot in `src`; rewritten only when its text changes."""
+    import torch.utils.cpp_extension as ce
+
+    includes = " ".join(f"-I{_esc(p)}" for p in _include_paths(device))
+    defines = f"-DTORCH_EXTENSION_NAME={MODULE} -DTORCH_API_INCLUDE_EXTENSION_H " + " ".join(_abi_flags())
+    cflags = f"-O3 -std=c++17 -fPIC -Wno-unused-result {defines} {includes}"
+    lib = ce.library_paths()[0] if ce.library_paths() else ""
+    ldflags = f"-shared -L{_esc(lib)} -lc10 -ltorch -ltorch_cpu -ltorch_python -Wl,-rpath,{_esc(lib)}"
+    sources = [src / "binding.cpp", *sorted((src / "kernels").glob("*.cpp")), *sorted((src / "kernels").glob("*.cc"))]
+    lines = ["ninja_required_version = 1.3", "cxx = c++", f"cflags = {cflags}"]
+    cu_sources: list[Path] = []
+    if device == "cuda":
+        home = cuda_home()
+        if home is None:
+            raise RuntimeError("nvcc not found: install the CUDA toolkit or set CUDA_HOME")
+        cu_sources = sorted((src / "kernels").glob("*.cu"))
+        nvcc_flags = " ".join(getattr(ce, "COMMON_NVCC_FLAGS", []))
+        archs = " ".join(arch_flags(arch_list or "9.0"))
+        lines += [
+            f"nvcc = {_esc(os.path.join(home, 'bin', 'nvcc'))}",
+            f"cuda_cflags = -O3 -std=c++17 --compiler-options -fPIC {nvcc_flags} {archs} {defines} "
+            f"{includes} -I{_esc(os.path.join(home, 'include'))}",
+        ]
+        lines[2] += f" -I{_esc(os.path.join(home, 'include'))}"
+        ldflags += f" -lc10_cuda -ltorch_cuda -L{_esc(os.path.join(home, 'lib64'))} -lcudart"
+    lines += [
+        f"ldflags = {ldflags}",
+        "rule cxx",
+        "  command = $cxx -MMD -MF $out.d $cflags -c $in -o $out",
+        "  depfile = $out.d",
+        "  deps = gcc",
+        "  description = CXX $out",
+        "rule nvcc",
+        "  command = $nvcc --generate-dependencies-with-compile --dependency-output $out.d $cuda_cflags -c $in -o $out",
+        "  depfile = $out.d",
+        "  deps = gcc",
+        "  description = NVCC $out",
+        "rule link",
+        "  command = $cxx $in $ldflags -o $out",
+        "  description = LINK $out",
+    ]
+    objects: list[str] = []
+    for s in sources:
+        obj = "obj/" + s.relative_to(src).with_suffix(".o").as_posix()
+        objects.append(obj)
+        lines.append(f"build {_esc(obj)}: cxx {_esc(str(s))}")
+    for s in cu_sources:
+        obj = "obj/" + s.relative_to(src).with_suffix(".cu.o").as_posix()
+        objects.append(obj)
+        lines.append(f"build {_esc(obj)}: nvcc {_esc(str(s))}")
+    lines.append(f"build module/{MODULE}.so: link {' '.join(_esc(o) for o in objects)}")
+    lines.append(f"default module/{MODULE}.so")
+    text = "\n".join(lines) + "\n"
+    path = build / "build.ninja"
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+def _ninja() -> str:
+    try:
+        import ninja
+
+        candidate = os.path.join(ninja.BIN_DIR, "ninja")
+        if os.path.isfile(candidate):
+            return candidate
+    except ImportError:
+        pass
+    found = shutil.which("ninja")
+    if not found:
+        raise RuntimeError("ninja not found: pip install ninja")
+    return found
+
+
+_STEP = re.compile(r"^\[\d+/\d+\]\s+(CXX|NVCC|LINK)\s+(\S+)")
+
+
+def run_compile_job(spec: dict) -> dict:
+    """Sync sources, write build.ninja, run ninja; trimmed errors and what was rebuilt."""
+    start = time.perf_counter()
+    build = Path(spec["build_dir"])
+    device = spec["device"]
+    build.mkdir(parents=True, exist_ok=True)
+    src = build / "src"
+    kernels_dir = Path(spec["kernels_dir"]) if spec.get("kernels_dir") else None
+    changed = sync_sources(Path(spec["binding_dir"]), kernels_dir, src)
+    arch_list = spec.get("arch_list") or os.environ.get("TORCH_CUDA_ARCH_LIST") or (detect_arch_list() if device == "cuda" else None)
+    log_path = build / "compile.log"
+    try:
+        write_build_file(build, src, device, arch_list)
+    except RuntimeError as exc:
+        log_path.write_text(str(exc))
+        return {"ok": False, "errors": str(exc), "rebuilt": [], "changed": changed, "log": str(log_path),
+                "module_dir": None, "seconds": time.perf_counter() - start, "arch_list": arch_list}
+    jobs = str(spec.get("jobs") or os.cpu_count() or 2)
+    proc = subprocess.run([_ninja(), "-C", str(build), "-j", jobs], capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    log_path.write_text(log)
+    rebuilt = [m.group(2) for m in map(_STEP.match, log.splitlines()) if m]
+    ok = proc.returncode == 0
+    errors = "" if ok else trim_compiler_output(log, (str(src),), log_path=str(log_path))
+    return {
+        "ok": ok,
+        "errors": errors,
+        "rebuilt": rebuilt,
+        "changed": changed,
+        "log": str(log_path),
+        "module_dir": str(build / "module") if ok else None,
+        "seconds": time.perf_counter() - start,
+        "arch_list": arch_list,
+    }
+
+
+if __name__ == "__main__":
+    import json
+
+    with open(sys.argv[1]) as f:
+        print(json.dumps(run_compile_job(json.load(f)), indent=2))

@@ -1,0 +1,150 @@
+"""Locked zygote: imports torch once, then forks one fresh process per harness job.
+
+Started by the harness with a clean environment. It reads one JSON request per line on stdin,
+forks a child for it, and answers one JSON line on stdout when the child has ended. CUDA is never
+initialized here, so every child may initialize it freshly. A child starts its own session (so a
+timeout kills its whole process group), points its stdout/stderr at a log file and never sees
+the zygote's pipes: nothing a candidate prints can reach the harness.
+
+Request:  {"id": int, "job": "compile"|"inputs"|"candidate"|"reference"|"judge"|"baselines"|"probe",
+           "spec": path of a JSON spec, "result": path to write, "log": path, "timeout": seconds}
+Answer:   {"id": int, "status": "ok"|"crash"|"timeout", "returncode": int|null, "signal": int|null}
+A job may also run without the zygote: `python worker.py --job NAME --spec S --result R`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+
+def _job_function(name: str):
+    # Imported lazily inside the child so a broken job module cannot take the zygote down.
+    if name == "compile":
+        from compile_kernels import run_compile_job
+        return run_compile_job
+    if name == "probe":
+        from worker_common import run_probe_job
+        return run_probe_job
+    if name in ("inputs", "reference", "judge"):
+        import verify_kernels
+        return getattr(verify_kernels, f"run_{name}_job")
+    if name == "candidate":
+        from verify_kernels import run_candidate_job
+        return run_candidate_job
+    if name == "baselines":
+        from profile_kernels import run_baselines_job
+        return run_baselines_job
+    raise ValueError(f"unknown job {name!r}")
+
+
+def run_job(name: str, spec_path: str, result_path: str) -> int:
+    with open(spec_path) as f:
+        spec = json.load(f)
+    result = _job_function(name)(spec)
+    tmp = result_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f)
+    os.replace(tmp, result_path)
+    return 0
+
+
+def _child(req: dict) -> None:
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(devnull)
+    os.close(log)
+    sys.stdin = open(os.devnull)
+    sys.stdout = os.fdopen(1, "w", buffering=1)
+    sys.stderr = os.fdopen(2, "w", buffering=1)
+    code = 1
+    try:
+        code = run_job(req["job"], req["spec"], req["result"])
+    except BaseException:  # the log is the only place a child's failure can go
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _wait(pid: int, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            return {"status": "timeout", "returncode": None, "signal": int(signal.SIGKILL)}
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)
+    # Grandchildren (ninja, compilers, threads' helpers) must not outlive the job.
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if os.WIFSIGNALED(status):
+        return {"status": "crash", "returncode": None, "signal": os.WTERMSIG(status)}
+    code = os.WEXITSTATUS(status)
+    return {"status": "ok" if code == 0 else "crash", "returncode": code, "signal": None}
+
+
+def serve() -> None:
+    # Importing torch here is the whole point: children start with it already loaded.
+    import torch  # noqa: F401
+    import torch.utils.cpp_extension  # noqa: F401
+
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    # Nothing but answers may reach the harness through the original stdout.
+    os.dup2(2, 1)
+    out.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        req = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            out.close()
+            _child(req)
+        answer = _wait(pid, float(req.get("timeout", 600)))
+        answer["id"] = req["id"]
+        out.write(json.dumps(answer) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 1 and argv[0] == "--job":
+        import argparse
+
+        p = argparse.ArgumentParser()
+        p.add_argument("--job", required=True)
+        p.add_argument("--spec", required=True)
+        p.add_argument("--result", required=True)
+        a = p.parse_args(argv)
+        return run_job(a.job, a.spec, a.result)
+    serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

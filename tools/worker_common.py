@@ -1,0 +1,128 @@
+"""Locked helpers shared by the harness jobs that run inside forked worker processes."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+from types import ModuleType
+from typing import Any, Callable
+
+import torch
+
+
+def apply_precision_flags() -> dict[str, Any]:
+    """The same strict fp32 settings in every process that runs a model; returned for the record."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.set_float32_matmul_precision("highest")
+    return read_precision_flags()
+
+
+def read_precision_flags() -> dict[str, Any]:
+    return {
+        "cuda.matmul.allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn.allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "cuda.matmul.allow_fp16_reduced_precision_reduction":
+            bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+
+
+def load_module(path: str, name: str) -> ModuleType:
+    """Import a Python file under a fixed module name without touching sys.path."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def device_sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def to_device(obj: Any, device: str) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_device(o, device) for o in obj)
+    return obj
+
+
+def fresh_clone(obj: Any) -> Any:
+    """A new allocation for every tensor, so no pointer survives from one call to the next."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(fresh_clone(o) for o in obj)
+    return obj
+
+
+def to_cpu(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu")
+    if isinstance(obj, (list, tuple)):
+        return [to_cpu(o) for o in obj]
+    return obj
+
+
+def python_threads() -> int:
+    return threading.active_count()
+
+
+def trim_exception(exc: BaseException, limit: int = 1500) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) <= limit else text[: limit // 2] + "\n…\n" + text[-limit // 2:]
+
+
+class CallCounter:
+    """Counts calls into a compiled extension's functions, to catch kernels that never run.
+
+    Wrapping happens before model_new.py is imported, so `from cuda_extension import f` and
+    `cuda_extension.f` both reach the counting wrapper; a pure-Python candidate leaves it at 0.
+    """
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.wrapped: list[str] = []
+
+    def wrap_module(self, module: ModuleType) -> ModuleType:
+        for attr in dir(module):
+            fn = getattr(module, attr)
+            if attr.startswith("__") or not callable(fn) or type(fn).__name__ != "builtin_function_or_method":
+                continue
+            setattr(module, attr, self._wrap(fn))
+            self.wrapped.append(attr)
+        return module
+
+    def _wrap(self, fn: Callable) -> Callable:
+        counter = self
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counter.calls += 1
+            return fn(*args, **kwargs)
+
+        counted.__name__ = getattr(fn, "__name__", "extension_function")
+        counted.__doc__ = fn.__doc__
+        return counted
+
+
+def run_probe_job(spec: dict) -> dict:
+    """What this worker's torch sees: versions, and the GPU when the spec asks about cuda."""
+    info: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda,
+                            "cuda_available": False, "gpu": None, "capability": None,
+                            "python": sys.version.split()[0]}
+    if spec.get("device") == "cuda" and torch.cuda.is_available():
+        info["cuda_available"] = True
+        info["gpu"] = torch.cuda.get_device_name(0)
+        info["capability"] = list(torch.cuda.get_device_capability(0))
+    info["cpu_threads"] = torch.get_num_threads()
+    info["pid"] = os.getpid()
+    return info
