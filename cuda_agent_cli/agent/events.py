@@ -1,0 +1,160 @@
+"""What happens in a session, as plain dataclasses.
+
+The loop emits these to an injected sink (the UIs render them) and to the transcript (every
+event but TextDelta is one JSONL line). Replaying the transcript's events through
+`SessionState.apply` rebuilds the session exactly, so the loop and resume share one code path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+
+@dataclass
+class Event:
+    kind: ClassVar[str] = "event"
+    persist: ClassVar[bool] = True
+
+
+@dataclass
+class SessionStarted(Event):
+    kind: ClassVar[str] = "session_started"
+    session_id: str
+    target: str
+    model: str
+    workspace: str | None
+    settings: dict[str, Any]
+    system_prompt: str
+    created: float = field(default_factory=time.time)
+
+
+@dataclass
+class Resumed(Event):
+    kind: ClassVar[str] = "resumed"
+    model: str
+    turns: int
+    cost_usd: float
+
+
+@dataclass
+class UserMessage(Event):
+    kind: ClassVar[str] = "user_message"
+    content: str
+
+
+@dataclass
+class TextDelta(Event):
+    """A piece of assistant text as it streams; for the UIs only (never written)."""
+
+    kind: ClassVar[str] = "text_delta"
+    persist: ClassVar[bool] = False
+    text: str
+
+
+@dataclass
+class AssistantMessage(Event):
+    kind: ClassVar[str] = "assistant_message"
+    turn: int
+    content: str | None
+    tool_calls: list[dict[str, Any]]  # {"id", "name", "arguments", "error"}
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass
+class ToolStarted(Event):
+    kind: ClassVar[str] = "tool_started"
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class ToolFinished(Event):
+    kind: ClassVar[str] = "tool_finished"
+    call_id: str
+    name: str
+    output: str  # exactly what the model is shown
+    is_error: bool
+    data: dict[str, Any] | None = None
+    duration_s: float = 0.0
+
+
+@dataclass
+class HarnessResultEvent(Event):
+    kind: ClassVar[str] = "harness_result"
+    call_id: str
+    tool: str
+    turn: int
+    result: dict[str, Any]
+    best: bool  # the best measured candidate so far (reward, then speedup)
+    snapshot: str | None = None  # where the candidate files were copied when best
+
+
+@dataclass
+class CostUpdate(Event):
+    kind: ClassVar[str] = "cost"
+    turn_cost_usd: float
+    total_cost_usd: float
+    prompt_tokens: int
+    completion_tokens: int
+    context_tokens: int
+    context_budget: int
+
+
+@dataclass
+class Retrying(Event):
+    kind: ClassVar[str] = "retrying"
+    attempt: int
+    wait_s: float
+    reason: str
+
+
+@dataclass
+class Compacted(Event):
+    """messages[start:end] were replaced by one summary message."""
+
+    kind: ClassVar[str] = "compacted"
+    start: int
+    end: int
+    summary: str
+    tokens_before: int
+    tokens_after: int
+
+
+@dataclass
+class Stopped(Event):
+    kind: ClassVar[str] = "stopped"
+    reason: str  # done | max_turns | max_cost | timeout | interrupted | error
+    detail: str = ""
+    turns: int = 0
+    cost_usd: float = 0.0
+
+
+EventSink = Callable[[Event], None]
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (SessionStarted, Resumed, UserMessage, TextDelta, AssistantMessage, ToolStarted, ToolFinished,
+                HarnessResultEvent, CostUpdate, Retrying, Compacted, Stopped)
+}
+_FIELDS = {kind: {f.name for f in dataclasses.fields(cls)} for kind, cls in EVENT_TYPES.items()}
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    d = {"event": event.kind, "t": round(time.time(), 3)}
+    d.update({f.name: getattr(event, f.name) for f in dataclasses.fields(event)})
+    return d
+
+
+def event_from_dict(d: dict[str, Any]) -> Event | None:
+    """The event a transcript line holds; None for a line of a kind this version does not know."""
+    kind = d.get("event")
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        return None
+    return cls(**{k: v for k, v in d.items() if k in _FIELDS[kind]})

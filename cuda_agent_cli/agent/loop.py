@@ -1,0 +1,318 @@
+"""The ReAct loop: ask the model, run the tools it calls, feed back the results, until it is done
+or a limit stops it.
+
+Everything is injected: the model (a ModelPort), the toolbox (`schemas()` and
+`call(name, args) -> ToolResult`), the session state and an event sink. Every change goes through
+an event that is applied to the state and written to the transcript before anything else
+happens, so a killed process can be resumed from its transcript without losing what it did.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+from cuda_agent_cli.agent.context import (
+    COMPACT_AT,
+    KEEP_TURNS,
+    build_summary,
+    compaction_span,
+    context_budget,
+    estimate_tokens,
+    truncate_output,
+)
+from cuda_agent_cli.agent.events import (
+    AssistantMessage,
+    Compacted,
+    CostUpdate,
+    Event,
+    EventSink,
+    HarnessResultEvent,
+    Resumed,
+    Retrying,
+    SessionStarted,
+    Stopped,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    UserMessage,
+)
+from cuda_agent_cli.agent.session import CandidateRecord, SessionState, candidate_score
+from cuda_agent_cli.agent.transcript import TranscriptWriter
+from cuda_agent_cli.errors import ContextOverflow, CudaAgentError, Interrupted
+from cuda_agent_cli.model.base import AssistantTurn, ModelPort
+from cuda_agent_cli.model.textproto import tool_index, validate_arguments
+
+HARNESS_TOOLS = ("Compile", "Verify", "Profile")
+CANDIDATE_FILES = ("model_new.py",)
+CANDIDATE_DIRS = ("kernels",)
+SNAPSHOT_DIR = "best"
+CONTINUE_PROMPT = "Continue the task from where the session stopped: improve on the best result so far."
+INTERRUPTED_OUTPUT = "This call did not finish: the session was stopped while it ran. Run it again if you still need it."
+
+
+class Toolbox(Protocol):
+    def schemas(self) -> list[dict[str, Any]]: ...
+
+    def call(self, name: str, args: dict[str, Any]) -> Any: ...  # -> actions.ToolResult
+
+
+@dataclass
+class Limits:
+    max_turns: int | None = 200  # model calls in this run
+    max_cost: float | None = None  # USD, for the whole session
+    timeout: float | None = None  # wall seconds for this run
+    context_tokens: int | None = None  # None: 131,072 or the model's window when smaller
+
+
+@dataclass
+class AgentResult:
+    session_id: str
+    transcript: Path
+    stop_reason: str
+    detail: str
+    turns: int  # model turns in the whole session
+    cost_usd: float
+    best: CandidateRecord | None
+    final_text: str | None
+    compactions: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "transcript": str(self.transcript),
+            "stop_reason": self.stop_reason,
+            "detail": self.detail,
+            "turns": self.turns,
+            "cost_usd": round(self.cost_usd, 6),
+            "best": self.best.to_json() if self.best else None,
+            "final_text": self.final_text,
+            "compactions": self.compactions,
+        }
+
+
+@dataclass
+class _Run:
+    model: ModelPort
+    toolbox: Toolbox
+    state: SessionState
+    limits: Limits
+    sink: EventSink | None
+    workspace_root: Path | None
+    writer: TranscriptWriter
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    index: dict[str, dict[str, Any]] = field(default_factory=dict)
+    budget: int = 0
+    reported_tokens: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+    run_turns: int = 0
+    final_text: str | None = None
+
+    def emit(self, event: Event) -> None:
+        # State first, then disk, then the UI: the transcript is safe before anyone reacts.
+        self.state.apply(event)
+        self.writer(event)
+        if self.sink is not None:
+            self.sink(event)
+
+    def on_text(self, text: str) -> None:
+        if self.sink is not None:
+            self.sink(TextDelta(text))
+
+    def on_retry(self, attempt: int, wait_s: float, reason: str) -> None:
+        self.emit(Retrying(attempt, round(wait_s, 3), reason))
+
+    # -- limits ----------------------------------------------------------------------------------
+    def limit_reached(self) -> tuple[str, str] | None:
+        lim = self.limits
+        if lim.timeout is not None and time.monotonic() - self.started_at >= lim.timeout:
+            return "timeout", f"the {lim.timeout:g} s time limit was reached"
+        if lim.max_cost is not None and self.state.cost_usd >= lim.max_cost:
+            return "max_cost", f"spent ${self.state.cost_usd:.4f} of the ${lim.max_cost:g} limit"
+        if lim.max_turns is not None and self.run_turns >= lim.max_turns:
+            return "max_turns", f"{self.run_turns} turns, the --max-turns limit"
+        return None
+
+    # -- context ---------------------------------------------------------------------------------
+    def context_tokens(self) -> int:
+        return estimate_tokens(self.state.messages, self.reported_tokens)
+
+    def maybe_compact(self, force: bool = False, keep_turns: int = KEEP_TURNS) -> bool:
+        before = self.context_tokens()
+        if not force and before < COMPACT_AT * self.budget:
+            return False
+        span = compaction_span(self.state.messages, keep_turns)
+        if span is None:
+            return False
+        start, end = span
+        settings = self.state.meta.get("settings") or {}
+        summary = build_summary(
+            self.state.messages[start:end],
+            settings.get("policy"),
+            self.state.best.to_json() if self.state.best else None,
+            self.state.harness_results,
+        )
+        after_msgs = self.state.messages[:start] + [{"role": "user", "content": summary}] + self.state.messages[end:]
+        self.reported_tokens = 0
+        self.emit(Compacted(start, end, summary, before, estimate_tokens(after_msgs)))
+        return True
+
+    # -- one turn --------------------------------------------------------------------------------
+    def ask_model(self) -> AssistantTurn:
+        try:
+            return self.model.complete(self.state.messages, self.tools, self.on_text)
+        except ContextOverflow:
+            # The server counts differently from us: compact hard once, then give up honestly.
+            if not self.maybe_compact(force=True, keep_turns=1):
+                raise
+            return self.model.complete(self.state.messages, self.tools, self.on_text)
+
+    def record_turn(self, turn: AssistantTurn) -> list[dict[str, Any]]:
+        """Record the model's turn; its calls come back with any validation error attached."""
+        self.run_turns += 1
+        calls = []
+        for c in turn.tool_calls:
+            error = c.error or validate_arguments(c.name, c.arguments, self.index)
+            calls.append({"id": c.id, "name": c.name, "arguments": c.arguments, "error": error})
+        self.emit(AssistantMessage(self.state.turns + 1, turn.content, calls, turn.usage.prompt_tokens,
+                                   turn.usage.completion_tokens, turn.cost_usd))
+        if turn.usage.prompt_tokens:
+            self.reported_tokens = turn.usage.prompt_tokens + turn.usage.completion_tokens
+        self.emit(CostUpdate(turn.cost_usd, self.state.cost_usd, turn.usage.prompt_tokens,
+                             turn.usage.completion_tokens, self.context_tokens(), self.budget))
+        return calls
+
+    def run_calls(self, calls: Sequence[dict[str, Any]]) -> None:
+        for c in calls:
+            if c["error"]:
+                # A malformed call is answered with the precise problem; nothing runs.
+                self.emit(ToolFinished(c["id"], c["name"], f"Error: {c['error']}", True))
+                continue
+            self.emit(ToolStarted(c["id"], c["name"], c["arguments"]))
+            t0 = time.monotonic()
+            result = self.toolbox.call(c["name"], c["arguments"])
+            output = truncate_output(str(getattr(result, "output", result)))
+            is_error = bool(getattr(result, "is_error", False))
+            data = getattr(result, "data", None)
+            self.emit(ToolFinished(c["id"], c["name"], output, is_error, data if isinstance(data, dict) else None,
+                                   round(time.monotonic() - t0, 4)))
+            if isinstance(data, dict) and "compiled" in data and "correct" in data:
+                self.record_harness_result(c["id"], c["name"], data)
+
+    def record_harness_result(self, call_id: str, tool: str, result: dict[str, Any]) -> None:
+        score = candidate_score(result)
+        best = score is not None and (self.state.best is None or score > self.state.best.score)
+        snapshot = self.snapshot_candidate() if best else None
+        self.emit(HarnessResultEvent(call_id, tool, self.state.turns, result, best, snapshot))
+
+    def snapshot_candidate(self) -> str | None:
+        """Copy the candidate files into the session dir, replacing the previous best."""
+        root = self.workspace_root
+        if root is None or not root.is_dir():
+            return None
+        dest = self.state.session_dir / SNAPSHOT_DIR
+        tmp = self.state.session_dir / (SNAPSHOT_DIR + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for name in CANDIDATE_FILES:
+            if (root / name).is_file():
+                shutil.copy2(root / name, tmp / name)
+        for name in CANDIDATE_DIRS:
+            if (root / name).is_dir():
+                shutil.copytree(root / name, tmp / name, symlinks=False,
+                                ignore=shutil.ignore_patterns("__pycache__", "*.o", "*.so"))
+        old = self.state.session_dir / (SNAPSHOT_DIR + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if dest.exists():
+            dest.rename(old)
+        tmp.rename(dest)
+        shutil.rmtree(old, ignore_errors=True)
+        return str(dest)
+
+    def answer_unfinished(self, output: str) -> None:
+        for call_id, name in self.state.unanswered_calls():
+            self.emit(ToolFinished(call_id, name, output, True))
+
+    def loop(self) -> tuple[str, str]:
+        while True:
+            stop = self.limit_reached()
+            if stop:
+                return stop
+            self.maybe_compact()
+            turn = self.ask_model()
+            calls = self.record_turn(turn)
+            if not calls:
+                self.final_text = turn.content
+                return "done", ""
+            self.run_calls(calls)
+
+
+def run_agent(
+    model: ModelPort,
+    toolbox: Toolbox,
+    *,
+    state: SessionState,
+    prompt: str | None = None,
+    system_prompt: str = "",
+    target: str = "",
+    settings: dict[str, Any] | None = None,
+    workspace_root: Path | None = None,
+    limits: Limits | None = None,
+    sink: EventSink | None = None,
+    fsync: bool = True,
+) -> AgentResult:
+    """Run (or continue) a session until the model is done or a limit stops it.
+
+    A fresh `state` (from session.new_session) records its start with `target`, `system_prompt`,
+    `settings` (policy, device, limits...) and `workspace_root`; a loaded one (from
+    session.resume_session) continues where its transcript ends, and `prompt`, when given, is the
+    next user message (the task for a new session, a follow-up in chat). Ctrl-C stops cleanly:
+    the transcript is complete and Interrupted (exit 130) is raised afterwards.
+    """
+    limits = limits or Limits()
+    writer = TranscriptWriter(state.transcript_path, fsync=fsync)
+    workspace = workspace_root or state.workspace
+    run = _Run(model, toolbox, state, limits, sink, Path(workspace) if workspace else None, writer)
+    run.tools = list(toolbox.schemas())
+    run.index = tool_index(run.tools)
+    run.budget = context_budget(limits.context_tokens, getattr(model, "context_window", None))
+    if hasattr(model, "on_retry"):
+        model.on_retry = run.on_retry  # type: ignore[attr-defined]
+    reason, detail = "error", ""
+    try:
+        try:
+            if not state.started:
+                run.emit(SessionStarted(state.session_id, target, model.name,
+                                        str(workspace) if workspace else None, dict(settings or {}), system_prompt))
+            else:
+                run.emit(Resumed(model.name, state.turns, state.cost_usd))
+                if hasattr(model, "resume_at"):
+                    model.resume_at(state.turns)  # type: ignore[attr-defined]
+                run.answer_unfinished(INTERRUPTED_OUTPUT)
+            if prompt:
+                run.emit(UserMessage(prompt))
+            elif state.messages and state.messages[-1].get("role") == "assistant":
+                run.emit(UserMessage(CONTINUE_PROMPT))
+            reason, detail = run.loop()
+        except KeyboardInterrupt:
+            run.answer_unfinished("Interrupted by the user before this call finished.")
+            run.emit(Stopped("interrupted", "stopped with Ctrl-C", state.turns, state.cost_usd))
+            writer.close()
+            raise Interrupted(
+                f"interrupted; session {state.session_id} is saved",
+                f"continue it with --resume {state.session_id}",
+            ) from None
+        except CudaAgentError as exc:
+            run.emit(Stopped("error", exc.one_line(), state.turns, state.cost_usd))
+            raise
+        except Exception as exc:
+            run.emit(Stopped("error", f"{type(exc).__name__}: {exc}", state.turns, state.cost_usd))
+            raise
+        run.emit(Stopped(reason, detail, state.turns, state.cost_usd))
+    finally:
+        writer.close()
+    return AgentResult(state.session_id, state.transcript_path, reason, detail, state.turns, state.cost_usd,
+                       state.best, run.final_text, state.compactions)

@@ -1,0 +1,170 @@
+"""The agent loop with a scripted model: stops, limits, malformed calls, best candidate, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_toybox import ToyBox, harness_result
+from cuda_agent_cli.agent.events import Event, Stopped, TextDelta, ToolFinished
+from cuda_agent_cli.agent.loop import Limits, run_agent
+from cuda_agent_cli.agent.session import load_session, new_session
+from cuda_agent_cli.agent.transcript import read_records
+from cuda_agent_cli.errors import Interrupted, ModelUnavailable
+from cuda_agent_cli.model.scripted import ScriptedModel, turn
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "kernels").mkdir(parents=True)
+    return root
+
+
+def _run(model, box, ws, tmp_path, **kw):
+    state = new_session(data_dir=tmp_path / "data")
+    events: list[Event] = []
+    kw.setdefault("prompt", "Make Model faster.")
+    result = run_agent(model, box, state=state, system_prompt="SYSTEM", target="m.py::Model",
+                       settings={"policy": "strict"}, workspace_root=ws, sink=events.append, fsync=False, **kw)
+    return state, result, events
+
+
+def test_session_runs_tools_until_the_model_answers_without_a_call(ws, tmp_path):
+    model = ScriptedModel([
+        turn("writing", ("Write", {"file_path": "model_new.py", "content": "class ModelNew: pass"})),
+        turn(None, ("Read", {"file_path": "model_new.py"})),
+        turn("All done."),
+    ])
+    state, result, events = _run(model, ToyBox(ws), ws, tmp_path)
+    assert result.stop_reason == "done" and result.final_text == "All done."
+    assert result.turns == 3
+    assert (ws / "model_new.py").read_text() == "class ModelNew: pass"
+    # The model saw the Read result in the conversation of its third call.
+    tool_msgs = [m for m in model.calls[2] if m["role"] == "tool"]
+    assert tool_msgs[-1]["content"] == "class ModelNew: pass"
+    assert any(isinstance(e, TextDelta) and e.text == "writing" for e in events)
+    assert isinstance(events[-1], Stopped) and events[-1].reason == "done"
+    kinds = [r["event"] for r in read_records(state.transcript_path)]
+    assert kinds[0] == "session_started" and kinds[-1] == "stopped" and "text_delta" not in kinds
+
+
+def test_malformed_calls_get_precise_errors_and_nothing_runs(ws, tmp_path):
+    box = ToyBox(ws)
+    model = ScriptedModel([
+        turn(None, ("Write", {"file_path": "a.py"})),
+        turn(None, ("Delete", {"file_path": "a.py"})),
+        turn(None, ("Read", {"file_path": 3})),
+        turn("giving up"),
+    ])
+    state, result, events = _run(model, box, ws, tmp_path)
+    errors = [e.output for e in events if isinstance(e, ToolFinished)]
+    assert "missing required argument(s) content" in errors[0]
+    assert "Unknown tool 'Delete'" in errors[1] and "Write" in errors[1]
+    assert "'file_path' must be string, got int" in errors[2]
+    assert box.calls == []
+
+
+@pytest.mark.parametrize(
+    "limits, reason",
+    [(Limits(max_turns=2), "max_turns"), (Limits(max_cost=0.25), "max_cost"), (Limits(timeout=0.0), "timeout")],
+)
+def test_limits_stop_the_session_cleanly(ws, tmp_path, limits, reason):
+    model = ScriptedModel([turn(None, ("Read", {"file_path": "x"}), cost=0.2) for _ in range(10)])
+    state, result, _ = _run(model, ToyBox(ws), ws, tmp_path, limits=limits)
+    assert result.stop_reason == reason
+    assert load_session(state.session_id, tmp_path / "data").status == reason
+    if reason == "max_turns":
+        assert result.turns == 2
+    if reason == "max_cost":
+        assert result.turns == 2 and result.cost_usd == pytest.approx(0.4)
+
+
+def test_best_candidate_is_the_best_measured_not_the_last(ws, tmp_path):
+    def write(v):
+        return ("Write", {"file_path": "kernels/k.cpp", "content": f"// v{v}"})
+    model = ScriptedModel([
+        turn(None, write(1)), turn(None, ("Profile", {})),
+        turn(None, write(2)), turn(None, ("Profile", {})),
+        turn(None, write(3)), turn(None, ("Profile", {})),
+        turn(None, write(4)), turn(None, ("Profile", {})),
+    ])
+    box = ToyBox(ws, profiles=[harness_result(reward=1, eager=1.1, compile_=0.9),
+                               harness_result(reward=3, eager=2.0, compile_=1.5),
+                               harness_result(reward=3, eager=1.8, compile_=1.2),
+                               harness_result(correct=False)])
+    state, result, _ = _run(model, box, ws, tmp_path)
+    assert result.best is not None and result.best.result["timings"]["speedup_vs_compile"] == 1.5
+    snap = Path(result.best.snapshot)
+    assert (snap / "kernels" / "k.cpp").read_text() == "// v2"
+    assert (ws / "kernels" / "k.cpp").read_text() == "// v4"
+    resumed = load_session(state.session_id, tmp_path / "data")
+    assert resumed.best.score == result.best.score and resumed.best.snapshot == str(snap)
+    assert json.loads(json.dumps(result.to_json()))["best"]["reward"] == 3
+
+
+def test_ctrl_c_keeps_everything_and_resume_continues(ws, tmp_path):
+    def hook(name, args):
+        if args.get("file_path") == "slow":
+            raise KeyboardInterrupt
+
+    box = ToyBox(ws, hook=hook)
+    model = ScriptedModel([
+        turn(None, ("Write", {"file_path": "model_new.py", "content": "v1"})),
+        turn(None, ("Read", {"file_path": "model_new.py"}), ("Read", {"file_path": "slow"})),
+    ])
+    state = new_session(data_dir=tmp_path / "data")
+    with pytest.raises(Interrupted) as exc:
+        run_agent(model, box, state=state, prompt="go", system_prompt="S", workspace_root=ws, fsync=False)
+    assert exc.value.exit_code == 130 and state.session_id in exc.value.one_line()
+    loaded = load_session(state.session_id, tmp_path / "data")
+    assert loaded.status == "interrupted" and loaded.turns == 2
+    # The interrupted call was answered so the conversation stays well formed.
+    assert loaded.unanswered_calls() == []
+    assert loaded.messages[-1]["role"] == "tool" and "Interrupted" in loaded.messages[-1]["content"]
+
+    box.hook = None
+    model2 = ScriptedModel([turn("resumed and done")])
+    result = run_agent(model2, box, state=loaded, fsync=False)
+    assert result.stop_reason == "done" and result.turns == 3
+    sent = model2.calls[0]
+    assert sent[0] == {"role": "system", "content": "S"} and sent[1]["content"] == "go"
+    # It continues from the tool results: the completed Read, then the interrupted one.
+    assert [m["role"] for m in sent[-3:]] == ["assistant", "tool", "tool"]
+    assert sent[-2]["content"] == "v1"
+
+
+def test_model_failure_is_recorded_before_the_error_propagates(ws, tmp_path):
+    model = ScriptedModel([turn(None, ("Read", {"file_path": "x"})), ModelUnavailable("server gone")])
+    state = new_session(data_dir=tmp_path / "data")
+    with pytest.raises(ModelUnavailable):
+        run_agent(model, ToyBox(ws), state=state, prompt="go", fsync=False)
+    loaded = load_session(state.session_id, tmp_path / "data")
+    assert loaded.status == "error" and "server gone" in loaded.stop_detail and loaded.turns == 1
+
+
+def test_compaction_keeps_task_rules_best_and_recent_turns(ws, tmp_path):
+    big = "x" * 4000
+    steps = [turn(None, ("Profile", {}))]
+    steps += [turn(f"step {i}", ("Write", {"file_path": f"kernels/k{i}.cpp", "content": big})) for i in range(30)]
+    steps += [turn("finished")]
+    box = ToyBox(ws, profiles=[harness_result(reward=2, eager=1.7, compile_=1.01)])
+    model = ScriptedModel(steps)
+    state, result, events = _run(model, box, ws, tmp_path, limits=Limits(context_tokens=8000))
+    assert result.stop_reason == "done" and result.compactions >= 1
+    last = model.calls[-1]
+    assert last[1]["content"] == "Make Model faster."  # the task survives verbatim
+    summary = next(m["content"] for m in last if m["role"] == "user" and m["content"].startswith("[Summary"))
+    assert "strict" in summary and "reward 2" in summary and "1.70x vs eager" in summary
+    assert sum(len(m.get("content") or "") for m in last) < 8000 * 4
+    # Every tool result still follows the assistant message that called it.
+    ids = set()
+    for m in last:
+        for c in m.get("tool_calls") or ():
+            ids.add(c["id"])
+        if m["role"] == "tool":
+            assert m["tool_call_id"] in ids
+    # A resumed session sees the same compacted conversation.
+    assert load_session(state.session_id, tmp_path / "data").messages == state.messages
