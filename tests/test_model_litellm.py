@@ -1,0 +1,98 @@
+"""The litellm adapter over real HTTP against the fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent_cli.errors import ContextOverflow, EnvironmentMissing, ModelUnavailable
+from cuda_agent_cli.model.factory import make_model
+from cuda_agent_cli.model.fake_server import FakeOpenAIServer, reply_error, reply_text, reply_tool
+
+pytestmark = pytest.mark.integration
+
+TOOLS = [{"type": "function", "function": {"name": "Read", "description": "Read a file", "parameters": {
+    "type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}}}]
+MSGS = [{"role": "system", "content": "SYSTEM"}, {"role": "user", "content": "task"}]
+
+
+def _model(srv, **kw):
+    kw.setdefault("backoff_base", 0.01)
+    return make_model("openai/fake-coder", srv.api_base, **kw)
+
+
+def test_native_tool_call_streams_text_and_assembles_arguments():
+    with FakeOpenAIServer([reply_tool("Read", {"file_path": "model.py"}, content="Reading the reference.",
+                                      prompt_tokens=1200, completion_tokens=40)]) as srv:
+        model = _model(srv)
+        shown: list[str] = []
+        turn = model.complete(MSGS, TOOLS, shown.append)
+    assert len(shown) > 1 and "".join(shown) == "Reading the reference."
+    assert turn.content == "Reading the reference."
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("Read", {"file_path": "model.py"})]
+    assert (turn.usage.prompt_tokens, turn.usage.completion_tokens) == (1200, 40)
+    assert turn.cost_usd == 0.0  # a local OpenAI-compatible server costs nothing
+    body = srv.requests[0]
+    assert body["stream"] is True and body["tools"][0]["function"]["name"] == "Read"
+    assert body["messages"][0] == {"role": "system", "content": "SYSTEM"}
+
+
+def test_text_protocol_sends_no_tools_and_parses_calls_from_text():
+    with FakeOpenAIServer([reply_text('Let me read.\n<tool_call>{"name": "Read", "arguments": {"file_path": "a.py"}}</tool_call>'),
+                           reply_text('<tool_call>{"name": "Read", "arguments": {}}</tool_call>')]) as srv:
+        model = _model(srv, native_tools=False)
+        shown: list[str] = []
+        turn = model.complete(MSGS, TOOLS, shown.append)
+        bad = model.complete(MSGS, TOOLS)
+    assert "tools" not in srv.requests[0]
+    assert "<tool_call>" in srv.requests[0]["messages"][0]["content"]
+    assert turn.content == "Let me read." and "<tool_call>" not in "".join(shown)
+    assert turn.tool_calls[0].arguments == {"file_path": "a.py"} and turn.tool_calls[0].error is None
+    assert bad.tool_calls[0].error == "Read: missing required argument(s) file_path."
+
+
+def test_rate_limit_is_retried_after_the_servers_retry_after():
+    waits: list[tuple[int, float, str]] = []
+    with FakeOpenAIServer([reply_error(429, "slow down", retry_after=0.05), reply_text("ok")]) as srv:
+        model = _model(srv)
+        model.on_retry = lambda a, w, r: waits.append((a, w, r))
+        turn = model.complete(MSGS, TOOLS)
+    assert turn.content == "ok" and len(srv.requests) == 2
+    assert waits == [(1, 0.05, "rate limited")]
+
+
+def test_server_errors_give_up_after_max_retries():
+    with FakeOpenAIServer([reply_error(500, "boom")] * 3) as srv:
+        model = _model(srv, max_retries=2)
+        with pytest.raises(ModelUnavailable) as exc:
+            model.complete(MSGS, TOOLS)
+    assert len(srv.requests) == 3 and exc.value.exit_code == 3 and "3 attempts" in exc.value.message
+
+
+def test_auth_and_context_errors_are_not_retried():
+    with FakeOpenAIServer([reply_error(401, "invalid api key"),
+                           reply_error(400, "This model's maximum context length is 8192 tokens",
+                                       code="context_length_exceeded")]) as srv:
+        model = _model(srv)
+        with pytest.raises(EnvironmentMissing) as auth:
+            model.complete(MSGS, TOOLS)
+        assert len(srv.requests) == 1
+        assert "OPENAI_API_KEY" in auth.value.one_line()
+        with pytest.raises(ContextOverflow):
+            model.complete(MSGS, TOOLS)
+        assert len(srv.requests) == 2
+
+
+def test_server_without_tool_support_switches_to_the_text_protocol():
+    refusal = reply_error(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
+    with FakeOpenAIServer([refusal, reply_text('<tool_call>{"name": "Read", "arguments": {"file_path": "m"}}</tool_call>')]) as srv:
+        model = _model(srv)
+        turn = model.complete(MSGS, TOOLS)
+    assert model.native_tools is False
+    assert "tools" in srv.requests[0] and "tools" not in srv.requests[1]
+    assert turn.tool_calls[0].arguments == {"file_path": "m"}
+
+
+def test_malformed_native_arguments_become_call_errors():
+    with FakeOpenAIServer([reply_tool("Read", '{"file_path": "a.py"')]) as srv:
+        turn = _model(srv).complete(MSGS, TOOLS)
+    assert turn.tool_calls[0].name == "Read" and "not valid JSON" in turn.tool_calls[0].error
