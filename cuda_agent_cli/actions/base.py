@@ -1,0 +1,216 @@
+"""What every tool is, the context it runs in, and the Toolbox the agent loop calls.
+
+`Toolbox.call` never raises for anything the model did: unknown tools, bad arguments, refused
+paths, declined permissions and failing commands all come back as a ToolResult with
+`is_error=True` and a message that says what to change.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Protocol
+
+from cuda_agent_cli.errors import CudaAgentError
+from cuda_agent_cli.sandbox import Sandbox, SandboxPolicy
+
+from cuda_agent_cli.actions.paths import PathRefused
+
+OUTPUT_LIMIT = 30_000
+
+
+@dataclass
+class ToolResult:
+    """What a tool hands back: text for the model, and structured data for UIs and logs."""
+
+    output: str
+    is_error: bool = False
+    data: dict[str, Any] | None = None
+
+
+def error(message: str, **data: Any) -> ToolResult:
+    return ToolResult(message, True, data or None)
+
+
+class Action(Protocol):
+    """One tool. `writes`: changes files; `runs_commands`: executes code in the sandbox."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    writes: bool
+    runs_commands: bool
+
+    def run(self, args: dict[str, Any], ctx: "ActionContext") -> ToolResult: ...
+
+
+class PermissionGate(Protocol):
+    def check(self, action: Action, args: dict[str, Any], ctx: "ActionContext") -> str | None:
+        """None when the call may proceed, else the reason it may not."""
+
+
+@dataclass
+class ActionContext:
+    """Everything tools share in one session."""
+
+    sandbox: Sandbox
+    harness: Any = None  # a HarnessPort for Compile/Verify/Profile, None where there is none
+    permissions: PermissionGate | None = None
+    shells: Any = None  # shell.ShellManager, made on first use
+    _counter: Iterable[int] = field(default_factory=lambda: itertools.count(1))
+
+    @property
+    def policy(self) -> SandboxPolicy:
+        return self.sandbox.policy
+
+    @property
+    def root(self) -> Path:
+        return self.sandbox.policy.root
+
+    @property
+    def scratch_dir(self) -> Path:
+        return self.sandbox.policy.scratch_dir
+
+    def next_id(self) -> int:
+        return next(self._counter)  # type: ignore[call-overload]
+
+    def save_full_output(self, tool: str, text: str) -> Path:
+        """Keep a capped output whole in the scratch dir, where Read can reach it."""
+        from cuda_agent_cli.actions.paths import write_file
+
+        out_dir = self.scratch_dir / "tool-output"
+        target = out_dir / f"{tool.lower()}-{self.next_id()}.txt"
+        write_file(target, text.encode("utf-8", "replace"), self.policy)
+        return target
+
+
+def cap_output(text: str, saved_to: Callable[[], Path] | None = None, limit: int = OUTPUT_LIMIT) -> str:
+    """At most `limit` characters: head and tail kept, the middle cut with a clear marker."""
+    if len(text) <= limit:
+        return text
+    where = ""
+    if saved_to is not None:
+        try:
+            where = f"; the full output is saved in {saved_to()} (use Read with offset/limit)"
+        except (OSError, PathRefused) as exc:
+            where = f"; it could not be saved ({exc})"
+    marker_room = 400
+    half = (limit - marker_room) // 2
+    cut = len(text) - 2 * half
+    marker = f"\n\n[... {cut} characters cut from the middle of {len(text)}{where} ...]\n\n"
+    return text[:half] + marker + text[-half:]
+
+
+# --- argument validation ---------------------------------------------------------------------
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+    "array": (list,), "object": (dict,),
+}
+
+
+def _type_ok(value: Any, kind: str) -> bool:
+    if kind in ("integer", "number") and isinstance(value, bool):
+        return False
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        return True
+    return isinstance(value, _TYPES.get(kind, (object,)))
+
+
+def validate(args: Any, schema: dict[str, Any], where: str = "") -> list[str]:
+    """Problems with `args` against the small JSON-schema subset tool schemas use."""
+    label = where or "arguments"
+    kind = schema.get("type")
+    if kind and not _type_ok(args, kind):
+        return [f"{label} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {type(args).__name__}"]
+    problems: list[str] = []
+    if "enum" in schema and args not in schema["enum"]:
+        problems.append(f"{label} must be one of {', '.join(map(repr, schema['enum']))}, got {args!r}")
+    if kind in ("integer", "number"):
+        if "minimum" in schema and args < schema["minimum"]:
+            problems.append(f"{label} must be at least {schema['minimum']}, got {args}")
+        if "maximum" in schema and args > schema["maximum"]:
+            problems.append(f"{label} must be at most {schema['maximum']}, got {args}")
+    if kind == "array":
+        if len(args) < schema.get("minItems", 0):
+            problems.append(f"{label} needs at least {schema['minItems']} item(s)")
+        for i, item in enumerate(args):
+            problems += validate(item, schema.get("items", {}), f"{label}[{i}]")
+    if kind == "object":
+        props = schema.get("properties", {})
+        for name in schema.get("required", []):
+            if name not in args:
+                problems.append(f"missing required parameter `{name}`")
+        if schema.get("additionalProperties") is False:
+            for name in args:
+                if name not in props:
+                    problems.append(f"unknown parameter `{name}` (expected: {', '.join(props)})")
+        for name, value in args.items():
+            if name in props and not (value is None and name not in schema.get("required", [])):
+                sub = f"`{name}`" if not where else f"{where}.{name}"
+                problems += validate(value, props[name], sub)
+    return problems
+
+
+class Toolbox:
+    """The set of tools one agent session has, bound to its context."""
+
+    def __init__(self, actions: Iterable[Action], ctx: ActionContext) -> None:
+        self.ctx = ctx
+        self.actions: dict[str, Action] = {}
+        for a in actions:
+            if a.name in self.actions:
+                raise ValueError(f"two tools are named {a.name}")
+            self.actions[a.name] = a
+
+    def names(self) -> list[str]:
+        return list(self.actions)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """OpenAI function-calling format, which litellm translates for every provider."""
+        return [{"type": "function", "function": {"name": a.name, "description": a.description,
+                                                  "parameters": a.input_schema}}
+                for a in self.actions.values()]
+
+    def call(self, name: str, args: Any) -> ToolResult:
+        action = self.actions.get(name)
+        if action is None:
+            return error(f"unknown tool `{name}`; available tools: {', '.join(self.actions)}")
+        if args is None:
+            args = {}
+        problems = validate(args, action.input_schema)
+        if problems:
+            return error(f"{name}: invalid arguments: " + "; ".join(problems))
+        args = {k: v for k, v in args.items() if v is not None}
+        if self.ctx.permissions is not None:
+            refusal = self.ctx.permissions.check(action, args, self.ctx)
+            if refusal:
+                return error(refusal)
+        try:
+            result = action.run(args, self.ctx)
+        except PathRefused as exc:
+            return error(str(exc))
+        except CudaAgentError as exc:
+            return error(exc.one_line())
+        except re.error as exc:
+            return error(f"{name}: invalid regular expression: {exc}")
+        except UnicodeDecodeError:
+            return error(f"{name}: the file is not UTF-8 text")
+        except ValueError as exc:  # tools raise it with a message written for the model
+            return error(f"{name}: {exc}")
+        except OSError as exc:
+            what = f" {exc.filename}" if exc.filename else ""
+            return error(f"{name}: {exc.strerror or exc}{what}")
+        except Exception as exc:  # a tool bug must not end the session; the model is told
+            return error(f"{name} failed unexpectedly: {type(exc).__name__}: {exc}")
+        if len(result.output) > OUTPUT_LIMIT:
+            text = result.output
+            result.output = cap_output(text, lambda: self.ctx.save_full_output(name, text))
+        return result
+
+    def close(self) -> None:
+        """Kill every background shell still running."""
+        if self.ctx.shells is not None:
+            self.ctx.shells.kill_all()

@@ -1,0 +1,96 @@
+"""Compile, Verify and Profile: the agent's only way to reach the locked harness.
+
+Each is a thin call into a HarnessPort; the model gets the harness's own summary with the
+reward, and the DESIGN §3 JSON object travels in `data` for UIs and the transcript.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from cuda_agent_cli.actions.base import ActionContext, ToolResult, error
+from cuda_agent_cli.errors import CudaAgentError
+
+
+class HarnessOutcome(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+    def summary(self) -> str: ...
+
+
+class HarnessPort(Protocol):
+    def compile(self) -> HarnessOutcome: ...
+
+    def verify(self) -> HarnessOutcome: ...
+
+    def profile(self) -> HarnessOutcome: ...
+
+
+_EMPTY: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def _failed(result: dict[str, Any], step: str) -> bool:
+    if step == "compile":
+        return not result.get("compiled", False)
+    return not (result.get("compiled") and result.get("correct"))
+
+
+class _HostTool:
+    name = ""
+    step = ""
+    writes = False
+    runs_commands = False
+    description = ""
+    input_schema: dict[str, Any] = _EMPTY
+
+    def run(self, args: dict[str, Any], ctx: ActionContext) -> ToolResult:
+        harness = ctx.harness
+        if harness is None:
+            return error(f"{self.name} is not available in this session (no harness attached)")
+        try:
+            outcome = getattr(harness, self.step)()
+        except CudaAgentError as exc:
+            return error(f"{self.name} could not run: {exc.one_line()}")
+        result = outcome.to_json()
+        text = outcome.summary()
+        reward = result.get("reward")
+        if reward is not None and "reward" not in text.lower():
+            text += f"\nreward: {reward}"
+        return ToolResult(text, _failed(result, self.step), data=result)
+
+
+class Compile(_HostTool):
+    name = "Compile"
+    step = "compile"
+    description = (
+        "Builds the kernels in kernels/ together with the locked binding into the extension "
+        "module cuda_extension, using the harness's own compiler flags. Returns the compiler "
+        "errors, if any. Takes no parameters. Use it after every kernel change, before Verify."
+    )
+
+
+class Verify(_HostTool):
+    name = "Verify"
+    step = "verify"
+    description = (
+        "Compiles, then checks model_new.py's ModelNew against the reference Model on fresh "
+        "random inputs (several seeds, atol/rtol 1e-2) plus the anti-cheating checks (no torch "
+        "fallbacks under the strict policy, no aliasing or mutating inputs, kernels must really "
+        "run). Returns each check's result and the reward (-1 on any failure). Takes no "
+        "parameters."
+    )
+
+
+class Profile(_HostTool):
+    name = "Profile"
+    step = "profile"
+    description = (
+        "Verifies, then times ModelNew against eager PyTorch and torch.compile on the same "
+        "inputs (warm-up, cache flush, median of many calls) and returns the timings, the "
+        "speedups and the reward: 3 if more than 5% faster than both baselines, 2 if faster "
+        "than eager only, 1 if correct but not faster, -1 if it fails. Takes no parameters. "
+        "The best profiled candidate of the session is the one offered to the user."
+    )
+
+
+HOST_TOOLS = (Compile, Verify, Profile)
