@@ -1,0 +1,344 @@
+"""The small input language of `--inputs`, and the one description of a call every source shares.
+
+`--inputs "x=float16[8,4096] cuda, y=int64[8] 0..1000, eps=1e-5; init: 4096, eps=1e-6"`
+
+- entries are separated by commas (commas inside brackets or parentheses do not count);
+- `name=` is optional: named entries become keyword arguments, the others positional ones;
+- a tensor is `DTYPE[D0,D1,...]`, optionally followed by a device (`cpu`, `cuda`, `cuda:1`) and a
+  value range `LO..HI` (integers: `randint(LO, HI)`; floats: uniform in [LO, HI));
+- anything else is a Python literal (number, bool, None, string, tuple of numbers);
+- an optional `; init: ...` part gives the constructor arguments in the same form.
+
+A captured call (`--capture`) and a KernelBench `get_inputs()` are described with the same
+`CallSpec`, so the generated reference, the manifest and the write-back guard share one shape.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Any, Union
+
+from cuda_agent_cli.errors import InputSpecError
+
+DTYPES: dict[str, str] = {
+    "float16": "float16", "half": "float16", "fp16": "float16", "f16": "float16",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float32": "float32", "float": "float32", "fp32": "float32", "f32": "float32",
+    "float64": "float64", "double": "float64", "fp64": "float64", "f64": "float64",
+    "int8": "int8", "uint8": "uint8", "int16": "int16",
+    "int32": "int32", "int": "int32", "int64": "int64", "long": "int64",
+    "bool": "bool",
+}
+FLOAT_DTYPES = {"float16", "bfloat16", "float32", "float64"}
+SPEC_HINT = 'write it like --inputs "x=float16[8,4096] cuda, mask=bool[8], eps=1e-5; init: 4096"'
+
+_TENSOR_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*\[([^\]]*)\]\s*(.*)$", re.S)
+_NAME_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)\s*(.*)$", re.S)
+_DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+_RANGE_RE = re.compile(r"^(-?[0-9.eE+-]+)\.\.(-?[0-9.eE+-]+)$")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor to make at random: dtype name, shape, device (None: the session's) and range."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    device: str | None = None
+    low: float | None = None
+    high: float | None = None
+
+    def describe(self) -> str:
+        text = f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+        if self.device:
+            text += f" {self.device}"
+        if self.low is not None and self.high is not None:
+            text += f" {_num(self.low)}..{_num(self.high)}"
+        return text
+
+
+@dataclass(frozen=True)
+class ListSpec:
+    """A list or tuple argument whose items are specs themselves (captured calls only)."""
+
+    items: tuple["Value", ...]
+    kind: str = "list"  # "list" or "tuple"
+
+
+Value = Union[TensorSpec, ListSpec, int, float, bool, str, None, tuple]
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str | None  # None: positional
+    value: Value
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """Forward arguments and constructor arguments, each positional then keyword."""
+
+    args: tuple[Arg, ...] = ()
+    init: tuple[Arg, ...] = ()
+    source: str = "inputs"  # "inputs" | "capture" | "get_inputs"
+
+    def describe(self) -> str:
+        text = ", ".join(_describe_arg(a) for a in self.args)
+        if self.init:
+            text += "; init: " + ", ".join(_describe_arg(a) for a in self.init)
+        return text
+
+    def tensors(self) -> list[tuple[str, TensorSpec]]:
+        """Every forward tensor with a label (its name, or its position)."""
+        out: list[tuple[str, TensorSpec]] = []
+        for i, a in enumerate(self.args):
+            _collect(a.name or f"arg{i}", a.value, out)
+        return out
+
+    def device(self) -> str | None:
+        """The device the inputs ask for, when any of them names one."""
+        for _, t in self.tensors():
+            if t.device:
+                return t.device.split(":")[0]
+        return None
+
+
+def _collect(label: str, value: Value, out: list[tuple[str, TensorSpec]]) -> None:
+    if isinstance(value, TensorSpec):
+        out.append((label, value))
+    elif isinstance(value, ListSpec):
+        for j, item in enumerate(value.items):
+            _collect(f"{label}[{j}]", item, out)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def _describe_value(value: Value) -> str:
+    if isinstance(value, TensorSpec):
+        return value.describe()
+    if isinstance(value, ListSpec):
+        inner = ", ".join(_describe_value(v) for v in value.items)
+        return f"[{inner}]" if value.kind == "list" else f"({inner}{',' if len(value.items) == 1 else ''})"
+    return repr(value)
+
+
+def _describe_arg(arg: Arg) -> str:
+    text = _describe_value(arg.value)
+    return f"{arg.name}={text}" if arg.name else text
+
+
+# ---------------------------------------------------------------- parsing
+
+def split_top_level(text: str, sep: str) -> list[str]:
+    """Split on `sep` where it is not inside brackets, parentheses or quotes."""
+    parts: list[str] = []
+    depth = 0
+    quote: str | None = None
+    start = 0
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def parse_value(text: str) -> Value:
+    """One value: a tensor spec or a Python literal."""
+    text = text.strip()
+    if not text:
+        raise InputSpecError("--inputs has an empty entry", SPEC_HINT)
+    m = _TENSOR_RE.match(text)
+    if m and m.group(1) not in ("True", "False", "None"):
+        return _parse_tensor(m.group(1), m.group(2), m.group(3), text)
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise InputSpecError(f"--inputs: cannot read `{text}` as a tensor or a literal", SPEC_HINT) from None
+    if isinstance(value, (list, dict, set)):
+        value = tuple(value) if isinstance(value, list) else value
+    if not isinstance(value, (int, float, bool, str, type(None), tuple)):
+        raise InputSpecError(f"--inputs: `{text}` is not a number, bool, string, None or tuple", SPEC_HINT)
+    return value
+
+
+def _parse_tensor(dtype_word: str, dims: str, rest: str, text: str) -> TensorSpec:
+    dtype = DTYPES.get(dtype_word.lower())
+    if dtype is None:
+        raise InputSpecError(
+            f"--inputs: unknown dtype `{dtype_word}` in `{text}`",
+            f"use one of {', '.join(sorted(set(DTYPES.values())))}",
+        )
+    shape: list[int] = []
+    for d in (p.strip() for p in dims.split(",")):
+        if not d:
+            continue
+        if not re.fullmatch(r"\d+", d):
+            raise InputSpecError(f"--inputs: dimension `{d}` in `{text}` is not a non-negative integer", SPEC_HINT)
+        shape.append(int(d))
+    device = None
+    low = high = None
+    for token in rest.split():
+        if _DEVICE_RE.match(token):
+            device = token
+            continue
+        r = _RANGE_RE.match(token)
+        if r:
+            try:
+                low, high = float(r.group(1)), float(r.group(2))
+            except ValueError:
+                r = None
+        if not r:
+            raise InputSpecError(
+                f"--inputs: `{token}` in `{text}` is neither a device (cpu, cuda) nor a range LO..HI",
+                SPEC_HINT,
+            )
+        if low is not None and high is not None and not low < high:
+            raise InputSpecError(f"--inputs: range `{token}` in `{text}` must have LO < HI", SPEC_HINT)
+    if dtype not in FLOAT_DTYPES and dtype != "bool" and low is not None:
+        if not (float(low).is_integer() and float(high).is_integer()):
+            raise InputSpecError(f"--inputs: integer tensor `{text}` needs an integer range", SPEC_HINT)
+    return TensorSpec(dtype, tuple(shape), device, low, high)
+
+
+def parse_args(text: str) -> tuple[Arg, ...]:
+    args: list[Arg] = []
+    seen_named = False
+    for entry in split_top_level(text, ","):
+        entry = entry.strip()
+        if not entry:
+            if text.strip():
+                raise InputSpecError("--inputs has an empty entry (two commas in a row?)", SPEC_HINT)
+            continue
+        m = _NAME_RE.match(entry)
+        if m:
+            name, value = m.group(1), parse_value(m.group(2))
+            if any(a.name == name for a in args):
+                raise InputSpecError(f"--inputs names `{name}` twice", SPEC_HINT)
+            args.append(Arg(name, value))
+            seen_named = True
+        else:
+            if seen_named:
+                raise InputSpecError(
+                    f"--inputs: positional entry `{entry}` comes after a named one",
+                    "put unnamed entries first, as in a Python call",
+                )
+            args.append(Arg(None, parse_value(entry)))
+    return tuple(args)
+
+
+def parse_inputs_spec(text: str) -> CallSpec:
+    """Parse the whole `--inputs` text into a CallSpec (raises InputSpecError, exit 2)."""
+    if not text or not text.strip():
+        raise InputSpecError("--inputs is empty", SPEC_HINT)
+    forward: tuple[Arg, ...] | None = None
+    init: tuple[Arg, ...] = ()
+    for part in split_top_level(text, ";"):
+        stripped = part.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("init:"):
+            init = parse_args(stripped[len("init:"):])
+        elif forward is None:
+            forward = parse_args(stripped[len("forward:"):] if stripped.startswith("forward:") else stripped)
+        else:
+            raise InputSpecError(
+                "--inputs has more than one part for forward arguments",
+                "separate forward arguments from constructor arguments with `; init: ...`",
+            )
+    if not forward:
+        raise InputSpecError("--inputs gives no forward arguments", SPEC_HINT)
+    return CallSpec(forward, init, "inputs")
+
+
+# ---------------------------------------------------------------- JSON form (capture, manifest)
+
+def value_to_json(value: Value) -> Any:
+    if isinstance(value, TensorSpec):
+        d: dict[str, Any] = {"tensor": {"dtype": value.dtype, "shape": list(value.shape)}}
+        if value.device:
+            d["tensor"]["device"] = value.device
+        if value.low is not None:
+            d["tensor"]["range"] = [value.low, value.high]
+        return d
+    if isinstance(value, ListSpec):
+        return {value.kind: [value_to_json(v) for v in value.items]}
+    if isinstance(value, tuple):
+        return {"tuple": [value_to_json(v) for v in value]}
+    return {"value": value}
+
+
+def value_from_json(obj: Any) -> Value:
+    if not isinstance(obj, dict) or len(obj) != 1:
+        raise InputSpecError(f"malformed input description {obj!r}", "record the call again with --capture")
+    (kind, body), = obj.items()
+    if kind == "tensor":
+        rng = body.get("range") or [None, None]
+        if body.get("dtype") not in DTYPES:
+            raise InputSpecError(f"tensors of dtype {body.get('dtype')} are not supported",
+                                 f"use one of {', '.join(sorted(set(DTYPES.values())))}")
+        return TensorSpec(DTYPES[body["dtype"]], tuple(int(d) for d in body["shape"]),
+                          body.get("device"), rng[0], rng[1])
+    if kind in ("list", "tuple"):
+        items = tuple(value_from_json(v) for v in body)
+        if kind == "tuple" and not any(isinstance(v, (TensorSpec, ListSpec)) for v in items):
+            return items
+        return ListSpec(items, kind)
+    if kind == "value":
+        return body
+    raise InputSpecError(f"unknown input kind {kind!r}", "record the call again with --capture")
+
+
+def call_to_json(spec: CallSpec) -> dict[str, Any]:
+    def args(xs: tuple[Arg, ...]) -> list[dict[str, Any]]:
+        return [{"name": a.name, **value_to_json(a.value)} for a in xs]
+
+    return {"source": spec.source, "args": args(spec.args), "init": args(spec.init)}
+
+
+def call_from_json(obj: dict[str, Any]) -> CallSpec:
+    def args(xs: list[dict[str, Any]]) -> tuple[Arg, ...]:
+        out = []
+        for x in xs:
+            x = dict(x)
+            name = x.pop("name", None)
+            out.append(Arg(name, value_from_json(x)))
+        return tuple(out)
+
+    return CallSpec(args(obj.get("args", [])), args(obj.get("init", [])), obj.get("source", "inputs"))
+
+
+# ---------------------------------------------------------------- Python source (generated model.py)
+
+def value_to_python(value: Value) -> str:
+    """A Python expression that makes `value` (tensors on the CPU; the harness moves them)."""
+    if isinstance(value, TensorSpec):
+        shape = repr(tuple(value.shape))
+        dt = f"torch.{value.dtype}"
+        if value.dtype == "bool":
+            return f"torch.rand({shape}) < 0.5"
+        if value.dtype in FLOAT_DTYPES:
+            if value.low is not None:
+                return f"torch.empty({shape}, dtype={dt}).uniform_({value.low!r}, {value.high!r})"
+            return f"torch.randn({shape}, dtype={dt})"
+        low = int(value.low) if value.low is not None else 0
+        high = int(value.high) if value.high is not None else (2 if value.dtype == "uint8" else 16)
+        return f"torch.randint({low}, {high}, {shape}, dtype={dt})"
+    if isinstance(value, ListSpec):
+        inner = ", ".join(value_to_python(v) for v in value.items)
+        return f"[{inner}]" if value.kind == "list" else f"({inner}{',' if len(value.items) == 1 else ''})"
+    return repr(value)
+

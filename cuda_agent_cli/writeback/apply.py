@@ -1,0 +1,146 @@
+"""From a verified candidate to changes in the user's repository: plan, check, apply.
+
+`build_plan` computes every file change (integration + manifest) and the patch without writing
+anything; the review shows it; `apply_plan` writes it only after the checks that protect the
+user's work (the module unchanged since the session read it, no uncommitted edits to files it
+rewrites unless allowed, a git repository unless committing is turned off).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cuda_agent_cli.errors import WriteBackRefused
+from cuda_agent_cli.writeback.diff import FileChange, unified_patch, write_changes
+from cuda_agent_cli.writeback.integrate import Verified, kernel_folder, plan_integration
+from cuda_agent_cli.writeback.manifest import MANIFEST_PATH, updated_manifest
+
+
+@dataclass
+class WriteBackPlan:
+    repo_root: Path
+    in_git: bool
+    module_rel: str
+    module_sha256: str
+    changes: list[FileChange]
+    patch: str
+    branch: str | None
+    commit_message: str
+    folder: str
+
+
+@dataclass
+class ApplyResult:
+    written: list[str]
+    branch: str | None = None
+    commit: str | None = None
+    previous_branch: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _read_existing(root: Path, rels: list[str]) -> dict[str, str]:
+    out = {}
+    for rel in rels:
+        p = root / rel
+        if p.is_file():
+            out[rel] = p.read_text()
+    return out
+
+
+def build_plan(
+    *,
+    module_file: Path,
+    module_source: str,
+    class_name: str,
+    class_snake: str,
+    class_end: int,
+    display: str,
+    session_id: str,
+    candidate_files: dict[str, str],
+    binding_files: dict[str, str],
+    verified: Verified,
+    manifest_entry: dict[str, Any],
+    fallback_root: Path,
+) -> WriteBackPlan:
+    """Everything applying would change, computed without writing (`fallback_root`: where paths are
+    relative to when the module is not in a git repository)."""
+    from cuda_agent_cli.writeback.git import branch_name, git_root
+
+    root = git_root(module_file) or fallback_root.resolve()
+    in_git = git_root(module_file) is not None
+    folder = kernel_folder(root, module_file, class_snake)
+    # Read what is there now, so a second apply diffs against the first instead of overwriting.
+    probe = plan_integration(
+        repo_root=root, module_file=module_file, module_source=module_source, class_name=class_name,
+        class_snake=class_snake, class_end=class_end, display=display, session_id=session_id,
+        candidate_files=candidate_files, binding_files=binding_files, verified=verified)
+    existing = _read_existing(root, [c.path for c in probe[1:]] + [MANIFEST_PATH])
+    changes = plan_integration(
+        repo_root=root, module_file=module_file, module_source=module_source, class_name=class_name,
+        class_snake=class_snake, class_end=class_end, display=display, session_id=session_id,
+        candidate_files=candidate_files, binding_files=binding_files, verified=verified,
+        existing={**existing, probe[0].path: module_source})
+    stale = [rel for rel in existing if rel.startswith(folder + "/") and rel not in {c.path for c in changes}]
+    manifest_text = updated_manifest(existing.get(MANIFEST_PATH), manifest_entry)
+    changes.append(FileChange(MANIFEST_PATH, manifest_text, existing.get(MANIFEST_PATH)))
+    for rel in stale:
+        # Kernel files of an earlier apply that this candidate lacks would still be compiled in.
+        changes.append(FileChange(rel, None, existing[rel]))
+    speed = manifest_entry.get("speedup_vs_compile")
+    msg = (f"cuda-agent: {class_name} runs a verified {verified.device} kernel"
+           + (f" ({speed:.2f}x vs torch.compile)" if isinstance(speed, (int, float)) else "")
+           + f"\n\nSession {session_id}. Calls that match the verified inputs use the kernel in "
+           f"{folder}/; all others run the original code. Details in {MANIFEST_PATH}.\n")
+    return WriteBackPlan(
+        repo_root=root, in_git=in_git, module_rel=changes[0].path,
+        module_sha256=hashlib.sha256(module_source.encode()).hexdigest(),
+        changes=[c for c in changes if c.changed], patch=unified_patch([c for c in changes if c.changed]),
+        branch=branch_name(class_snake, session_id, root) if in_git else None,
+        commit_message=msg, folder=folder)
+
+
+def check_can_apply(plan: WriteBackPlan, *, commit: bool, allow_dirty: bool) -> list[str]:
+    """Raise WriteBackRefused when applying could lose the user's work; returns dirty paths allowed."""
+    from cuda_agent_cli.writeback.git import dirty_paths
+
+    if not plan.in_git and commit:
+        raise WriteBackRefused(
+            f"{plan.repo_root / plan.module_rel} is not inside a git repository, so applying could not be undone",
+            "use --no-apply (review only), --patch FILE (save the diff), or --no-commit to write the files anyway",
+        )
+    module = plan.repo_root / plan.module_rel
+    current = hashlib.sha256(module.read_bytes()).hexdigest() if module.is_file() else None
+    if current != plan.module_sha256:
+        raise WriteBackRefused(f"{plan.module_rel} changed since the session read it",
+                               "run optimize again on the current version (or save this diff with --patch FILE)")
+    if not plan.in_git:
+        return []
+    dirty = dirty_paths(plan.repo_root, [c.path for c in plan.changes])
+    if dirty and not allow_dirty:
+        shown = ", ".join(dirty[:3]) + (" ..." if len(dirty) > 3 else "")
+        raise WriteBackRefused(f"uncommitted changes in {shown}",
+                               "commit or stash them first, or pass --allow-dirty")
+    return dirty
+
+
+def apply_plan(plan: WriteBackPlan, *, commit: bool, allow_dirty: bool) -> ApplyResult:
+    """Write the changes (and commit them on a new branch when asked and safe)."""
+    from cuda_agent_cli.writeback.git import commit_on_new_branch
+
+    dirty = check_can_apply(plan, commit=commit, allow_dirty=allow_dirty)
+    write_changes(plan.repo_root, plan.changes)
+    result = ApplyResult(written=[c.path for c in plan.changes])
+    if not commit or not plan.in_git:
+        return result
+    if dirty:
+        # Committing would sweep the user's pending edits of these files into our commit.
+        result.notes.append(f"not committed: {', '.join(dirty)} had uncommitted changes (--allow-dirty)")
+        return result
+    info = commit_on_new_branch(plan.repo_root, [c.path for c in plan.changes], plan.commit_message,
+                                plan.branch or f"cuda-agent/{int(time.time())}")
+    result.branch, result.commit, result.previous_branch = info.branch, info.commit, info.previous_branch
+    return result

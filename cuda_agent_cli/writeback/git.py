@@ -1,0 +1,102 @@
+"""Git, for write-back only (the one importer of gitpython): dirty checks, a new branch, a commit.
+
+The user's work is never at risk: the branch is created from HEAD with `git checkout -b`, which
+keeps the working tree and index as they are, and the commit contains exactly the paths that
+were written, nothing the user had staged or left modified elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuda_agent_cli.errors import WriteBackRefused
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    branch: str
+    commit: str
+    previous_branch: str | None
+
+
+def _repo(path: Path):  # -> git.Repo
+    import git
+
+    try:
+        return git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+
+
+def git_root(path: Path) -> Path | None:
+    """The working tree root of the git repository holding `path`, if any."""
+    repo = _repo(path if path.is_dir() else path.parent)
+    if repo is None or repo.working_tree_dir is None:
+        return None
+    return Path(repo.working_tree_dir).resolve()
+
+
+def dirty_paths(root: Path, rel_paths: list[str]) -> list[str]:
+    """Those of `rel_paths` with uncommitted changes (staged, unstaged, or untracked but present)."""
+    repo = _repo(root)
+    if repo is None:
+        return []
+    out = repo.git.status("--porcelain", "--untracked-files=all", "--", *rel_paths)
+    dirty = []
+    for line in out.splitlines():
+        if len(line) > 3:
+            path = line[3:].strip().strip('"')
+            if " -> " in path:
+                path = path.split(" -> ", 1)[1]
+            dirty.append(path)
+    return dirty
+
+
+def branch_name(class_snake: str, session_id: str, root: Path) -> str:
+    """cuda-agent/<class>-<session>, with -2, -3 ... when it already exists."""
+    repo = _repo(root)
+    base = f"cuda-agent/{re.sub(r'[^A-Za-z0-9._-]+', '-', class_snake)}-{session_id[:12]}"
+    existing = {h.name for h in repo.heads} if repo is not None else set()
+    name, n = base, 2
+    while name in existing:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+def commit_on_new_branch(root: Path, rel_paths: list[str], message: str, branch: str) -> CommitInfo:
+    """Create `branch` from HEAD (working tree untouched), commit exactly `rel_paths` on it."""
+    import git
+
+    repo = _repo(root)
+    if repo is None:
+        raise WriteBackRefused(f"{root} is not a git repository", "use --no-commit")
+    previous = None
+    try:
+        previous = repo.active_branch.name
+    except (TypeError, ValueError):
+        previous = None  # detached HEAD
+    try:
+        repo.git.checkout("-b", branch)
+        repo.git.add("--", *rel_paths)
+        args = ["commit", "-m", message, "--only", "--", *rel_paths]
+        if not _has_identity(repo):
+            args = ["-c", "user.name=cuda-agent", "-c", "user.email=cuda-agent@localhost", *args]
+        repo.git.execute(["git", *args])
+        sha = repo.head.commit.hexsha
+    except git.GitCommandError as exc:
+        detail = (exc.stderr or str(exc)).strip().splitlines()
+        raise WriteBackRefused(
+            f"the files were written but the commit on {branch} failed: {detail[-1] if detail else exc}",
+            "commit them yourself (they are in the working tree)",
+        ) from None
+    return CommitInfo(branch, sha, previous)
+
+
+def _has_identity(repo) -> bool:
+    try:
+        reader = repo.config_reader()
+        return bool(reader.get_value("user", "name", "")) and bool(reader.get_value("user", "email", ""))
+    except Exception:
+        return False

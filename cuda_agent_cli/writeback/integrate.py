@@ -1,0 +1,172 @@
+"""The integration: kernel sources, a loader and a small patch to the user's module.
+
+Next to the module, `_cuda_agent/<class_snake>/` receives the verified candidate (kernels/,
+model_new.py), the binding files, `verified.json` (what was verified: device, argument specs,
+parameter dtypes and shapes) and `loader.py`. The module itself gets four lines after the class
+that hand the class to the loader, which routes matching calls to the kernel and everything else
+to the original code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path, PurePosixPath
+
+from cuda_agent_cli.inputs_spec import CallSpec, value_to_json
+from cuda_agent_cli.writeback.diff import FileChange
+
+MARKER = "# cuda-agent:"
+KERNEL_DIR = "_cuda_agent"
+_BINDING_LINE = re.compile(r"PYBIND11_MODULE\(\s*cuda_extension\s*,")
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What the harness verified and timed, which is exactly what the kernel may be used for."""
+
+    device: str
+    call: CallSpec
+    forward_params: tuple[str, ...]
+    parameters: tuple[tuple[str, str, tuple[int, ...]], ...]
+    training_sensitive: bool
+
+
+def verified_json(v: Verified, class_snake: str) -> str:
+    """verified.json: argument specs keyed by forward parameter name where the signature allows."""
+    args = []
+    by_position = False
+    for i, a in enumerate(v.call.args):
+        name = a.name
+        if name is None:
+            if i < len(v.forward_params) and not v.forward_params[i].startswith("*"):
+                name = v.forward_params[i]
+            else:
+                by_position = True
+        args.append({"name": name, "spec": value_to_json(a.value)})
+    if any(a["name"] is None for a in args):
+        by_position = True
+    data = {
+        "class_snake": class_snake,
+        "device": v.device,
+        "args": args,
+        "by_position": by_position,
+        "init": [{"name": a.name, "spec": value_to_json(a.value)} for a in v.call.init],
+        "parameters": {n: [d, list(s)] for n, d, s in v.parameters},
+        "training_sensitive": v.training_sensitive,
+    }
+    return json.dumps(data, indent=2) + "\n"
+
+
+def loader_source(display: str, class_name: str, session_id: str) -> str:
+    text = resources.files("cuda_agent_cli.writeback").joinpath("loader_template.py").read_text()
+    return (text.replace("__DISPLAY__", display).replace("__CLASS__", class_name)
+            .replace("__SESSION__", session_id))
+
+
+def extension_binding(binding_cpp: str) -> str:
+    """The binding with the module named by the build (the loader gives each kernel its own name,
+    so two integrated classes can live in one process)."""
+    return _BINDING_LINE.sub("PYBIND11_MODULE(TORCH_EXTENSION_NAME,", binding_cpp)
+
+
+def _describe_supported(v: Verified) -> str:
+    from cuda_agent_cli.inputs_spec import TensorSpec
+
+    shapes = []
+    for i, a in enumerate(v.call.args):
+        if isinstance(a.value, TensorSpec):
+            label = a.name or (v.forward_params[i] if i < len(v.forward_params) else f"arg{i}")
+            shapes.append(f"{label}: {a.value.dtype}[{', '.join(str(d) for d in a.value.shape)}]")
+    return f"{v.device}, " + ", ".join(shapes) if shapes else v.device
+
+
+def module_patch_lines(class_name: str, class_snake: str, v: Verified) -> list[str]:
+    """The lines added to the user's module right after the class."""
+    return [
+        f"{MARKER} calls to {class_name} that match what was verified ({_describe_supported(v)})\n",
+        f"# run the kernel in {KERNEL_DIR}/{class_snake}/; all other calls run the code above.\n",
+        "import runpy as _cuda_agent_runpy\n",
+        "from pathlib import Path as _CudaAgentPath\n",
+        f'_cuda_agent_runpy.run_path(str(_CudaAgentPath(__file__).with_name("{KERNEL_DIR}") / "{class_snake}"'
+        f' / "loader.py"))["install"]({class_name})\n',
+    ]
+
+
+def patch_module(source: str, class_name: str, class_snake: str, class_end: int, v: Verified) -> str:
+    """`source` with the integration lines after line `class_end` (replacing an earlier integration
+    of the same class, so applying twice leaves one)."""
+    lines = source.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    install = f'["install"]({class_name})'
+    for i, line in enumerate(lines):
+        if install in line and "_cuda_agent_runpy.run_path" in line:
+            start = i
+            while start > 0 and (lines[start - 1].startswith(("import runpy as _cuda_agent_runpy",
+                                                              "from pathlib import Path as _CudaAgentPath"))
+                                 or lines[start - 1].startswith("# ")):
+                start -= 1
+                if lines[start].startswith(MARKER):
+                    break
+            end = i + 1
+            if start > 0 and not lines[start - 1].strip():
+                start -= 1
+            new_block = ["\n", *module_patch_lines(class_name, class_snake, v)]
+            return "".join(lines[:start] + new_block + lines[end:])
+    block = ["\n", "\n", *module_patch_lines(class_name, class_snake, v)]
+    after = lines[class_end:]
+    if after and after[0].strip():
+        block.append("\n\n")
+    return "".join(lines[:class_end] + block + after)
+
+
+def plan_integration(
+    *,
+    repo_root: Path,
+    module_file: Path,
+    module_source: str,
+    class_name: str,
+    class_snake: str,
+    class_end: int,
+    display: str,
+    session_id: str,
+    candidate_files: dict[str, str],
+    binding_files: dict[str, str],
+    verified: Verified,
+    existing: dict[str, str] | None = None,
+) -> list[FileChange]:
+    """Every file change applying the kernel makes, paths relative to `repo_root`.
+
+    `candidate_files`: workspace-relative path -> text (model_new.py, kernels/...);
+    `binding_files`: binding.cpp and binding_registry.h from the pristine store;
+    `existing`: current text of files that already exist (read by the caller), so a re-apply
+    shows a real diff instead of pretending the files are new.
+    """
+    existing = existing or {}
+    rel_module = PurePosixPath(module_file.resolve().relative_to(repo_root.resolve()).as_posix())
+    folder = rel_module.parent / KERNEL_DIR / class_snake
+
+    def change(rel: PurePosixPath, text: str) -> FileChange:
+        key = rel.as_posix()
+        return FileChange(key, text, existing.get(key))
+
+    out = [change(rel_module, patch_module(module_source, class_name, class_snake, class_end, verified))]
+    files: dict[str, str] = {}
+    for rel, text in candidate_files.items():
+        if rel == "model_new.py" or rel.startswith("kernels/"):
+            files[rel] = text
+    files["binding.cpp"] = extension_binding(binding_files["binding.cpp"])
+    files["binding_registry.h"] = binding_files["binding_registry.h"]
+    files["verified.json"] = verified_json(verified, class_snake)
+    files["loader.py"] = loader_source(display, class_name, session_id)
+    for rel, text in sorted(files.items()):
+        out.append(change(folder / rel, text))
+    return out
+
+
+def kernel_folder(repo_root: Path, module_file: Path, class_snake: str) -> str:
+    rel_module = PurePosixPath(module_file.resolve().relative_to(repo_root.resolve()).as_posix())
+    return (rel_module.parent / KERNEL_DIR / class_snake).as_posix()

@@ -1,0 +1,210 @@
+"""Loads the kernel cuda-agent verified for __DISPLAY__ and routes matching calls to it.
+
+Written by cuda-agent (session __SESSION__). __CLASS__.forward runs the kernel only for calls
+that look like the ones the harness verified and timed: same device, dtypes and shapes of
+contiguous tensors, same constant arguments, same parameter dtypes, no autograd. Every other
+call, and every call after the extension fails to build or run here, uses the original forward.
+Set CUDA_AGENT_DISABLE_KERNELS=1 to turn the kernel off without editing code.
+"""
+
+import functools
+import hashlib
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import threading
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+VERIFIED = json.loads((HERE / "verified.json").read_text())
+
+_lock = threading.Lock()
+_state = {"new_class": None, "failed": None}
+
+
+def _sources():
+    suffixes = {".cpp", ".cu"} if VERIFIED["device"] == "cuda" else {".cpp"}
+    kernels = sorted(p for p in (HERE / "kernels").iterdir() if p.suffix in suffixes)
+    return [HERE / "binding.cpp", *kernels]
+
+
+def _cache_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "cuda-agent" / "extensions"
+
+
+def _load_new_class():
+    """Build (once per source hash, cached on disk) and import the extension, then ModelNew."""
+    import torch.utils.cpp_extension as cpp
+
+    digest = hashlib.sha256()
+    for p in [*_sources(), HERE / "binding_registry.h", HERE / "model_new.py"]:
+        digest.update(p.name.encode() + p.read_bytes())
+    name = f"cuda_agent_{VERIFIED['class_snake']}_{digest.hexdigest()[:12]}"
+    build = _cache_dir() / name
+    build.mkdir(parents=True, exist_ok=True)
+    ext = cpp.load(
+        name=name,
+        sources=[str(p) for p in _sources()],
+        extra_include_paths=[str(HERE)],
+        extra_cflags=["-O3", "-std=c++17"],
+        extra_cuda_cflags=["-O3", "-std=c++17"],
+        build_directory=str(build),
+        verbose=False,
+    )
+    # model_new.py does `import cuda_extension`; lend it this extension only while it loads.
+    previous = sys.modules.get("cuda_extension")
+    sys.modules["cuda_extension"] = ext
+    try:
+        spec = importlib.util.spec_from_file_location(f"{name}_model_new", HERE / "model_new.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        if previous is None:
+            sys.modules.pop("cuda_extension", None)
+        else:
+            sys.modules["cuda_extension"] = previous
+    return module.ModelNew
+
+
+def _make(spec):
+    import torch
+
+    kind, body = next(iter(spec.items()))
+    if kind == "tensor":
+        return torch.zeros(body["shape"], dtype=getattr(torch, body["dtype"]))
+    if kind in ("list", "tuple"):
+        items = [_make(x) for x in body]
+        return items if kind == "list" else tuple(items)
+    return body
+
+
+def _same(value, spec):
+    import torch
+
+    kind, body = next(iter(spec.items()))
+    if kind == "tensor":
+        return (isinstance(value, torch.Tensor) and type(value) is torch.Tensor
+                and value.device.type == VERIFIED["device"]
+                and str(value.dtype) == "torch." + body["dtype"]
+                and list(value.shape) == body["shape"] and value.is_contiguous())
+    if kind in ("list", "tuple"):
+        return (isinstance(value, (list, tuple)) and len(value) == len(body)
+                and all(_same(v, s) for v, s in zip(value, body)))
+    return type(value) is type(body) and value == body
+
+
+def _ordered_inputs(signature, self, args, kwargs):
+    """The call's arguments in the order the verified kernel takes them, or None if it differs."""
+    if VERIFIED["by_position"]:
+        if kwargs or len(args) != len(VERIFIED["args"]):
+            return None
+        values = list(args)
+    else:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError:
+            return None
+        given = dict(bound.arguments)
+        given.pop(next(iter(signature.parameters)), None)  # self
+        names = [a["name"] for a in VERIFIED["args"]]
+        for extra in set(given) - set(names):
+            default = signature.parameters[extra].default
+            if default is inspect.Parameter.empty or given[extra] is not default:
+                return None
+        if any(n not in given for n in names):
+            return None
+        values = [given[n] for n in names]
+    for value, spec in zip(values, VERIFIED["args"]):
+        if not _same(value, spec["spec"]):
+            return None
+    return values
+
+
+def _state_matches(module):
+    import torch
+
+    tensors = dict(module.named_parameters())
+    tensors.update(dict(module.named_buffers()))
+    if sorted(tensors) != sorted(VERIFIED["parameters"]):
+        return None
+    for name, t in tensors.items():
+        dtype, shape = VERIFIED["parameters"][name]
+        if t.device.type != VERIFIED["device"] or str(t.dtype) != "torch." + dtype or list(t.shape) != shape:
+            return None
+        if t.requires_grad and torch.is_grad_enabled():
+            return None
+    return tensors
+
+
+def install(cls):
+    """Wrap cls.forward so verified calls run the kernel; returns cls."""
+    if os.environ.get("CUDA_AGENT_DISABLE_KERNELS") == "1" or getattr(cls.forward, "_cuda_agent", False):
+        return cls
+    original = cls.forward
+    signature = inspect.signature(original)
+
+    def kernel_call(self, inputs, tensors):
+        import torch
+
+        if _state["new_class"] is None:
+            with _lock:
+                if _state["new_class"] is None and _state["failed"] is None:
+                    try:
+                        _state["new_class"] = _load_new_class()
+                    except Exception as exc:  # no compiler, no GPU toolkit, ...: keep the original
+                        _state["failed"] = exc
+                        warnings.warn(f"cuda-agent: the kernel for {cls.__name__} is off ({exc!s:.200}); "
+                                      "using the original forward", RuntimeWarning, stacklevel=3)
+        if _state["new_class"] is None:
+            return None
+        new = self.__dict__.get("_cuda_agent_new")
+        if new is None:
+            init = VERIFIED["init"]
+            new = _state["new_class"](*[_make(a["spec"]) for a in init if a["name"] is None],
+                                      **{a["name"]: _make(a["spec"]) for a in init if a["name"] is not None})
+            new = new.to(VERIFIED["device"]).train(self.training)
+            if sorted(new.state_dict()) != sorted(self.state_dict()):
+                raise RuntimeError("the kernel module's parameters do not match the original's")
+            object.__setattr__(self, "_cuda_agent_new", new)  # not a submodule: state_dict unchanged
+        return torch.func.functional_call(new, tensors, tuple(inputs))
+
+    @functools.wraps(original)
+    def forward(self, *args, **kwargs):
+        if type(self) is cls and _state["failed"] is None and not (VERIFIED["training_sensitive"] and self.training):
+            inputs = _ordered_inputs(signature, self, args, kwargs)
+            tensors = _state_matches(self) if inputs is not None else None
+            if inputs is not None and tensors is not None and not (
+                    _grad_needed(inputs)):
+                try:
+                    out = kernel_call(self, inputs, tensors)
+                except Exception as exc:
+                    _state["failed"] = exc
+                    warnings.warn(f"cuda-agent: the kernel for {cls.__name__} failed ({exc!s:.200}); "
+                                  "using the original forward from now on", RuntimeWarning, stacklevel=2)
+                    out = None
+                if out is not None:
+                    return out
+        return original(self, *args, **kwargs)
+
+    forward._cuda_agent = True
+    cls.forward = forward
+    return cls
+
+
+def _grad_needed(inputs):
+    import torch
+
+    if not torch.is_grad_enabled():
+        return False
+    stack = list(inputs)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, torch.Tensor) and v.requires_grad:
+            return True
+    return False
