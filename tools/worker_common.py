@@ -19,17 +19,9 @@ def apply_precision_flags() -> dict[str, Any]:
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.set_float32_matmul_precision("highest")
-    return read_precision_flags()
+    import guards
 
-
-def read_precision_flags() -> dict[str, Any]:
-    return {
-        "cuda.matmul.allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-        "cudnn.allow_tf32": bool(torch.backends.cudnn.allow_tf32),
-        "cuda.matmul.allow_fp16_reduced_precision_reduction":
-            bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-    }
+    return guards.precision_flags()
 
 
 def load_module(path: str, name: str) -> ModuleType:

@@ -1,0 +1,11 @@
+"""The trusted harness: compile, verify and profile candidates in separate processes.
+
+Public API: `Harness(workspace, device, policy, atol, rtol)` with compile()/verify()/profile(),
+each returning a `HarnessResult` (to_json() is the DESIGN §3 object); `verify_path` and
+`profile_path` for `cuda-agent verify|profile`.
+"""
+
+from cuda_agent_cli.harness.driver import Harness, open_path, profile_path, verify_path
+from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
+
+__all__ = ["Check", "Harness", "HarnessResult", "Timings", "open_path", "profile_path", "verify_path"]

@@ -1,0 +1,227 @@
+"""The host side of the worker zygote (tools/worker.py): start it clean, send jobs, read answers.
+
+The zygote imports torch once; every job is a fresh process forked from it, so a warm round pays
+neither the interpreter start nor the torch import. Each process-wide pool is keyed by the tools
+directory and environment, so many Harness objects in one long-lived process share one zygote.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from cuda_agent_cli.errors import EnvironmentMissing
+
+# Only these survive from the user's environment: no PYTHONPATH, LD_PRELOAD, API keys, proxies.
+_KEEP_ENV = (
+    "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ",
+    "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+    "TORCH_CUDA_ARCH_LIST", "XDG_CACHE_HOME",
+)
+_SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+def clean_env(extra: Mapping[str, str] | None = None, source: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment every harness process starts with."""
+    source = os.environ if source is None else source
+    env = {k: source[k] for k in _KEEP_ENV if k in source}
+    path = [str(Path(sys.executable).parent)]
+    nvcc = shutil.which("nvcc", path=source.get("PATH"))
+    for home in (source.get("CUDA_HOME"), source.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and (Path(home) / "bin" / "nvcc").is_file():
+            path.append(str(Path(home) / "bin"))
+            break
+    else:
+        if nvcc:
+            path.append(str(Path(nvcc).parent))
+    path += [p for p in _SYSTEM_PATH if p not in path]
+    env["PATH"] = os.pathsep.join(path)
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class JobOutcome:
+    """How a forked job ended; `result` is what it wrote through the harness's result file."""
+
+    job: str
+    status: str  # "ok" | "crash" | "timeout"
+    result: dict[str, Any] | None
+    log_tail: str = ""
+    signal: int | None = None
+    returncode: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.result is not None
+
+    def describe_failure(self) -> str:
+        if self.status == "timeout":
+            return f"the {self.job} process ran past its time limit and was killed"
+        if self.signal is not None:
+            try:
+                name = signal.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+            how = f"was killed by {name}"
+        else:
+            how = f"exited with status {self.returncode}"
+        tail = self.log_tail.strip().splitlines()[-6:]
+        return f"the {self.job} process {how}" + (": " + " | ".join(tail) if tail else "")
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+@dataclass
+class WorkerPool:
+    tools_dir: Path
+    env: dict[str, str]
+    log_path: Path
+    _proc: subprocess.Popen | None = None
+    _buffer: bytes = b""
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    probes: dict[str, dict] = field(default_factory=dict)
+
+    def _start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-E", "-B", "-P", str(self.tools_dir / "worker.py")],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=self.env,
+                cwd=str(self.log_path.parent), start_new_session=True,
+            )
+        finally:
+            log.close()
+        self._buffer = b""
+        ready = self._readline(timeout=300)
+        if ready is None or not json.loads(ready).get("ready"):
+            self.close()
+            raise EnvironmentMissing(
+                "the harness worker could not start (torch failed to import in a clean environment)",
+                f"see {self.log_path}",
+            )
+
+    def _readline(self, timeout: float) -> str | None:
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    return None
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return None
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode()
+
+    def run(self, job: str, spec: dict[str, Any], job_dir: Path, timeout: float) -> JobOutcome:
+        """Run one job in a fresh forked process; never raises for what the job itself does."""
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+            job_dir.mkdir(parents=True, exist_ok=True)
+            spec_path, result_path, log_path = job_dir / "spec.json", job_dir / "result.json", job_dir / "log.txt"
+            spec_path.write_text(json.dumps(spec))
+            result_path.unlink(missing_ok=True)
+            req_id = next(self._ids)
+            request = {"id": req_id, "job": job, "spec": str(spec_path), "result": str(result_path),
+                       "log": str(log_path), "timeout": timeout}
+            start = time.perf_counter()
+            assert self._proc is not None and self._proc.stdin is not None
+            try:
+                self._proc.stdin.write((json.dumps(request) + "\n").encode())
+                self._proc.stdin.flush()
+                line = self._readline(timeout + 60)
+            except (BrokenPipeError, OSError):
+                line = None
+            seconds = time.perf_counter() - start
+            if line is None:
+                # The zygote itself is gone or stuck: it is replaced on the next job.
+                self.close()
+                return JobOutcome(job, "crash", None, _tail(log_path), seconds=seconds)
+            answer = json.loads(line)
+            result = None
+            if answer["status"] == "ok" and result_path.is_file():
+                try:
+                    result = json.loads(result_path.read_text())
+                except (OSError, json.JSONDecodeError):
+                    answer["status"] = "crash"
+            status = answer["status"] if result is not None or answer["status"] != "ok" else "crash"
+            return JobOutcome(job, status, result, _tail(log_path), answer.get("signal"),
+                              answer.get("returncode"), seconds)
+
+    def probe(self, device: str, scratch: Path) -> dict:
+        """Torch version and, for cuda, the GPU, as a forked worker sees them (cached)."""
+        if device not in self.probes:
+            outcome = self.run("probe", {"device": device}, scratch / f"probe-{device}", timeout=120)
+            if not outcome.ok:
+                raise EnvironmentMissing("the harness worker could not inspect torch", outcome.describe_failure())
+            self.probes[device] = outcome.result or {}
+        return self.probes[device]
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin:
+                proc.stdin.close()
+            proc.wait(timeout=5)
+        except (subprocess.TimeoutExpired, OSError):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+        finally:
+            if proc.stdout:
+                proc.stdout.close()
+
+
+_POOLS: dict[tuple, WorkerPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def shared_pool(tools_dir: Path, env: dict[str, str], log_path: Path) -> WorkerPool:
+    """One zygote per (tools, environment) in this process, closed at exit."""
+    key = (str(tools_dir), tuple(sorted(env.items())))
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = WorkerPool(tools_dir, env, log_path)
+            _POOLS[key] = pool
+        return pool
+
+
+@atexit.register
+def _close_pools() -> None:
+    for pool in list(_POOLS.values()):
+        pool.close()

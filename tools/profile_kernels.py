@@ -1,0 +1,41 @@
+"""Locked: the eager and torch.compile baselines, timed exactly like the candidate.
+
+Both baselines run the pristine reference on the seed-0 inputs and weights written by the inputs
+job, on the same device, with the same precision flags and the same timing loop (timing.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import timing
+from verify_kernels import _build_model, _load
+from worker_common import apply_precision_flags, load_module, to_device, trim_exception
+
+
+def run_baselines_job(spec: dict) -> dict:
+    device = spec["device"]
+    precision = apply_precision_flags()
+    ref = load_module(spec["reference"], "reference_model")
+    payload = _load(Path(spec["inputs_dir"]) / "inputs_0.pt")
+    model, _ = _build_model(ref.Model, payload, device, spec["seed"])
+    inputs = to_device(payload["inputs"], device)
+    trials, warmup = int(spec["trials"]), int(spec["warmup"])
+    flush = int(spec.get("flush_bytes", timing.FLUSH_BYTES))
+    result: dict[str, Any] = {"precision": precision}
+    eager = timing.time_calls(model, inputs, device, trials, warmup, flush)
+    eager.pop("saved")
+    result["eager"] = eager
+    try:
+        compiled = torch.compile(model)
+        with torch.no_grad():
+            compiled(*inputs)  # compile outside the timed loop
+        measured = timing.time_calls(compiled, inputs, device, trials, warmup, flush)
+        measured.pop("saved")
+        result["compile"] = measured
+    except Exception as exc:  # no C++ compiler for inductor, an op it cannot trace, ...
+        result["compile_error"] = trim_exception(exc, 600)
+    return result

@@ -1,0 +1,93 @@
+"""Locked: time a callable the same way for the candidate and for both baselines.
+
+Per timed call: fresh input clones, then (CUDA) an L2 flush, then start event -> call -> end event,
+then a device-wide synchronize. Clones and flush are enqueued before the start event, so they are
+never inside the measurement, while the GPU is still busy flushing when the call is launched, so
+launch latency is hidden just as in triton's do_bench. The host also records wall time from just
+before the start event to after the device-wide sync: work hidden on another stream or thread
+shows up there even when the events miss it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import torch
+
+from worker_common import fresh_clone, to_cpu
+
+FLUSH_BYTES = 256 * 1024 * 1024
+
+
+def method_string(device: str, trials: int, warmup: int, flush_bytes: int) -> str:
+    if device == "cuda":
+        flush = f"+l2flush({flush_bytes // (1024 * 1024)}MB)" if flush_bytes else ""
+        return f"cuda-events+device-sync{flush}+fresh-clones, median of {trials} after {warmup} warm-up"
+    return f"perf_counter+fresh-clones, median of {trials} after {warmup} warm-up"
+
+
+def measure_write_bandwidth(device: str) -> float | None:
+    """Bytes per second for writing a buffer larger than L2: the roofline's memory ceiling."""
+    if device != "cuda":
+        return None
+    buf = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    buf.zero_()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for _ in range(5):
+        start.record()
+        buf.zero_()
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end) / 1000.0)
+    del buf
+    return FLUSH_BYTES / best if best > 0 else None
+
+
+def time_calls(fn: Callable[..., Any], inputs: list[Any], device: str, trials: int, warmup: int,
+               flush_bytes: int = FLUSH_BYTES, save_at: tuple[int, ...] = ()) -> dict[str, Any]:
+    """Per-call times in µs (events on CUDA, perf_counter on CPU) plus the outputs at `save_at`."""
+    saved: dict[int, Any] = {}
+    times: list[float] = []
+    wall: list[float] = []
+    wanted = set(save_at)
+    with torch.no_grad():
+        if device == "cuda":
+            flush = torch.empty(flush_bytes, dtype=torch.int8, device="cuda") if flush_bytes else None
+            for _ in range(warmup):
+                fn(*fresh_clone(inputs))
+                torch.cuda.synchronize()
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
+            torch.cuda.synchronize()
+            for i in range(trials):
+                args = fresh_clone(inputs)
+                if flush is not None:
+                    flush.zero_()
+                t0 = time.perf_counter_ns()
+                starts[i].record()
+                out = fn(*args)
+                ends[i].record()
+                torch.cuda.synchronize()
+                t1 = time.perf_counter_ns()
+                wall.append((t1 - t0) / 1000.0)
+                if i in wanted:
+                    saved[i] = to_cpu(out)
+                del out, args
+            times = [s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)]
+        else:
+            for _ in range(warmup):
+                fn(*fresh_clone(inputs))
+            for i in range(trials):
+                args = fresh_clone(inputs)
+                t0 = time.perf_counter_ns()
+                out = fn(*args)
+                t1 = time.perf_counter_ns()
+                times.append((t1 - t0) / 1000.0)
+                wall.append((t1 - t0) / 1000.0)
+                if i in wanted:
+                    saved[i] = to_cpu(out)
+                del out, args
+    return {"times_us": times, "wall_us": wall, "saved": saved,
+            "method": method_string(device, trials, warmup, flush_bytes if device == "cuda" else 0)}

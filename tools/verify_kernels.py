@@ -1,0 +1,348 @@
+"""Locked: the jobs of one verification, each run in its own forked process.
+
+Order (the harness drives it): `inputs` imports the pristine reference and writes the init
+arguments, weights and inputs for every seed; `candidate` imports model_new.py and the built
+extension and writes its outputs (it never sees the reference's outputs, which do not exist
+yet); `reference` computes the expected outputs from the same files; `judge` compares them in a
+process that never imported either model. Tensors travel as torch.save files in a directory only
+the harness hands out, and are read back with weights_only=True.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from worker_common import (
+    CallCounter,
+    apply_precision_flags,
+    device_sync,
+    fresh_clone,
+    load_module,
+    python_threads,
+    to_cpu,
+    to_device,
+    trim_exception,
+)
+
+import guards
+
+
+def _check(name: str, passed: bool, detail: str) -> dict:
+    return {"name": name, "passed": bool(passed), "detail": detail}
+
+
+def _seed_all(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _load(path: Path) -> Any:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _nbytes(obj: Any) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(o) for o in obj)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs
+# ---------------------------------------------------------------------------------------------
+
+def run_inputs_job(spec: dict) -> dict:
+    """Init args, weights and inputs per seed, all produced by the pristine reference."""
+    apply_precision_flags()
+    try:
+        ref = load_module(spec["reference"], "reference_model")
+    except BaseException as exc:
+        return {"error": f"the reference {spec['reference']} failed to import: {trim_exception(exc, 400)}"}
+    if not isinstance(getattr(ref, "Model", None), type):
+        return {"error": f"{spec['reference']} defines no class Model"}
+    if not callable(getattr(ref, "get_inputs", None)):
+        return {"error": f"{spec['reference']} defines no get_inputs()"}
+    out_dir = Path(spec["out_dir"])
+    described = ""
+    total_bytes = 0
+    for i, seed in enumerate(spec["seeds"]):
+        try:
+            _seed_all(seed)
+            init = list(ref.get_init_inputs()) if callable(getattr(ref, "get_init_inputs", None)) else []
+            _seed_all(seed)
+            model = ref.Model(*init)
+            _seed_all(seed + 1)
+            inputs = list(ref.get_inputs())
+        except BaseException as exc:
+            return {"error": f"building the reference model or its inputs failed: {trim_exception(exc, 400)}"}
+        state = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+        torch.save({"init": to_cpu(init), "inputs": to_cpu(inputs), "state": state}, out_dir / f"inputs_{i}.pt")
+        if i == 0:
+            total_bytes = _nbytes(inputs)
+            described = ", ".join(
+                f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}" if isinstance(t, torch.Tensor) else repr(t)
+                for t in inputs
+            )
+    return {"n": len(spec["seeds"]), "inputs": described, "input_bytes": total_bytes}
+
+
+def _build_model(cls: type, payload: dict, device: str, seed: int) -> tuple[torch.nn.Module, str]:
+    _seed_all(seed)
+    model = cls(*to_device(payload["init"], "cpu"))
+    note = "seeded init"
+    state = payload["state"]
+    if isinstance(model, torch.nn.Module):
+        own = model.state_dict()
+        # Same keys and shapes: give both sides the reference's exact weights.
+        if set(own) == set(state) and all(own[k].shape == state[k].shape for k in own):
+            model.load_state_dict(state)
+            note = "reference weights"
+        model = model.to(device)
+    return model, note
+
+
+# ---------------------------------------------------------------------------------------------
+# reference
+# ---------------------------------------------------------------------------------------------
+
+def run_reference_job(spec: dict) -> dict:
+    """Expected outputs for every seed, from the pristine reference on clones of the inputs."""
+    apply_precision_flags()
+    device = spec["device"]
+    ref = load_module(spec["reference"], "reference_model")
+    in_dir, out_dir = Path(spec["inputs_dir"]), Path(spec["out_dir"])
+    for i in range(spec["n"]):
+        payload = _load(in_dir / f"inputs_{i}.pt")
+        model, _ = _build_model(ref.Model, payload, device, spec["seeds"][i])
+        with torch.no_grad():
+            out = model(*fresh_clone(to_device(payload["inputs"], device)))
+        device_sync(device)
+        torch.save({"output": to_cpu(out)}, out_dir / f"expected_{i}.pt")
+    return {"n": spec["n"], "precision": guards.precision_flags()}
+
+
+# ---------------------------------------------------------------------------------------------
+# candidate
+# ---------------------------------------------------------------------------------------------
+
+def _plain_outputs(out: Any) -> str | None:
+    """Why `out` is not a plain tensor (or a tuple/list of them), else None."""
+    items = out if isinstance(out, (tuple, list)) else [out]
+    for t in items:
+        if type(t) is not torch.Tensor:
+            return f"output is {type(t).__module__}.{type(t).__name__}, expected torch.Tensor"
+    return None
+
+
+def _hook_extension_builders(counter: CallCounter) -> None:
+    """Wrap modules that load_inline/load build, so their calls are counted like cuda_extension's."""
+    import torch.utils.cpp_extension as ce
+
+    for name in ("load_inline", "load"):
+        original = getattr(ce, name)
+
+        def hooked(*args: Any, __original=original, **kwargs: Any) -> Any:
+            module = __original(*args, **kwargs)
+            return counter.wrap_module(module) if hasattr(module, "__dict__") else module
+
+        setattr(ce, name, hooked)
+
+
+def _profiled_kernel_names(model: Any, inputs: list[Any]) -> list[str]:
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        model(*fresh_clone(inputs))
+        torch.cuda.synchronize()
+    names: set[str] = set()
+    for evt in prof.events():
+        if getattr(evt, "device_type", None) == torch.autograd.DeviceType.CUDA:
+            names.add(evt.name)
+    return sorted(names)
+
+
+def run_candidate_job(spec: dict) -> dict:
+    """Import model_new.py with the built extension, run it on every seed, optionally time it."""
+    device, policy = spec["device"], spec["policy"]
+    result: dict[str, Any] = {"checks": [], "ext_calls": 0, "stage": "import"}
+    checks = result["checks"]
+    flags_before = apply_precision_flags()
+    counter = CallCounter()
+    if spec.get("extensions_dir"):
+        os.environ["TORCH_EXTENSIONS_DIR"] = spec["extensions_dir"]
+    _hook_extension_builders(counter)
+    if spec.get("module_dir"):
+        sys.path.insert(0, spec["module_dir"])
+        try:
+            import cuda_extension
+        except BaseException as exc:
+            checks.append(_check("import", False, f"the built extension failed to load: {trim_exception(exc, 600)}"))
+            return result
+        counter.wrap_module(cuda_extension)
+    result["ext_functions"] = list(counter.wrapped)
+    threads_before = python_threads()
+    torch_threads_before = torch.get_num_threads()
+    snapshot = guards.snapshot_integrity(reference_modules=("model", "reference_model"))
+
+    try:
+        cand = load_module(spec["candidate"], "model_new")
+    except BaseException as exc:
+        text = trim_exception(exc, 4000)
+        if "Error building extension" in text or "error:" in text and "cpp_extension" in repr(type(exc)) + text:
+            from compiler_errors import trim_compiler_output
+
+            checks.append(_check("compile", False, trim_compiler_output(text)))
+        else:
+            checks.append(_check("import", False, f"model_new.py failed to import: {trim_exception(exc, 800)}"))
+        return result
+    cls = getattr(cand, "ModelNew", None)
+    if not isinstance(cls, type):
+        checks.append(_check("import", False, "model_new.py defines no class ModelNew"))
+        return result
+    checks.append(_check("import", True, "model_new.py and the extension imported"))
+
+    result["stage"] = "run"
+    in_dir, out_dir = Path(spec["inputs_dir"]), Path(spec["out_dir"])
+    violations: list[str] = []
+    model = None
+    seed0_inputs = None
+    calls_before_runs = counter.calls
+    for i in range(spec["n"]):
+        payload = _load(in_dir / f"inputs_{i}.pt")
+        try:
+            model, note = _build_model(cls, payload, device, spec["seeds"][i])
+            inputs = to_device(payload["inputs"], device)
+            args = fresh_clone(inputs)
+            guard = guards.StrictOpGuard(policy)
+            with torch.no_grad(), guard:
+                out = model(*args)
+            device_sync(device)
+            if guard.violations:
+                violations.append(guard.detail())
+        except BaseException as exc:
+            detail = trim_exception(exc, 800)
+            if violations:
+                checks.append(_check("torch_ops", False, violations[0]))
+            checks.append(_check("crash", False, f"ModelNew raised on seed {i}: {detail}"))
+            return result
+        result["weights"] = note
+        why = _plain_outputs(out)
+        if why:
+            checks.append(_check("output_type", False, why))
+            return result
+        # Saved together and as they are, so storage shared between an output and an input
+        # survives the trip and the judge can see aliasing.
+        torch.save({"output": out, "inputs_after": args}, out_dir / f"cand_{i}.pt")
+        if i == 0:
+            seed0_inputs = inputs
+            with torch.no_grad():
+                again = model(*fresh_clone(inputs))
+            device_sync(device)
+            if _plain_outputs(again) is None:
+                torch.save({"output": to_cpu(again)}, out_dir / "cand_0_again.pt")
+    result["ext_calls"] = counter.calls - calls_before_runs
+    if policy == "strict" or violations:
+        checks.append(_check("torch_ops", not violations,
+                             violations[0] if violations else "no torch compute ops ran in forward"))
+
+    if device == "cuda" and model is not None and seed0_inputs is not None:
+        try:
+            result["cuda_kernels"] = _profiled_kernel_names(model, seed0_inputs)
+        except BaseException as exc:  # a profiler that cannot start is reported, not fatal
+            result["cuda_kernels_error"] = trim_exception(exc, 300)
+
+    timing_spec = spec.get("timing")
+    if timing_spec and model is not None and seed0_inputs is not None:
+        import timing
+
+        result["stage"] = "time"
+        measured = timing.time_calls(model, seed0_inputs, device, int(timing_spec["trials"]),
+                                     int(timing_spec["warmup"]), int(timing_spec.get("flush_bytes", timing.FLUSH_BYTES)),
+                                     tuple(timing_spec.get("save_at", ())))
+        for idx, out in measured.pop("saved").items():
+            torch.save({"output": out}, out_dir / f"timed_{idx}.pt")
+        result["timing"] = measured
+        result["bandwidth"] = timing.measure_write_bandwidth(device)
+
+    flags_after = guards.precision_flags()
+    changed = guards.diff_precision_flags(snapshot.precision, flags_after)
+    checks.append(_check("precision_flags", not changed,
+                         f"changed by the candidate: {'; '.join(changed)}" if changed
+                         else "unchanged: " + ", ".join(f"{k}={v}" for k, v in flags_before.items())))
+    threads_after, torch_threads_after = python_threads(), torch.get_num_threads()
+    checks.append(_check(
+        "threads", threads_after == threads_before and torch_threads_after == torch_threads_before,
+        f"python threads {threads_before}->{threads_after}, torch threads {torch_threads_before}->{torch_threads_after}",
+    ))
+    problems = list(guards.verify_integrity(snapshot))
+    checks.append(_check("harness_integrity", not problems,
+                         "; ".join(problems)[:800] if problems else "timers, comparisons and modules untouched"))
+    result["precision"] = flags_after
+    result["stage"] = "done"
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# judge
+# ---------------------------------------------------------------------------------------------
+
+def run_judge_job(spec: dict) -> dict:
+    """Compare candidate and expected outputs; neither model was ever imported in this process."""
+    atol, rtol = float(spec["atol"]), float(spec["rtol"])
+    in_dir, ref_dir, cand_dir = Path(spec["inputs_dir"]), Path(spec["ref_dir"]), Path(spec["cand_dir"])
+    checks: list[dict] = []
+    merged: dict[str, dict] = {}
+    for i in range(spec["n"]):
+        try:
+            expected = _load(ref_dir / f"expected_{i}.pt")["output"]
+            got = _load(cand_dir / f"cand_{i}.pt")
+            before = _load(in_dir / f"inputs_{i}.pt")["inputs"]
+        except Exception as exc:  # e.g. a tensor subclass refused by weights_only loading
+            checks.append(_check("output_type", False, f"seed {i}: candidate output unreadable: {trim_exception(exc, 300)}"))
+            return {"checks": checks}
+        after = got["inputs_after"]
+        for c in guards.compare_outputs(expected, got["output"], before, after, after, atol, rtol):
+            first = merged.setdefault(c["name"], {"name": c["name"], "passed": True, "detail": c["detail"]})
+            if not c["passed"] and first["passed"]:
+                first.update(passed=False, detail=f"seed {i}: {c['detail']}")
+    checks.extend(merged.values())
+
+    again = cand_dir / "cand_0_again.pt"
+    if again.is_file():
+        first_out = _load(cand_dir / "cand_0.pt")["output"]
+        second = _load(again)["output"]
+        same = _allclose(first_out, second, atol, rtol)
+        checks.append(_check("determinism", same, "two runs on the same inputs agree" if same
+                             else "two runs on the same inputs disagree (uninitialized memory or a race?)"))
+    timed = sorted(int(k) for k in spec.get("timed", []))
+    if timed:
+        expected0 = _load(ref_dir / "expected_0.pt")["output"]
+        bad = []
+        for k in timed:
+            path = cand_dir / f"timed_{k}.pt"
+            if not path.is_file() or not _allclose(expected0, _load(path)["output"], atol, rtol):
+                bad.append(k)
+        checks.append(_check("timed_outputs", not bad,
+                             f"timed calls {bad} returned wrong outputs" if bad
+                             else f"outputs of timed calls {timed} match the reference"))
+    return {"checks": checks}
+
+
+def _allclose(a: Any, b: Any, atol: float, rtol: float) -> bool:
+    a_items = a if isinstance(a, (list, tuple)) else [a]
+    b_items = b if isinstance(b, (list, tuple)) else [b]
+    if len(a_items) != len(b_items):
+        return False
+    for x, y in zip(a_items, b_items):
+        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape != y.shape:
+            return False
+        if not torch.allclose(x.float(), y.float(), atol=atol, rtol=rtol, equal_nan=True):
+            return False
+    return True
