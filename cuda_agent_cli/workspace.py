@@ -169,7 +169,7 @@ def external_workspace(path: Path) -> Workspace:
 
     The reference is PATH/model.py itself; its build directory is under the user cache dir.
     """
-    path = Path(path)
+    path = Path(path).absolute()
     if not path.exists():
         raise WorkspaceError(f"{path} does not exist", "pass a directory with model.py and model_new.py")
     if not path.is_dir():
@@ -194,7 +194,7 @@ def pair_workspace(reference: Path, candidate: Path) -> Workspace:
 
     When the candidate sits beside binding.cpp/binding_registry.h, its kernels/ are built too.
     """
-    reference, candidate = Path(reference), Path(candidate)
+    reference, candidate = Path(reference).absolute(), Path(candidate).absolute()
     for label, p in (("--ref", reference), ("--candidate", candidate)):
         if not p.is_file():
             raise WorkspaceError(f"{label} {p} is not a file", f"pass the path of a Python file to {label}")

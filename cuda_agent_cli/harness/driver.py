@@ -243,6 +243,9 @@ class Harness:
             result.checks.append(Check(c["name"], c["passed"], c["detail"]))
             if c["name"] == "compile" and not c["passed"]:
                 result.compiled = False
+        if self.workspace.kind == "kernelbench" and result.compiled and info.get("stage") != "import":
+            result.checks.insert(len(result.checks) - len(info.get("checks", [])),
+                                 Check("compile", True, "model_new.py built its extension with load_inline"))
         if info.get("stage") != "done":
             return self._finish(result)
 
