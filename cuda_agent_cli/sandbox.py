@@ -152,12 +152,20 @@ def toolchain_paths(env: dict[str, str] | None = None) -> tuple[Path, ...]:
     for name in ("CUDA_HOME", "CUDA_PATH", "VIRTUAL_ENV", "CONDA_PREFIX"):
         if env.get(name):
             cands.add(env[name])
-    out = []
-    for c in sorted(cands):
+    # Packages can live in a user site or an editable checkout under a home directory.
+    homes = {Path(os.path.realpath(h)) for h in ("/root", "/home", env.get("HOME") or "/root")}
+    for entry in sys.path:
+        if entry and Path(entry).is_absolute():
+            real = Path(os.path.realpath(entry))
+            if real not in homes and real.parent != Path("/home"):
+                cands.add(entry)
+    out: list[Path] = []
+    for c in sorted(cands, key=lambda c: len(Path(os.path.realpath(c)).parts)):
         real = Path(os.path.realpath(c))
-        if real.is_dir() and real != Path("/") and real not in out:
+        # One mount per tree: a path inside one already listed is shown by it.
+        if real.is_dir() and real != Path("/") and not any(_under(real, o) for o in out):
             out.append(real)
-    return tuple(out)
+    return tuple(sorted(out))
 
 
 def sandbox_path_var(env: dict[str, str] | None = None) -> str:
@@ -254,6 +262,7 @@ class SandboxStatus:
     detail: str
     bwrap: str | None = None
     setpriv: str | None = None
+    can_drop_uid: bool = False  # namespaces can be made as real root and the uid dropped inside
 
 
 class Sandbox:
@@ -266,8 +275,9 @@ class Sandbox:
         self.enabled = enabled and self.status.available
         if enabled and not self.status.available:
             raise EnvironmentMissing(f"bubblewrap sandbox unavailable: {self.status.detail}", INSTALL_HINT)
-        if policy.sandbox_uid is not None and self.enabled and self.status.setpriv is None:
-            # Without setpriv there is no way to leave uid 0: keep it rather than fail.
+        if policy.sandbox_uid is not None and self.enabled and not self.status.can_drop_uid:
+            # No way to leave the caller's uid here (no setpriv, or a container that allows
+            # only user namespaces): keep it rather than fail.
             policy = replace(policy, sandbox_uid=None, sandbox_gid=None)
         self.policy = policy
 
@@ -359,31 +369,46 @@ class Sandbox:
         return shlex.join(self.argv(command))
 
 
-def _probe_argv(bwrap: str, setpriv: str | None) -> list[str]:
+def _probe_argv(bwrap: str, setpriv: str | None, privileged: bool) -> list[str]:
     base = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    if os.geteuid() == 0 and setpriv:
+    if privileged and setpriv:
         return base + ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                        "--die-with-parent", "--new-session", setpriv, f"--reuid={NOBODY}",
                        f"--regid={NOBODY}", "--clear-groups", "--nnp", "--", "/bin/true"]
     return base + ["--unshare-all", "--die-with-parent", "--new-session", "/bin/true"]
 
 
+def _try(argv: list[str]) -> str | None:
+    """None when the command succeeds, else why it did not."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                              env={"PATH": _SYSTEM_PATH})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"failed to start: {exc}"
+    if proc.returncode != 0:
+        return (proc.stderr.strip().splitlines() or ["no message"])[-1][:200]
+    return None
+
+
 @functools.lru_cache(maxsize=1)
 def probe() -> SandboxStatus:
-    """Whether bwrap exists AND can create the namespaces the sandbox uses, tried for real."""
+    """Whether bwrap exists AND can create the namespaces the sandbox uses, tried for real.
+
+    As root it also tries the uid drop (namespaces made with root's privileges, then setpriv);
+    where a container forbids that, the user-namespace form alone still counts as available.
+    """
     bwrap = shutil.which("bwrap")
     if not bwrap:
         return SandboxStatus(False, "bwrap was not found on PATH")
     setpriv = shutil.which("setpriv")
-    try:
-        proc = subprocess.run(_probe_argv(bwrap, setpriv), capture_output=True, text=True,
-                              timeout=30, env={"PATH": _SYSTEM_PATH})
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return SandboxStatus(False, f"{bwrap} failed to start: {exc}", bwrap, setpriv)
-    if proc.returncode != 0:
-        why = (proc.stderr.strip().splitlines() or ["no message"])[-1][:200]
+    if os.geteuid() == 0 and setpriv and _try(_probe_argv(bwrap, setpriv, True)) is None:
+        return SandboxStatus(True, f"{bwrap} creates sandboxes (commands run as uid {NOBODY})",
+                             bwrap, setpriv, can_drop_uid=True)
+    why = _try(_probe_argv(bwrap, setpriv, False))
+    if why is not None:
         return SandboxStatus(False, f"{bwrap} cannot create namespaces here: {why}", bwrap, setpriv)
-    return SandboxStatus(True, f"{bwrap} creates sandboxes", bwrap, setpriv)
+    note = " (as root without a uid drop: the process limit cannot bind)" if os.geteuid() == 0 else ""
+    return SandboxStatus(True, f"{bwrap} creates sandboxes{note}", bwrap, setpriv)
 
 
 def require_sandbox(allow_unsafe: bool = False) -> SandboxStatus:
