@@ -67,6 +67,7 @@ class FakeOpenAIServer:
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
         self._httpd: ThreadingHTTPServer | None = None
+        self._stopping = threading.Event()  # cuts scripted delays short on stop()
         self._thread: threading.Thread | None = None
 
     # -- script ------------------------------------------------------------------------------
@@ -104,13 +105,15 @@ class FakeOpenAIServer:
         class Handler(_Handler):
             fake = server
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._stopping.clear()
+        self._httpd = _QuietServer(("127.0.0.1", port), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -178,6 +181,11 @@ def _stream_chunks(reply: FakeReply, n: int, model: str, include_usage: bool) ->
         yield {**base, "choices": [], "usage": _usage(reply)}
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hung up mid-reply (a killed test process) is expected here
+
+
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeOpenAIServer
     protocol_version = "HTTP/1.1"
@@ -213,8 +221,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": {"message": "request body is not JSON", "type": "invalid_request_error"}})
             return
         reply, n = self.fake._next_reply(body, {k.lower(): v for k, v in self.headers.items()})
-        if reply.delay_s:
-            time.sleep(reply.delay_s)
+        if reply.delay_s and self.fake._stopping.wait(reply.delay_s):
+            return
         model = str(body.get("model") or "fake")
         if reply.status != 200:
             err = {"message": reply.error_message or f"error {reply.status}", "type": "invalid_request_error",
