@@ -39,14 +39,15 @@ def relative_spread(values: list[float]) -> float:
     return (max(values) - min(values)) / mid if mid else 0.0
 
 
-_GLOBAL_FN = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:[\w:<>,\s*&]+?\s+)?(\w+)\s*\(")
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_GLOBAL_FN = re.compile(r"__global__\s+[^;{()]*?\b(\w+)\s*\(")
 
 
 def kernel_names_in_sources(sources: list[str]) -> set[str]:
     """Names of the __global__ functions defined in CUDA sources (kernels a profiler can see)."""
     names: set[str] = set()
     for text in sources:
-        for m in _GLOBAL_FN.finditer(text):
+        for m in _GLOBAL_FN.finditer(_LAUNCH_BOUNDS.sub(" ", text)):
             if m.group(1) not in {"void", "static", "inline"}:
                 names.add(m.group(1))
     return names

@@ -1,0 +1,123 @@
+"""Pure parts of the harness: reward, review flags, kernel names, reference checks, trimming."""
+
+from __future__ import annotations
+
+from cuda_agent_cli.assets.tools.compiler_errors import trim_compiler_output
+from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
+from cuda_agent_cli.harness.scoring import (
+    extension_kernel_check,
+    kernel_names_in_sources,
+    reference_problems,
+    relative_spread,
+    review_warnings,
+    reward_for,
+)
+
+
+def test_reward_follows_the_papers_rule() -> None:
+    assert reward_for(False, 5.0, 5.0) == -1
+    assert reward_for(True, None, None) is None
+    assert reward_for(True, 1.2, 1.2) == 3
+    assert reward_for(True, 1.2, 1.04) == 2
+    assert reward_for(True, 1.05, 0.5) == 1  # exactly 5% faster is not "more than 5%"
+    assert reward_for(True, 0.5, 0.4) == 1
+
+
+def test_review_flags_implausible_speedups_but_not_ordinary_ones() -> None:
+    assert review_warnings(2.0, 1.5, 50.0, 10.0, 70.0, 50.0) == []
+    assert any("beyond 10x" in w for w in review_warnings(12.0, 3.0, 50.0, None, None, 50.0))
+    assert any("roofline" in w for w in review_warnings(2.0, 2.0, 5.0, 20.0, None, 5.0))
+    assert any("another stream" in w for w in review_warnings(2.0, 2.0, 5.0, None, 400.0, 5.0))
+
+
+def test_kernel_names_are_read_from_global_functions() -> None:
+    src = """
+    template <typename T> __global__ void __launch_bounds__(256) axpby_kernel(const T* x, T* y) {}
+    __global__ void relu_kernel(float* x) {}
+    __device__ float helper(float x) { return x; }
+    static __global__ void gemm_epilogue(float* c) {}
+    """
+    assert kernel_names_in_sources([src]) == {"axpby_kernel", "relu_kernel", "gemm_epilogue"}
+
+
+def test_extension_kernel_check_on_cuda_needs_a_kernel_from_the_sources() -> None:
+    seen = ["void relu_kernel(float*)", "at::native::vectorized_elementwise_kernel<4>"]
+    assert extension_kernel_check("cuda", 0, seen, {"relu_kernel"}).passed
+    ghost = extension_kernel_check("cuda", 0, ["at::native::vectorized_elementwise_kernel<4>"], {"relu_kernel"})
+    assert not ghost.passed and "relu_kernel" in ghost.detail
+    assert not extension_kernel_check("cuda", 3, None, {"relu_kernel"}, "CUPTI missing").passed
+
+
+def test_extension_kernel_check_on_cpu_counts_extension_calls() -> None:
+    assert extension_kernel_check("cpu", 2, None, set()).passed
+    assert not extension_kernel_check("cpu", 0, None, set()).passed
+
+
+def test_reference_problems_name_what_is_missing() -> None:
+    good = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    return []\n"
+    assert reference_problems(good) == []
+    assert reference_problems("def get_inputs(): return []\n") == ["model.py defines no class Model"]
+    assert reference_problems("class Model: pass\n") == ["model.py defines no get_inputs()"]
+    assert "line 1" in reference_problems("class (:\n")[0]
+
+
+def test_relative_spread() -> None:
+    assert relative_spread([10.0, 10.2, 9.9]) == (10.2 - 9.9) / 10.0
+
+
+GCC_LOG = """[1/3] CXX obj/kernels/bad.o
+FAILED: obj/kernels/bad.o
+c++ -MMD -MF obj/kernels/bad.o.d -O3 -c /tmp/b/src/kernels/bad.cpp -o obj/kernels/bad.o
+In file included from /tmp/b/src/kernels/bad.cpp:1:
+/tmp/b/src/kernels/bad.cpp: In function 'at::Tensor f(const at::Tensor&)':
+/tmp/b/src/kernels/bad.cpp:7:10: error: 'undefined_thing' was not declared in this scope
+    7 |   return undefined_thing(x);
+      |          ^~~~~~~~~~~~~~~
+/tmp/b/src/kernels/bad.cpp:9:1: error: expected ';' before '}' token
+/tmp/b/src/kernels/bad.cpp:9:3: warning: unused variable 'y'
+ninja: build stopped: subcommand failed.
+"""
+
+NVCC_LOG = """/tmp/b/src/kernels/axpby.cu(12): error: identifier "blockIdxx" is undefined
+      int i = blockIdxx.x * blockDim.x + threadIdx.x;
+              ^
+
+1 error detected in the compilation of "/tmp/b/src/kernels/axpby.cu".
+"""
+
+
+def test_trimmed_gcc_errors_keep_file_line_and_source_context() -> None:
+    out = trim_compiler_output(GCC_LOG, ("/tmp/b/src",), log_path="/tmp/b/compile.log")
+    lines = out.splitlines()
+    assert lines[0] == "kernels/bad.cpp:7:10: error: 'undefined_thing' was not declared in this scope"
+    assert "return undefined_thing(x);" in lines[1] and "^~~" in lines[2]
+    assert "kernels/bad.cpp:9:1: error: expected ';'" in out
+    assert "/tmp/b/src" not in out and "warning" not in out and "c++ -MMD" not in out
+    assert out.endswith("(full log: /tmp/b/compile.log)")
+
+
+def test_trimmed_nvcc_errors_and_the_error_cap() -> None:
+    out = trim_compiler_output(NVCC_LOG, ("/tmp/b/src",))
+    assert out.startswith('kernels/axpby.cu(12): error: identifier "blockIdxx" is undefined')
+    many = "\n".join(f"/x/k.cpp:{i}:1: error: e{i}" for i in range(1, 12))
+    capped = trim_compiler_output(many, max_errors=5)
+    assert "e5" in capped and "e6" not in capped and "and 6 more error(s)" in capped
+
+
+def test_trimming_keeps_the_tail_when_nothing_looks_like_an_error() -> None:
+    out = trim_compiler_output("line a\nc++: internal compiler error? no\nSegmentation fault (core dumped)\n")
+    assert "Segmentation fault" in out
+
+
+def test_result_json_has_exactly_the_design_keys() -> None:
+    r = HarnessResult(compiled=True, correct=True, reward=2, device="cpu", policy="strict",
+                      checks=[Check("correctness", True, "ok")],
+                      timings=Timings(10.0, 9.0, 5.0, 2.0, 1.8, "perf_counter, median of 20", 20),
+                      environment={"gpu": None, "torch": "2.13.0", "cuda": None, "extra": 1})
+    j = r.to_json()
+    assert list(j) == ["compiled", "correct", "reward", "device", "policy", "errors", "warnings", "checks",
+                       "timings", "environment"]
+    assert set(j["timings"]) == {"eager_us", "compile_us", "candidate_us", "speedup_vs_eager",
+                                 "speedup_vs_compile", "method", "trials"}
+    assert j["environment"] == {"gpu": None, "torch": "2.13.0", "cuda": None}
+    assert "reward 2" in r.summary() and "2.00x" in r.summary()
