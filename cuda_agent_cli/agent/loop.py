@@ -106,7 +106,8 @@ class _Run:
     tools: list[dict[str, Any]] = field(default_factory=list)
     index: dict[str, dict[str, Any]] = field(default_factory=dict)
     budget: int = 0
-    reported_tokens: int = 0
+    reported_tokens: int = 0  # what the model last counted (prompt + completion)
+    reported_at: int = 0  # len(messages) when it counted
     started_at: float = field(default_factory=time.monotonic)
     run_turns: int = 0
     final_text: str | None = None
@@ -138,7 +139,11 @@ class _Run:
 
     # -- context ---------------------------------------------------------------------------------
     def context_tokens(self) -> int:
-        return estimate_tokens(self.state.messages, self.reported_tokens)
+        msgs = self.state.messages
+        if not self.reported_tokens:
+            return estimate_tokens(msgs)
+        # The model's own count, plus an estimate for what was added since it counted.
+        return estimate_tokens(msgs, self.reported_tokens + estimate_tokens(msgs[self.reported_at:]))
 
     def maybe_compact(self, force: bool = False, keep_turns: int = KEEP_TURNS) -> bool:
         before = self.context_tokens()
@@ -181,6 +186,7 @@ class _Run:
                                    turn.usage.completion_tokens, turn.cost_usd))
         if turn.usage.prompt_tokens:
             self.reported_tokens = turn.usage.prompt_tokens + turn.usage.completion_tokens
+            self.reported_at = len(self.state.messages)
         self.emit(CostUpdate(turn.cost_usd, self.state.cost_usd, turn.usage.prompt_tokens,
                              turn.usage.completion_tokens, self.context_tokens(), self.budget))
         return calls
