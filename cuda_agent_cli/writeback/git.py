@@ -100,3 +100,15 @@ def _has_identity(repo) -> bool:
         return bool(reader.get_value("user", "name", "")) and bool(reader.get_value("user", "email", ""))
     except Exception:
         return False
+
+
+def init_repo(root: Path, message: str) -> None:
+    """A new repository at `root` with everything in it committed (the demo's scratch project)."""
+    import git
+
+    repo = git.Repo.init(root)
+    repo.git.add("--all")
+    args = ["commit", "-q", "-m", message]
+    if not _has_identity(repo):
+        args = ["-c", "user.name=cuda-agent", "-c", "user.email=cuda-agent@localhost", *args]
+    repo.git.execute(["git", *args])

@@ -1,0 +1,252 @@
+"""`cuda-agent optimize TARGET` and `cuda-agent demo`: run a session, review, apply with a yes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cuda_agent_cli.cli_app import DeviceOpt, JsonOpt, ModelOpt, app
+
+ApiBaseOpt = Annotated[Optional[str], typer.Option("--api-base", help="Base URL for OpenAI-compatible or self-hosted models.")]
+PolicyOpt = Annotated[Optional[str], typer.Option("--policy", help="strict (default: kernels only) or hybrid (torch ops allowed next to a kernel).")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Apply the best kernel without asking.")]
+NoApplyOpt = Annotated[bool, typer.Option("--no-apply", help="Show the result and the diff, never write into the repository.")]
+PatchOpt = Annotated[Optional[Path], typer.Option("--patch", help="Save the diff as a git-apply-able patch FILE.")]
+NoCommitOpt = Annotated[bool, typer.Option("--no-commit", help="Write the files but do not commit them.")]
+AllowDirtyOpt = Annotated[bool, typer.Option("--allow-dirty", help="Apply even if the target file has uncommitted changes.")]
+BatchOpt = Annotated[bool, typer.Option("--batch", help="No prompts and no live display (with --json: one JSON object on stdout).")]
+UnsafeOpt = Annotated[bool, typer.Option("--unsafe-no-sandbox", help="Run the agent's shell without bubblewrap (DANGEROUS).")]
+
+
+@dataclass
+class ReviewOptions:
+    yes: bool = False
+    no_apply: bool = False
+    patch: Path | None = None
+    no_commit: bool = False
+    allow_dirty: bool = False
+    batch: bool = False
+    json_out: bool = False
+
+
+def _check_flags(opts: ReviewOptions) -> None:
+    from cuda_agent_cli.errors import BadInput
+
+    if opts.yes and opts.no_apply:
+        raise BadInput("--yes and --no-apply contradict each other", "pass one of them")
+
+
+def _will_try_apply(opts: ReviewOptions) -> bool:
+    return not opts.no_apply and (opts.yes or not opts.batch)
+
+
+def _precheck(opts: ReviewOptions):
+    """Refuse before the session what apply would refuse after it (outside git, dirty target)."""
+
+    def check(task: Any) -> None:
+        if not _will_try_apply(opts):
+            return
+        from cuda_agent_cli.errors import WriteBackRefused
+        from cuda_agent_cli.writeback.git import dirty_paths, git_root
+
+        root = git_root(task.file)
+        if root is None:
+            if not opts.no_commit:
+                raise WriteBackRefused(
+                    f"{task.file} is not inside a git repository, so applying could not be undone",
+                    "use --no-apply (review only), --patch FILE (save the diff), or --no-commit to write anyway",
+                )
+            return
+        rel = task.file.resolve().relative_to(root).as_posix()
+        if dirty_paths(root, [rel]) and not opts.allow_dirty:
+            raise WriteBackRefused(f"{rel} has uncommitted changes",
+                                   "commit or stash them first, or pass --allow-dirty (or --no-apply)")
+
+    return check
+
+
+def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note: str | None) -> dict[str, Any]:
+    t = outcome.timings or {}
+    return {
+        "status": outcome.status,
+        "reward": outcome.reward,
+        "speedups": {"vs_eager": t.get("speedup_vs_eager"), "vs_compile": t.get("speedup_vs_compile")},
+        "timings": t or None,
+        "best_candidate_files": outcome.best_files,
+        "applied": bool(applied),
+        "apply_note": apply_note,
+        "branch": applied.branch if applied else None,
+        "commit": applied.commit if applied else None,
+        "written": applied.written if applied else [],
+        "patch": patch_path,
+        "session_id": outcome.session_id,
+        "transcript": str(outcome.transcript),
+        "cost_usd": round(outcome.cost_usd, 6),
+        "turns": outcome.turns,
+        "stop_reason": outcome.stop_reason,
+        "device": outcome.device,
+        "policy": outcome.policy,
+        "target": outcome.target,
+        "environment": (outcome.best or {}).get("environment"),
+    }
+
+
+def run_and_review(req: Any, opts: ReviewOptions) -> int:
+    """Run the session with progress, show the review, apply on yes; returns the exit code."""
+    from rich.console import Console
+
+    from cuda_agent_cli import ui
+    from cuda_agent_cli.errors import CudaAgentError
+    from cuda_agent_cli.optimize import exit_code_for, run_optimize
+
+    _check_flags(opts)
+    err_console = Console(stderr=True)
+    out_console = Console(stderr=opts.json_out)  # with --json stdout holds the JSON object only
+    try:
+        if opts.batch or not sys.stdout.isatty():
+            progress: Any = ui.PlainProgress(sys.stderr)
+            outcome = run_optimize(req, sink=progress, on_stage=progress.stage, precheck=_precheck(opts))
+        else:
+            banner = _unsafe_banner(req.allow_unsafe)
+            with ui.LiveProgress(out_console, banner) as live:
+                outcome = run_optimize(req, sink=live, on_stage=live.stage, precheck=_precheck(opts))
+        return _review(outcome, opts, out_console, err_console, exit_code_for(outcome))
+    except CudaAgentError as exc:
+        if opts.json_out:
+            typer.echo(json.dumps({"status": "error", "error": exc.one_line(), "exit_code": exc.exit_code}))
+        raise
+
+
+def _unsafe_banner(allow_unsafe: bool) -> str | None:
+    if not allow_unsafe:
+        return None
+    from cuda_agent_cli.sandbox import UNSAFE_BANNER, probe
+
+    return None if probe().available else UNSAFE_BANNER
+
+
+def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, code: int) -> int:
+    from cuda_agent_cli import ui
+    from cuda_agent_cli.writeback.apply import apply_plan
+
+    plan = outcome.plan
+    if outcome.sandbox_banner and not opts.json_out:
+        console.print(f"[bold red]{outcome.sandbox_banner}[/bold red]")
+    if not opts.json_out:
+        ui.render_review(console, outcome) if outcome.best else console.print(
+            f"no correct kernel in this session (stopped: {outcome.stop_reason})")
+    patch_path = None
+    if opts.patch is not None and plan is not None:
+        opts.patch.parent.mkdir(parents=True, exist_ok=True)
+        opts.patch.write_text(plan.patch)
+        patch_path = str(opts.patch.resolve())
+    applied = None
+    note = None
+    if plan is None:
+        note = "nothing to apply: no correct kernel"
+    elif opts.no_apply:
+        note = "not applied (--no-apply)"
+    elif outcome.status != "improved":
+        note = "not applied: the kernel is correct but not faster than eager PyTorch"
+    elif opts.yes or (not opts.batch and ui.confirm(console, f"Apply this kernel to {plan.module_rel}?")):
+        applied = apply_plan(plan, commit=not opts.no_commit, allow_dirty=opts.allow_dirty)
+    else:
+        note = "not applied" + (" (--batch without --yes)" if opts.batch else "")
+    if opts.json_out:
+        typer.echo(json.dumps(_result_json(outcome, applied, patch_path, note)))
+    else:
+        if note:
+            console.print(note)
+        for line in ui.summary_lines(outcome, applied, patch_path):
+            console.print(line, highlight=False, soft_wrap=True)
+    return code
+
+
+@app.command()
+def optimize(
+    target: Annotated[Optional[str], typer.Argument(help="path/to/file.py::ClassName or package.module:ClassName")] = None,
+    model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    device: DeviceOpt = None,
+    policy: PolicyOpt = None,
+    inputs: Annotated[Optional[str], typer.Option("--inputs", help='Example inputs, e.g. "x=float16[8,4096] cuda; init: 4096".')] = None,
+    capture: Annotated[Optional[str], typer.Option("--capture", help="Run CMD and record the first call to the class.")] = None,
+    max_turns: Annotated[Optional[int], typer.Option("--max-turns", help="Stop after this many model turns (default 200).")] = None,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Stop when the session has cost this many USD.")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", help="Stop after this many seconds.")] = None,
+    yes: YesOpt = False,
+    no_apply: NoApplyOpt = False,
+    patch: PatchOpt = None,
+    no_commit: NoCommitOpt = False,
+    allow_dirty: AllowDirtyOpt = False,
+    batch: BatchOpt = False,
+    json_out: JsonOpt = False,
+    resume: Annotated[Optional[str], typer.Option("--resume", help="Continue the session with this id.")] = None,
+    continue_: Annotated[bool, typer.Option("--continue", help="Continue the most recent session.")] = False,
+    unsafe_no_sandbox: UnsafeOpt = False,
+) -> None:
+    """Write, verify and time a custom kernel for a PyTorch module, then review it before applying."""
+    from cuda_agent_cli.errors import BadInput
+    from cuda_agent_cli.optimize import OptimizeRequest
+
+    if not target and not (resume or continue_):
+        raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName (or --resume ID)")
+    if target and (resume or continue_):
+        raise BadInput("pass either a TARGET or --resume/--continue, not both", "drop one of them")
+    if json_out and not batch:
+        batch = True  # one JSON object on stdout leaves no room for prompts
+    req = OptimizeRequest(
+        target=target, cwd=Path.cwd(), model=model, api_base=api_base, device=device, policy=policy,
+        inputs=inputs, capture=capture, max_turns=max_turns, max_cost=max_cost, timeout=timeout,
+        resume=resume, continue_latest=continue_, allow_unsafe=unsafe_no_sandbox,
+    )
+    opts = ReviewOptions(yes, no_apply, patch, no_commit, allow_dirty, batch, json_out)
+    raise typer.Exit(run_and_review(req, opts))
+
+
+@app.command()
+def demo(
+    device: DeviceOpt = None,
+    directory: Annotated[Optional[Path], typer.Option("--dir", help="Where to put the example project (default: a new folder in the data dir).")] = None,
+    yes: YesOpt = False,
+    no_apply: NoApplyOpt = False,
+    patch: PatchOpt = None,
+    batch: BatchOpt = False,
+    json_out: JsonOpt = False,
+    unsafe_no_sandbox: UnsafeOpt = False,
+) -> None:
+    """Optimize a bundled example with a recorded session: no API key, real compile/verify/profile."""
+    import time
+
+    from cuda_agent_cli import demo as demo_assets
+    from cuda_agent_cli.cli_app import resolve_device
+    from cuda_agent_cli.config import load_config, user_data_dir
+    from cuda_agent_cli.errors import BadInput
+    from cuda_agent_cli.optimize import OptimizeRequest
+    from cuda_agent_cli.writeback.git import init_repo
+
+    dev = resolve_device(device)
+    cfg = load_config({})
+    base = Path(cfg.data_dir) if cfg.data_dir else user_data_dir()
+    dest = (directory or base / "demo" / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    if dest.exists() and any(dest.iterdir()):
+        raise BadInput(f"{dest} is not empty", "pass --dir with a new or empty folder")
+    demo_assets.copy_example(dest)
+    init_repo(dest, "Example project for the cuda-agent demo")
+    if json_out:
+        batch = True
+    req = OptimizeRequest(
+        target=f"{demo_assets.EXAMPLE}::{demo_assets.CLASS}", cwd=dest,
+        model=f"replay:{demo_assets.replay_path(dev)}", device=dev, inputs=demo_assets.INPUTS[dev],
+        allow_unsafe=unsafe_no_sandbox,
+    )
+    if not json_out:
+        typer.echo(f"demo: optimizing {demo_assets.EXAMPLE}::{demo_assets.CLASS} in {dest} on {dev} "
+                   "with a recorded session (the harness runs for real)", err=batch)
+    opts = ReviewOptions(yes, no_apply, patch, False, False, batch, json_out)
+    raise typer.Exit(run_and_review(req, opts))

@@ -1,0 +1,287 @@
+"""`optimize`: task -> workspace -> harness -> toolbox -> model -> loop -> best candidate -> plan.
+
+The orchestration only: every step is owned elsewhere. It never prints; progress goes to the
+injected event sink, and the result (with the write-back plan, not yet applied) comes back to
+the CLI, which shows the review and applies only with the user's yes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from cuda_agent_cli.errors import BadInput, EnvironmentMissing, JobFailed, ModelConfigError
+
+TASK_FILE = "task.json"  # in the session dir: how to rebuild the task on --resume
+
+
+@dataclass
+class OptimizeRequest:
+    target: str | None
+    cwd: Path
+    model: str | None = None
+    api_base: str | None = None
+    device: str | None = None
+    policy: str | None = None
+    inputs: str | None = None
+    capture: str | None = None
+    max_turns: int | None = None
+    max_cost: float | None = None
+    timeout: float | None = None
+    resume: str | None = None
+    continue_latest: bool = False
+    allow_unsafe: bool = False
+
+
+@dataclass
+class OptimizeOutcome:
+    session_id: str
+    transcript: Path
+    status: str                       # improved | correct | failed
+    stop_reason: str
+    turns: int
+    cost_usd: float
+    device: str
+    policy: str
+    target: str
+    best: dict[str, Any] | None       # the best harness result (DESIGN §3 object)
+    best_dir: Path | None             # the snapshot of its files in the session store
+    best_files: list[str] = field(default_factory=list)
+    plan: Any = None                  # writeback.apply.WriteBackPlan when there is a correct kernel
+    sandbox_banner: str | None = None
+
+    @property
+    def reward(self) -> int | None:
+        return self.best.get("reward") if self.best else None
+
+    @property
+    def timings(self) -> dict[str, Any] | None:
+        return (self.best or {}).get("timings")
+
+
+def status_of(best: dict[str, Any] | None) -> str:
+    """improved: faster than eager by >5% (reward 2 or 3); correct: verified only; failed: none."""
+    if not best or not best.get("correct"):
+        return "failed"
+    reward = best.get("reward")
+    return "improved" if isinstance(reward, (int, float)) and reward >= 2 else "correct"
+
+
+# ---------------------------------------------------------------- checks that fail fast
+
+def check_model(model: str | None) -> None:
+    """Exit 3 with no model or a missing key, exit 2 for a model string litellm cannot route."""
+    if not model:
+        raise EnvironmentMissing(
+            "no model configured",
+            "pass --model (e.g. anthropic/claude-sonnet-4-5) or set CUDA_AGENT_MODEL; "
+            "`cuda-agent demo` runs without one",
+        )
+    if model.startswith("replay:"):
+        path = Path(model.split(":", 1)[1]).expanduser()
+        if not path.is_file():
+            raise ModelConfigError(f"replay file {path} does not exist", "pass --model replay:PATH/TO/FILE.jsonl")
+        return
+    from cuda_agent_cli.model.provider import describe_model
+
+    known, missing = describe_model(model)
+    if not known:
+        raise ModelConfigError(f"unknown model `{model}`",
+                               "use a litellm model string such as anthropic/claude-sonnet-4-5 or openai/gpt-4.1")
+    if missing:
+        raise EnvironmentMissing(f"{', '.join(missing)} is not set for {model}", f"export {missing[0]}=...")
+
+
+# ---------------------------------------------------------------- the run
+
+def _save_task(session_dir: Path, req: OptimizeRequest, task: Any, device: str, policy: str) -> None:
+    from cuda_agent_cli.inputs_spec import call_to_json
+
+    data = {"target": req.target, "cwd": str(req.cwd), "call": call_to_json(task.call),
+            "explicit_inputs": not task.uses_module_inputs, "device": device, "policy": policy}
+    (session_dir / TASK_FILE).write_text(json.dumps(data, indent=2))
+
+
+def _load_task(session_dir: Path) -> dict[str, Any]:
+    path = session_dir / TASK_FILE
+    if not path.is_file():
+        raise BadInput(f"session {session_dir.name} was not started by optimize", "resume it with `cuda-agent chat`")
+    return json.loads(path.read_text())
+
+
+def run_optimize(
+    req: OptimizeRequest,
+    sink: Callable[[Any], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
+    data_dir: Path | None = None,
+    precheck: Callable[[Any], None] | None = None,
+) -> OptimizeOutcome:
+    """Run (or resume) one optimize session and return its outcome with the write-back plan.
+
+    `precheck(task)` runs once the target is imported, before any model call: the CLI refuses
+    there what it would refuse at apply time, so nobody pays for a session that cannot land."""
+    from cuda_agent_cli.config import load_config
+
+    stage = on_stage or (lambda _msg: None)
+    cfg = load_config({"model": req.model, "api_base": req.api_base, "device": req.device,
+                       "policy": req.policy, "max_turns": req.max_turns, "max_cost": req.max_cost,
+                       "timeout": req.timeout}, cwd=req.cwd)
+    check_model(cfg.model)
+    from cuda_agent_cli.sandbox import require_sandbox
+
+    require_sandbox(req.allow_unsafe)
+
+    from cuda_agent_cli.agent.session import new_session, resume_session
+    from cuda_agent_cli.inputs_spec import call_from_json, parse_inputs_spec
+    from cuda_agent_cli.task import resolve_task
+
+    resuming = bool(req.resume or req.continue_latest)
+    if resuming:
+        state = resume_session(req.resume if req.resume else None, data_dir)
+        saved = _load_task(state.session_dir)
+        cwd = Path(saved["cwd"])
+        stage(f"resuming session {state.session_id}")
+        task = resolve_task(saved["target"], cwd,
+                            inputs=call_from_json(saved["call"]) if saved["explicit_inputs"] else None)
+        device, policy = saved["device"], saved["policy"]
+        target_text = saved["target"]
+    else:
+        if not req.target:
+            raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName")
+        stage(f"importing {req.target}")
+        spec = parse_inputs_spec(req.inputs) if req.inputs else None
+        task = resolve_task(req.target, req.cwd, inputs=spec, capture_command=req.capture)
+        # An explicit --device wins, then the device the inputs name; else the harness picks.
+        device = cfg.device or task.call.device()
+        policy = cfg.policy
+        target_text = req.target
+        state = None
+
+    if precheck is not None:
+        precheck(task)
+    from cuda_agent_cli.harness import Harness
+    from cuda_agent_cli.workspace import create_workspace, open_workspace
+
+    stage("starting the harness")
+    if state is None:
+        state = new_session(data_dir)
+        workspace = create_workspace(state.session_dir, task.reference_source)
+        harness = Harness(workspace, device=device, policy=policy, atol=cfg.atol, rtol=cfg.rtol)
+        device = harness.device
+        _save_task(state.session_dir, req, task, device, policy)
+    else:
+        workspace = open_workspace(state.session_dir)
+        harness = Harness(workspace, device=device, policy=policy, atol=cfg.atol, rtol=cfg.rtol)
+
+    from cuda_agent_cli.actions import ActionContext, make_toolbox
+    from cuda_agent_cli.agent.loop import Limits, run_agent
+    from cuda_agent_cli.agent.prompts import build_system_prompt, task_message
+    from cuda_agent_cli.model.factory import make_model
+    from cuda_agent_cli.sandbox import SandboxPolicy, open_sandbox
+
+    sandbox = open_sandbox(SandboxPolicy.optimize(workspace.root, list(workspace.locked)), req.allow_unsafe)
+    toolbox = make_toolbox(ActionContext(sandbox, harness=harness))
+    model = make_model(cfg.model, cfg.api_base)
+    gpu = (harness.environment().get("gpu") if hasattr(harness, "environment") else None)
+    limits = Limits(max_turns=cfg.max_turns, max_cost=cfg.max_cost, timeout=cfg.timeout,
+                    context_tokens=cfg.context_tokens)
+    settings = {"device": device, "policy": policy, "max_turns": cfg.max_turns, "max_cost": cfg.max_cost,
+                "timeout": cfg.timeout, "inputs": task.call.describe(), "command": "optimize"}
+    notes = (f"Inputs: {task.call.describe()}. Device: {device}. Policy: {policy}."
+             if not task.uses_module_inputs else None)
+    stage("running the agent")
+    try:
+        result = run_agent(
+            model, toolbox, state=state,
+            prompt=None if resuming else task_message(task.target.display, task.reference_source, notes),
+            system_prompt=build_system_prompt(device=device, policy=policy, gpu=gpu),
+            target=target_text, settings=settings, workspace_root=workspace.root,
+            limits=limits, sink=sink,
+        )
+    finally:
+        close = getattr(toolbox, "close", None)
+        if close:
+            close()
+
+    best = result.best.result if result.best else None
+    best_dir = Path(result.best.snapshot) if result.best and result.best.snapshot else None
+    outcome = OptimizeOutcome(
+        session_id=result.session_id, transcript=result.transcript, status=status_of(best),
+        stop_reason=result.stop_reason, turns=result.turns, cost_usd=result.cost_usd, device=device,
+        policy=policy, target=task.target.display, best=best, best_dir=best_dir,
+        sandbox_banner=sandbox.banner,
+    )
+    if best_dir is not None and best and best.get("correct"):
+        files = candidate_files(best_dir)
+        outcome.best_files = [str(best_dir / rel) for rel in sorted(files)]
+        outcome.plan = make_plan(task, files, workspace, device, policy, best, result.session_id, req.cwd)
+    return outcome
+
+
+def candidate_files(best_dir: Path) -> dict[str, str]:
+    """model_new.py and kernels/* of a snapshot, as workspace-relative path -> text."""
+    out: dict[str, str] = {}
+    if (best_dir / "model_new.py").is_file():
+        out["model_new.py"] = (best_dir / "model_new.py").read_text()
+    kernels = best_dir / "kernels"
+    if kernels.is_dir():
+        for p in sorted(kernels.rglob("*")):
+            # .keep and other dot files only hold the folder in the template.
+            if (p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts
+                    and not p.name.startswith(".")):
+                out[p.relative_to(best_dir).as_posix()] = p.read_text(errors="replace")
+    return out
+
+
+def _binding_files(workspace: Any) -> dict[str, str]:
+    from cuda_agent_cli.resources import sandbox_template_dir
+
+    base = Path(workspace.binding_dir) if getattr(workspace, "binding_dir", None) else sandbox_template_dir()
+    return {name: (base / name).read_text() for name in ("binding.cpp", "binding_registry.h")}
+
+
+def make_plan(task: Any, files: dict[str, str], workspace: Any, device: str, policy: str,
+              best: dict[str, Any], session_id: str, cwd: Path) -> Any:
+    from cuda_agent_cli.inputs_spec import call_to_json
+    from cuda_agent_cli.writeback.apply import build_plan
+    from cuda_agent_cli.writeback.integrate import Verified
+
+    timings = best.get("timings") or {}
+    env = best.get("environment") or {}
+    verified = Verified(device=device, call=task.call, forward_params=task.forward_params,
+                        parameters=task.parameters, training_sensitive=task.training_sensitive)
+    entry = {
+        "target": task.target.display,
+        "class": task.target.class_name,
+        "module": task.target.module_name,
+        "reference_sha256": task.module_sha256,
+        "inputs": task.call.describe(),
+        "device": device,
+        "gpu": env.get("gpu") or "",
+        "policy": policy,
+        "reward": best.get("reward"),
+        "eager_us": timings.get("eager_us"),
+        "compile_us": timings.get("compile_us"),
+        "kernel_us": timings.get("candidate_us"),
+        "speedup_vs_eager": timings.get("speedup_vs_eager"),
+        "speedup_vs_compile": timings.get("speedup_vs_compile"),
+        "method": timings.get("method") or "",
+        "torch": env.get("torch") or "",
+        "session": session_id,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "input_spec": json.dumps(call_to_json(task.call), separators=(",", ":")),
+    }
+    return build_plan(
+        module_file=task.file, module_source=task.module_source, class_name=task.target.class_name,
+        class_snake=task.class_snake, class_end=task.class_end, display=task.target.display,
+        session_id=session_id, candidate_files=files, binding_files=_binding_files(workspace),
+        verified=verified, manifest_entry=entry, fallback_root=task.target.repo_root,
+    )
+
+
+def exit_code_for(outcome: OptimizeOutcome) -> int:
+    """0 when a correct kernel was found, 1 when not (DESIGN §7)."""
+    return 0 if outcome.status in ("improved", "correct") else JobFailed.exit_code

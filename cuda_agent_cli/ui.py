@@ -1,0 +1,219 @@
+"""Rich rendering for the CLI: live progress of a session, the speedup table, the diff, y/n.
+
+Progress consumes the agent loop's events (agent.events); nothing here decides anything.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+HARNESS_TOOLS = ("Compile", "Verify", "Profile")
+
+
+def _short_args(name: str, args: dict[str, Any]) -> str:
+    for key in ("file_path", "notebook_path", "pattern", "command"):
+        if key in args and isinstance(args[key], str):
+            text = args[key].strip().splitlines()[0] if args[key].strip() else ""
+            return text if len(text) <= 70 else text[:67] + "..."
+    return ""
+
+
+def harness_line(tool: str, result: dict[str, Any]) -> str:
+    """One line for a Compile/Verify/Profile result."""
+    if not result.get("compiled"):
+        first = (result.get("errors") or ["compile failed"])[0].splitlines()[0]
+        return f"{tool}: compile failed — {first[:120]}"
+    if tool == "Compile":
+        return f"{tool}: compiled"
+    if not result.get("correct"):
+        failed = [c for c in result.get("checks") or [] if not c.get("passed")]
+        why = failed[0].get("detail") or failed[0].get("name") if failed else (result.get("errors") or ["incorrect"])[0]
+        return f"{tool}: not correct — {str(why).splitlines()[0][:120]}"
+    t = result.get("timings")
+    if tool == "Verify" or not t:
+        return f"{tool}: correct"
+    return (f"{tool}: {t['candidate_us']:.1f} µs — {t['speedup_vs_eager']:.2f}x vs eager, "
+            f"{t['speedup_vs_compile']:.2f}x vs torch.compile (reward {result.get('reward')})")
+
+
+class ProgressState:
+    """What the status line shows, updated from events (kept separate so it is easy to test)."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+        self.cost = 0.0
+        self.running: str | None = None
+        self.best: str | None = None
+        self.started = time.monotonic()
+        self._args: dict[str, dict[str, Any]] = {}
+
+    def status(self) -> str:
+        parts = [f"turn {self.turn}", f"${self.cost:.3f}", f"{time.monotonic() - self.started:.0f}s"]
+        if self.best:
+            parts.append(f"best {self.best}")
+        if self.running:
+            parts.append(f"running {self.running}…")
+        return " · ".join(parts)
+
+    def apply(self, event: Any) -> str | None:
+        """Update from one event; returns a line to print permanently, if any."""
+        kind = getattr(event, "kind", "")
+        if kind == "assistant_message":
+            self.turn = event.turn
+            self.cost += event.cost_usd or 0.0
+            text = (event.content or "").strip()
+            if text:
+                first = text.splitlines()[0]
+                return f"[{event.turn}] {first[:110]}"
+        elif kind == "tool_started":
+            self.running = event.name
+            self._args[event.call_id] = event.arguments or {}
+        elif kind == "tool_finished":
+            self.running = None
+            args = self._args.pop(event.call_id, {})
+            if event.name in HARNESS_TOOLS:
+                return None  # the harness_result event says it better
+            mark = "✗" if event.is_error else "✓"
+            return f"    {mark} {event.name} {_short_args(event.name, args)}".rstrip()
+        elif kind == "harness_result":
+            line = harness_line(event.tool, event.result)
+            t = event.result.get("timings")
+            if event.best and t:
+                self.best = f"{t['speedup_vs_compile']:.2f}x vs torch.compile"
+            elif event.best and not self.best:
+                self.best = "correct"
+            return f"    {'★' if event.best else '•'} {line}"
+        elif kind == "cost":
+            self.cost = event.total_cost_usd
+        elif kind == "retrying":
+            return f"    model call failed ({event.reason}); retry {event.attempt} in {event.wait_s:.0f}s"
+        elif kind == "stopped":
+            self.running = None
+            return f"stopped: {event.reason}" + (f" — {event.detail}" if event.detail else "")
+        return None
+
+
+class LiveProgress:
+    """The event sink for an interactive terminal: permanent lines plus one live status line."""
+
+    def __init__(self, console: Console, banner: str | None = None) -> None:
+        self.console = console
+        self.banner = banner
+        self.state = ProgressState()
+        self.live = Live(self._render(), console=console, refresh_per_second=4, transient=True)
+
+    def _render(self) -> Any:
+        status = Text(self.state.status(), style="dim")
+        if self.banner:
+            return Group(Text(self.banner, style="bold red"), status)
+        return status
+
+    def __enter__(self) -> "LiveProgress":
+        if self.banner:
+            self.console.print(Text(self.banner, style="bold red"))
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.__exit__(*exc)  # type: ignore[arg-type]
+
+    def __call__(self, event: Any) -> None:
+        line = self.state.apply(event)
+        if line:
+            style = "bold" if line.lstrip().startswith("★") else None
+            self.console.print(Text(line, style=style))
+        self.live.update(self._render())
+
+    def stage(self, message: str) -> None:
+        self.console.print(Text(message, style="dim"))
+
+
+class PlainProgress:
+    """Batch mode: plain lines on stderr, no live display (or nothing at all when quiet)."""
+
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.state = ProgressState()
+
+    def __call__(self, event: Any) -> None:
+        line = self.state.apply(event)
+        if line and not self.quiet:
+            print(line, file=self.stream, flush=True)
+
+    def stage(self, message: str) -> None:
+        if not self.quiet:
+            print(message, file=self.stream, flush=True)
+
+
+# ---------------------------------------------------------------- the review
+
+def speedup_table(best: dict[str, Any] | None, device: str) -> Table:
+    """eager, torch.compile and the kernel: time, speedup; method and GPU in the caption."""
+    t = (best or {}).get("timings") or {}
+    env = (best or {}).get("environment") or {}
+    where = env.get("gpu") or ("CPU" if device == "cpu" else device)
+    table = Table(title=f"Measured on {where}", title_justify="left")
+    table.add_column("")
+    table.add_column("time", justify="right")
+    table.add_column("kernel speedup", justify="right")
+    if not t:
+        table.add_row("kernel", "not timed", "—")
+        return table
+    table.add_row("eager PyTorch", f"{t['eager_us']:.1f} µs", f"{t['speedup_vs_eager']:.2f}x")
+    table.add_row("torch.compile", f"{t['compile_us']:.1f} µs", f"{t['speedup_vs_compile']:.2f}x")
+    table.add_row(Text("kernel", style="bold"), Text(f"{t['candidate_us']:.1f} µs", style="bold"), "")
+    table.caption = (f"{t.get('method', '')}, {t.get('trials', '?')} timed calls; reward {best.get('reward')}; "
+                     f"torch {env.get('torch', '?')}")
+    return table
+
+
+def diff_view(patch: str) -> Syntax:
+    return Syntax(patch, "diff", theme="ansi_dark", word_wrap=False, background_color="default")
+
+
+def render_review(console: Console, outcome: Any) -> None:
+    """The speedup table and the full diff, before any question is asked."""
+    console.print()
+    console.print(speedup_table(outcome.best, outcome.device))
+    plan = outcome.plan
+    if plan is None:
+        return
+    from cuda_agent_cli.writeback.diff import diff_stats
+
+    files, added, removed = diff_stats(plan.changes)
+    console.print(Panel(Text(f"{files} files, +{added} -{removed} lines in {plan.repo_root}"), expand=False))
+    console.print(diff_view(plan.patch))
+
+
+def confirm(console: Console, question: str) -> bool:
+    """y applies, anything else (including end of input) does not."""
+    try:
+        answer = console.input(f"[bold]{question}[/bold] [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def summary_lines(outcome: Any, applied: Any = None, patch_path: str | None = None) -> list[str]:
+    lines = [f"session {outcome.session_id} · {outcome.turns} turns · ${outcome.cost_usd:.3f} · "
+             f"transcript {outcome.transcript}"]
+    if applied is not None:
+        if applied.commit:
+            lines.append(f"committed {applied.commit[:10]} on new branch {applied.branch} (you are on it now; "
+                         f"`git checkout {applied.previous_branch or '-'}` goes back)")
+        else:
+            lines.append(f"wrote {len(applied.written)} files (not committed)")
+        lines.extend(applied.notes)
+    if patch_path:
+        lines.append(f"patch saved to {patch_path} (git apply {patch_path})")
+    return lines
