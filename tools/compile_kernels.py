@@ -220,7 +220,9 @@ def run_compile_job(spec: dict) -> dict:
         return {"ok": False, "errors": str(exc), "rebuilt": [], "changed": changed, "log": str(log_path),
                 "module_dir": None, "seconds": time.perf_counter() - start, "arch_list": arch_list}
     jobs = str(spec.get("jobs") or os.cpu_count() or 2)
-    proc = subprocess.run([_ninja(), "-C", str(build), "-j", jobs], capture_output=True, text=True)
+    # The C locale keeps compiler messages in plain ASCII quotes, the same on every machine.
+    env = dict(os.environ, LC_ALL="C", LANG="C")
+    proc = subprocess.run([_ninja(), "-C", str(build), "-j", jobs], capture_output=True, text=True, env=env)
     log = proc.stdout + proc.stderr
     log_path.write_text(log)
     rebuilt = [m.group(2) for m in map(_STEP.match, log.splitlines()) if m]

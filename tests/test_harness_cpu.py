@@ -1,0 +1,246 @@
+"""The whole harness on the CPU device: real ninja builds, forked workers, real checks.
+
+One session workspace is built once for the module; tests swap model_new.py (which needs no
+rebuild) and add kernel files only when the test is about compiling.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from cuda_agent_cli.harness import Harness
+from cuda_agent_cli.workspace import Workspace, create_workspace
+
+pytestmark = pytest.mark.integration
+
+REFERENCE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        return (a + b) * self.scale
+
+
+def get_inputs():
+    return [torch.randn(64, 512), torch.randn(64, 512)]
+
+
+def get_init_inputs():
+    return [0.5]
+'''
+
+# Light headers keep each kernel file at a few seconds on two cores.
+KERNELS = r'''
+#include <torch/csrc/utils/pybind.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include "../binding_registry.h"
+
+static at::Tensor add_scale(const at::Tensor& a, const at::Tensor& b, double scale, float bias) {
+  auto ac = a.contiguous();
+  auto bc = b.contiguous();
+  auto out = at::empty_like(ac);
+  const float* x = ac.data_ptr<float>();
+  const float* y = bc.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  for (int64_t i = 0; i < ac.numel(); ++i) o[i] = (x[i] + y[i]) * static_cast<float>(scale) + bias;
+  return out;
+}
+
+at::Tensor add_scaled(const at::Tensor& a, const at::Tensor& b, double scale) { return add_scale(a, b, scale, 0.f); }
+at::Tensor add_scaled_wrong(const at::Tensor& a, const at::Tensor& b, double scale) { return add_scale(a, b, scale, 0.25f); }
+at::Tensor crash(const at::Tensor& a) { *(volatile int*)nullptr = 1; return a; }
+at::Tensor spin(const at::Tensor& a) { volatile int stop = 0; while (!stop) {} return a; }
+
+static void register_add(pybind11::module& m) {
+  m.def("add_scaled", &add_scaled);
+  m.def("add_scaled_wrong", &add_scaled_wrong);
+  m.def("crash", &crash);
+  m.def("spin", &spin);
+}
+REGISTER_BINDING(add, register_add);
+'''
+
+
+def candidate(forward_body: str, extra_init: str = "") -> str:
+    return f'''
+import torch.nn as nn
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+{extra_init}
+    def forward(self, a, b):
+{forward_body}
+'''
+
+
+CORRECT = candidate("        return cuda_extension.add_scaled(a, b, self.scale)")
+WRONG = candidate("        return cuda_extension.add_scaled_wrong(a, b, self.scale)")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, harness_cache_root: Path) -> Iterator[Workspace]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(harness_cache_root))
+        ws = create_workspace(tmp_path_factory.mktemp("session"), REFERENCE, CORRECT, {"add.cpp": KERNELS})
+        result = Harness(ws, device="cpu").compile()
+        assert result.compiled, result.summary()
+        yield ws
+
+
+@pytest.fixture
+def ws(built: Workspace, harness_cache: Path) -> Workspace:
+    built.candidate.write_text(CORRECT)
+    return built
+
+
+def failed(result) -> dict[str, str]:
+    return {c.name: c.detail for c in result.failed_checks()}
+
+
+def test_correct_kernel_passes_every_check(ws: Workspace) -> None:
+    result = Harness(ws, device="cpu").verify()
+    assert result.correct and result.compiled and result.reward is None, result.summary()
+    names = {c.name for c in result.checks}
+    assert {"lock", "static", "compile", "import", "correctness", "inputs_unchanged", "aliasing",
+            "determinism", "extension_kernel", "threads", "harness_integrity", "precision_flags"} <= names
+    assert result.to_json()["timings"] is None
+
+
+def test_profile_of_a_correct_kernel_earns_a_positive_reward(ws: Workspace) -> None:
+    result = Harness(ws, device="cpu", trials=10, warmup=2).profile()
+    assert result.correct and result.reward is not None and result.reward >= 1, result.summary()
+    t = result.timings
+    assert t is not None and t.trials == 10 and t.candidate_us > 0 and t.eager_us > 0 and t.compile_us > 0
+    assert t.method == "perf_counter+fresh-clones, median of 10 after 2 warm-up"
+    assert t.speedup_vs_eager == pytest.approx(t.eager_us / t.candidate_us)
+    assert result.check("timed_outputs").passed
+    data = result.to_json()
+    assert data["reward"] == result.reward and data["environment"]["torch"]
+
+
+def test_wrong_kernel_gets_minus_one_naming_correctness(ws: Workspace) -> None:
+    ws.candidate.write_text(WRONG)
+    result = Harness(ws, device="cpu").verify()
+    assert result.reward == -1 and not result.correct
+    assert "correctness" in failed(result) and "max abs err 0.25" in failed(result)["correctness"]
+
+
+def test_kernel_that_goes_wrong_after_a_few_calls_fails_timed_outputs(ws: Workspace) -> None:
+    ws.candidate.write_text(candidate(
+        "        self.calls += 1\n"
+        "        if self.calls > 4:\n"
+        "            return cuda_extension.add_scaled_wrong(a, b, self.scale)\n"
+        "        return cuda_extension.add_scaled(a, b, self.scale)",
+        "        self.calls = 0\n"))
+    result = Harness(ws, device="cpu", trials=10, warmup=2).profile()
+    assert result.reward == -1 and "timed_outputs" in failed(result), result.summary()
+
+
+def test_python_only_candidate_fails_the_extension_kernel_check(ws: Workspace) -> None:
+    ws.candidate.write_text(candidate("        return (a + b) * self.scale"))
+    result = Harness(ws, device="cpu", policy="hybrid").verify()
+    assert result.reward == -1 and "extension_kernel" in failed(result), result.summary()
+    assert result.check("correctness").passed  # right numbers, but no kernel of its own ran
+
+
+def test_crashing_kernel_kills_only_its_process(ws: Workspace) -> None:
+    ws.candidate.write_text(candidate("        return cuda_extension.crash(a)"))
+    harness = Harness(ws, device="cpu")
+    result = harness.verify()
+    assert result.reward == -1 and "SIGSEGV" in failed(result)["crash"]
+    ws.candidate.write_text(CORRECT)
+    assert harness.verify().correct  # the same harness and worker keep working
+
+
+def test_hanging_kernel_is_killed_at_the_timeout(ws: Workspace) -> None:
+    ws.candidate.write_text(candidate("        return cuda_extension.spin(a)"))
+    result = Harness(ws, device="cpu", timeout=4).verify()
+    assert result.reward == -1 and "time limit" in failed(result)["timeout"]
+
+
+def test_compile_error_comes_back_trimmed_with_file_and_line(ws: Workspace) -> None:
+    bad = ws.kernels_dir / "broken.cpp"
+    bad.write_text('#include "../binding_registry.h"\nint f() {\n  return undeclared_name;\n}\n')
+    try:
+        result = Harness(ws, device="cpu").verify()
+    finally:
+        bad.unlink()
+    assert result.reward == -1 and not result.compiled
+    detail = failed(result)["compile"]
+    assert detail.startswith("kernels/broken.cpp:3:10: error: 'undeclared_name' was not declared")
+    assert "full log:" in detail and len(detail) < 1500
+    assert result.compile_log and "undeclared_name" in Path(result.compile_log).read_text()
+
+
+def test_editing_one_kernel_rebuilds_only_its_object(ws: Workspace) -> None:
+    harness = Harness(ws, device="cpu")
+    extra = ws.kernels_dir / "twice.cpp"
+    body = ('#include <torch/csrc/utils/pybind.h>\n#include "../binding_registry.h"\n'
+            'static int twice(int x) { return %s; }\n'
+            'static void reg(pybind11::module& m) { m.def("twice", &twice); }\nREGISTER_BINDING(twice, reg);\n')
+    try:
+        extra.write_text(body % "2 * x")
+        harness.compile()
+        assert harness.last_compile["rebuilt"] == ["obj/kernels/twice.o", "module/cuda_extension.so"]
+        extra.write_text(body % "x + x")
+        harness.compile()
+        assert harness.last_compile["rebuilt"] == ["obj/kernels/twice.o", "module/cuda_extension.so"]
+        harness.compile()
+        assert harness.last_compile["rebuilt"] == []  # nothing changed: nothing rebuilt
+    finally:
+        extra.unlink()
+    harness.compile()
+
+
+def test_lock_violation_is_recorded_and_fails(ws: Workspace) -> None:
+    model = ws.root / "model.py"
+    original = model.read_text()
+    model.chmod(0o644)
+    model.write_text(original.replace("* self.scale", "* 0"))
+    try:
+        result = Harness(ws, device="cpu").verify()
+    finally:
+        model.write_text(original)
+        model.chmod(0o444)
+    assert result.reward == -1 and failed(result)["lock"] == "model.py was modified"
+
+
+def test_planted_extension_in_the_workspace_is_never_imported(ws: Workspace) -> None:
+    # A cuda_extension.py beside model_new.py would win the import if the workspace were on sys.path.
+    planted = ws.root / "cuda_extension.py"
+    planted.write_text("def add_scaled(a, b, s):\n    return (a + b) * s\n")
+    try:
+        result = Harness(ws, device="cpu").verify()
+    finally:
+        planted.unlink()
+    assert result.correct and result.check("extension_kernel").passed, result.summary()
+
+
+def test_cli_verify_json_prints_one_design_object(ws: Workspace, harness_cache: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "verify", str(ws.root), "--device", "cpu", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["correct"] is True and data["reward"] is None and data["device"] == "cpu"
+    ws.candidate.write_text(WRONG)
+    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "verify", str(ws.root), "--device", "cpu"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1
+    assert "FAIL correctness" in proc.stdout and proc.stdout.rstrip().endswith("NOT correct, reward -1")
