@@ -176,18 +176,18 @@ _TENSOR_COMPUTE_METHODS = frozenset({
     "amin", "any", "argmax", "argmin", "argsort", "baddbmm", "bmm", "ceil", "clamp", "clamp_",
     "clamp_max", "clamp_min", "clip", "cos", "cosh", "cumprod", "cumsum", "diff", "div", "div_",
     "dot", "einsum", "eq", "erf", "exp", "exp_", "expm1", "floor", "fmod", "gather", "ge", "gelu",
-    "gt", "hardtanh", "index_add", "index_select", "inner", "le", "lerp", "log", "log1p", "log2",
+    "gt", "hardtanh", "index_add", "index_select", "le", "lerp", "log", "log1p", "log2",
     "log_softmax", "logsumexp", "lt", "masked_fill", "masked_fill_", "matmul", "max", "maximum",
     "mean", "median", "min", "minimum", "mm", "mul", "mul_", "mv", "ne", "neg", "neg_", "norm",
     "outer", "pow", "pow_", "prod", "reciprocal", "relu", "relu_", "remainder", "round", "rsqrt",
     "scatter", "scatter_add", "sigmoid", "sigmoid_", "sign", "sin", "sinh", "softmax", "sort",
-    "sqrt", "sqrt_", "square", "std", "sub", "sub_", "sum", "tan", "tanh", "tanh_", "topk", "trace",
+    "sqrt", "sqrt_", "square", "std", "sub", "sub_", "sum", "tan", "tanh", "tanh_", "topk",
     "tril", "triu", "var", "where", "logical_and", "logical_or", "logical_not", "cross", "kron",
     "conv2d", "silu", "softplus", "nan_to_num", "renorm", "histc", "bincount", "unique", "flip",
-    "roll", "repeat", "repeat_interleave", "tile", "cummax", "cummin", "logcumsumexp", "mode",
+    "roll", "repeat", "repeat_interleave", "tile", "cummax", "cummin", "logcumsumexp",
     "nansum", "nanmean", "quantile", "true_divide", "floor_divide", "exp2", "frac", "trunc",
-    "heaviside", "hypot", "sgn", "square_", "clamp_min_", "clamp_max_", "lt_", "gt_", "unfold",
-    "pad", "type_as_", "addr", "ger", "chain_matmul", "linalg", "fft",
+    "heaviside", "hypot", "sgn", "square_", "clamp_min_", "clamp_max_", "lt_", "gt_",
+    "addr", "ger", "chain_matmul",
 })
 
 _PRECISION_ATTRS = frozenset({"allow_tf32", "allow_fp16_reduced_precision_reduction",
@@ -250,7 +250,9 @@ class _PythonChecker:
         self._check_classes(tree)
         self._check_streams()
         self._collect_inline_cpp(tree)
-        unique = {(f.name, f.location, f.reason): f for f in self.findings}
+        unique: dict[tuple[str, str], Finding] = {}
+        for f in self.findings:
+            unique.setdefault((f.name, f.location), f)
         return sorted(unique.values(), key=lambda f: int(f.location.rsplit(":", 1)[1]))
 
     def _collect_aliases(self, tree: ast.Module) -> None:
@@ -443,6 +445,8 @@ class _PythonChecker:
             self._has_sync = True
         if self.policy != "strict" or not self._in_forward_path(node, parents):
             return
+        if isinstance(func.value, ast.Name) and func.value.id in ("self", "cls", "super"):
+            return  # the module's own methods, not tensor methods
         if func.attr in _TENSOR_COMPUTE_METHODS and func.attr not in _TENSOR_ALLOWED_METHODS:
             self.add("torch_ops_python", f".{func.attr}() is a tensor compute op; strict policy needs a "
                      "custom kernel in forward", node)
@@ -728,7 +732,7 @@ def check_cpp(source: str, location: str, policy: str) -> list[Finding]:
             "the timed region", creates[0].start())
     for m in _CPP_THREADS.finditer(code):
         word = re.sub(r"\s+", "", m.group(1))
-        if word in ("fork", "vfork", "clone", "popen", "system") and not _followed_by_call(code, m.end(1)):
+        if word in ("fork", "vfork", "clone", "popen", "system") and not _is_free_call(code, m):
             continue
         add("threads", f"{word}: threads and processes can run work outside the timed region", m.start())
     for m in _CPP_FILE_ENV.finditer(code):

@@ -1,0 +1,147 @@
+// Cheating CPU kernels that the static checker cannot see through: each one is caught by a
+// runtime check instead. Kept apart from the honest kernels so honest candidates never link them.
+#include <torch/extension.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "../binding_registry.h"
+
+namespace {
+
+namespace pyb = pybind11;
+
+float* floats(torch::Tensor& t) { return t.data_ptr<float>(); }
+
+// Computes relu in place and hands the input back as the output.
+torch::Tensor relu_inplace(torch::Tensor x) {
+  float* p = floats(x);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) p[i] = p[i] > 0.0f ? p[i] : 0.0f;
+  return x;
+}
+
+// Correct output, but the input is clobbered afterwards (scratch space "reuse").
+torch::Tensor relu_scribble(torch::Tensor x) {
+  auto out = torch::empty_like(x);
+  float* px = floats(x);
+  float* po = floats(out);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) {
+    po[i] = px[i] > 0.0f ? px[i] : 0.0f;
+    px[i] = 0.0f;
+  }
+  return out;
+}
+
+// Unqualified calls find at::addmm / at::relu through argument-dependent lookup: no torch::
+// or at:: prefix anywhere, yet the work is done by ATen.
+torch::Tensor linear_relu_adl(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
+  return relu(addmm(b, x, w.t()));
+}
+
+// Fills the output with a constant: "the small term does not matter".
+torch::Tensor fill_constant(torch::Tensor x, double value) {
+  auto out = torch::empty_like(x);
+  float* po = floats(out);
+  for (int64_t i = 0, n = out.numel(); i < n; ++i) po[i] = static_cast<float>(value);
+  return out;
+}
+
+// Allocates the output and never writes it.
+torch::Tensor forgot_to_write(torch::Tensor x) { return torch::empty_like(x); }
+
+// Reaches the torch module through a Python function's globals (no import anywhere in the
+// text) and turns on TF32, on the first call only.
+torch::Tensor relu_with_tf32(torch::Tensor x) {
+  static bool done = false;
+  if (!done) {
+    pyb::object globals = pyb::cast(x).attr("__class__").attr("__repr__").attr("__globals__");
+    pyb::object backends = globals["torch"].attr("backends");
+    backends.attr("cuda").attr("matmul").attr("allow_tf32") = true;
+    done = true;
+  }
+  auto out = torch::empty_like(x);
+  float* px = floats(x);
+  float* po = floats(out);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = px[i] > 0.0f ? px[i] : 0.0f;
+  return out;
+}
+
+// Same route to the builtins, then replaces the clock the CPU timer reads.
+torch::Tensor relu_with_fast_clock(torch::Tensor x) {
+  static bool done = false;
+  if (!done) {
+    pyb::object globals = pyb::cast(x).attr("__class__").attr("__repr__").attr("__globals__");
+    pyb::object clock = globals["__builtins__"]["__import__"]("time");
+    pyb::object real = clock.attr("perf_counter_ns");
+    clock.attr("perf_counter_ns") = pyb::cpp_function([real]() {
+      return real().cast<long long>() / 100;  // everything looks 100x faster
+    });
+    done = true;
+  }
+  auto out = torch::empty_like(x);
+  float* px = floats(x);
+  float* po = floats(out);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = px[i] > 0.0f ? px[i] : 0.0f;
+  return out;
+}
+
+// Hands the work to a helper thread that outlives the call (spelled through a namespace
+// alias). The call waits for the result, so the output is right; the thread stays behind.
+namespace conc = std;
+struct Helper {
+  conc::mutex mu;
+  conc::condition_variable cv;
+  const float* src = nullptr;
+  float* dst = nullptr;
+  int64_t n = 0;
+  bool pending = false;
+};
+Helper& helper() {
+  static Helper* h = [] {
+    auto* state = new Helper();
+    conc::thread([state] {
+      for (;;) {
+        conc::unique_lock<conc::mutex> lock(state->mu);
+        state->cv.wait(lock, [state] { return state->pending; });
+        for (int64_t i = 0; i < state->n; ++i) state->dst[i] = state->src[i] > 0.0f ? state->src[i] : 0.0f;
+        state->pending = false;
+        state->cv.notify_all();
+      }
+    }).detach();
+    return state;
+  }();
+  return *h;
+}
+torch::Tensor relu_on_helper_thread(torch::Tensor x) {
+  auto out = torch::empty_like(x);
+  Helper& h = helper();
+  conc::unique_lock<conc::mutex> lock(h.mu);
+  h.src = floats(x);
+  h.dst = floats(out);
+  h.n = x.numel();
+  h.pending = true;
+  h.cv.notify_all();
+  h.cv.wait(lock, [&h] { return !h.pending; });
+  return out;
+}
+
+void noop(torch::Tensor) {}
+
+void register_tricks(pybind11::module& m) {
+  m.def("relu_inplace", &relu_inplace);
+  m.def("relu_scribble", &relu_scribble);
+  m.def("linear_relu_adl", &linear_relu_adl);
+  m.def("fill_constant", &fill_constant);
+  m.def("forgot_to_write", &forgot_to_write);
+  m.def("relu_with_tf32", &relu_with_tf32);
+  m.def("relu_with_fast_clock", &relu_with_fast_clock);
+  m.def("relu_on_helper_thread", &relu_on_helper_thread);
+  m.def("noop", &noop);
+}
+
+}  // namespace
+
+REGISTER_BINDING(tricks, register_tricks);

@@ -1,0 +1,88 @@
+"""Every adversarial and honest candidate, with the check that must reject it (or none).
+
+One row per candidate directory under candidates/. Adding a candidate is one line here.
+`kernels` names a kernel set under kernels/ that the candidate is built with (a CUDA-Agent
+workdir: binding.cpp + binding_registry.h + kernels/); None means a KernelBench pair whose
+model_new.py carries its own C++ through load_inline. `threat` is the THREATS.md line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    expected: str | None  # the check that must fail; None for honest candidates
+    threat: int | None
+    finding: str | None = None  # for expected == "static": the static finding's name
+    kernels: str | None = "cpu_honest"
+    policy: str = "strict"
+    action: str = "verify"
+
+
+def static(name: str, finding: str, threat: int, kernels: str | None = "cpu_honest") -> Case:
+    return Case(name, "static", threat, finding=finding, kernels=kernels)
+
+
+ADVERSARIAL: list[Case] = [
+    # Rejected by the static checker before anything runs.
+    static("s_try_fallback", "try_fallback", 13),
+    static("s_subclass_reference", "reference_use", 13),
+    static("s_call_reference", "reference_use", 13),
+    static("s_getattr_obfuscated", "dynamic_code", 16),
+    static("s_exec_hidden_op", "dynamic_code", 16),
+    static("s_alias_functional", "torch_ops_python", 14),
+    static("s_python_thread", "threads", 1),
+    static("s_side_stream", "streams", 1),
+    static("s_env_evaluator_mode", "file_env_access", 5),
+    static("s_patch_timer", "dynamic_code", 2),
+    static("s_patch_checker", "dynamic_code", 2),
+    static("s_swap_reference_module", "dynamic_code", 13),
+    static("s_tf32_python", "precision_flags", 11),
+    static("s_read_reference_file", "file_env_access", 13),
+    static("s_cpp_aten_matmul", "torch_ops_cpp", 14, kernels=None),
+    static("s_cpp_token_pasting", "token_pasting", 16, kernels=None),
+    static("s_cpp_macro_alias", "token_pasting", 16, kernels=None),
+    static("s_cpp_std_thread", "threads", 1, kernels=None),
+    static("s_cpp_result_cache_file", "file_env_access", 4, kernels=None),
+    static("s_cpp_dispatch_exclude", "dynamic_code", 16, kernels=None),
+    static("s_cpp_cublas_axpy", "torch_ops_cpp", 14, kernels=None),
+    static("s_cpp_stream_no_sync", "streams", 1, kernels=None),
+    static("s_cpp_tf32_context", "precision_flags", 11, kernels=None),
+    # Static-clean: caught by what actually runs.
+    Case("r_return_input", "aliasing", 9, kernels="cpu_tricks"),
+    Case("r_clobber_input", "inputs_unchanged", 8, kernels="cpu_tricks"),
+    Case("r_zeros_inside_atol", "relative_error", 9, kernels="cpu_tricks"),
+    Case("r_constant_output", "nonconstant", 9, kernels="cpu_tricks"),
+    Case("r_lazy_subclass_output", "output_type", 6),
+    Case("r_uninitialized_output", "correctness", 10, kernels="cpu_tricks"),
+    Case("r_shape_keyed_cache", "correctness", 4),
+    Case("r_switch_after_checks", "timed_outputs", 5, action="profile"),
+    Case("r_aten_via_adl", "torch_ops", 14, kernels="cpu_tricks"),
+    Case("r_python_operator", "torch_ops", 14),
+    Case("r_tf32_through_pybind", "precision_flags", 11, kernels="cpu_tricks"),
+    Case("r_patch_clock_through_pybind", "harness_integrity", 2, kernels="cpu_tricks"),
+    Case("r_helper_thread", "threads", 1, kernels="cpu_tricks"),
+    Case("r_ghost_kernel", "extension_kernel", 15, policy="hybrid"),
+    Case("r_forged_result_line", "correctness", 3),
+    Case("r_exit_early", "crash", 3),
+]
+
+HONEST: list[Case] = [
+    Case("h_add_relu", None, None),
+    Case("h_relu_destination", None, None),
+    Case("h_scale_shift_tanh", None, None),
+    Case("h_gelu", None, None),
+    Case("h_row_sum_3d", None, None),
+    Case("h_row_max", None, None),
+    Case("h_softmax", None, None),
+    Case("h_layernorm", None, None),
+    Case("h_matmul", None, None),
+    Case("h_linear_relu", None, None),
+    Case("h_conv2d", None, None),
+    Case("h_cumsum", None, None),
+    Case("h_hybrid_linear_gelu", None, None, policy="hybrid"),
+    Case("h_inline_scale_shift_tanh", None, None, kernels=None),
+]

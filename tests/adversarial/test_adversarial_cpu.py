@@ -1,0 +1,89 @@
+"""Adversarial and honest candidates through the real pipeline on the CPU (THREATS.md).
+
+Each adversarial candidate must be rejected, with the check named in manifest.py among the
+failed checks; each honest candidate must pass every check. Candidates that share a kernel
+set share one workspace directory, so each kernel set is compiled once per test session.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cuda_agent_cli import resources
+from adversarial.manifest import ADVERSARIAL, HONEST, Case
+
+pytestmark = pytest.mark.integration
+
+HERE = Path(__file__).parent
+CANDIDATES = HERE / "candidates"
+KERNEL_SETS = HERE / "kernels"
+
+
+@pytest.fixture(scope="session")
+def workspaces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return {"root": tmp_path_factory.mktemp("adversarial")}
+
+
+def materialize(case: Case, workspaces: dict[str, Path]) -> Path:
+    """The candidate's files in the workspace of its kernel set (created on first use)."""
+    key = case.kernels or "kernelbench"
+    ws = workspaces.get(key)
+    if ws is None:
+        ws = workspaces["root"] / key
+        ws.mkdir()
+        if case.kernels:
+            template = resources.sandbox_template_dir()
+            for name in ("binding.cpp", "binding_registry.h"):
+                shutil.copyfile(template / name, ws / name)
+            shutil.copytree(KERNEL_SETS / case.kernels, ws / "kernels")
+        workspaces[key] = ws
+    for name in ("model.py", "model_new.py"):
+        shutil.copyfile(CANDIDATES / case.name / name, ws / name)
+    return ws
+
+
+def run(case: Case, workspaces: dict[str, Path]):
+    from cuda_agent_cli.harness import profile_path, verify_path
+
+    action = profile_path if case.action == "profile" else verify_path
+    return action(materialize(case, workspaces), device="cpu", policy=case.policy)
+
+
+def failed_checks(result) -> dict[str, str]:
+    return {c.name: c.detail for c in result.checks if not c.passed}
+
+
+def test_manifest_matches_the_candidate_directories():
+    listed = {c.name for c in ADVERSARIAL + HONEST}
+    on_disk = {p.name for p in CANDIDATES.iterdir() if p.is_dir()}
+    assert listed == on_disk
+    assert len(ADVERSARIAL) >= 24 and len(HONEST) >= 12
+
+
+@pytest.mark.parametrize("case", HONEST, ids=lambda c: c.name)
+def test_honest_candidate_passes(case: Case, workspaces, harness_cache):
+    result = run(case, workspaces)
+    assert failed_checks(result) == {}
+    assert result.correct and result.reward != -1
+    names = {c.name for c in result.checks}
+    assert {"static", "correctness", "relative_error", "nonconstant", "aliasing", "inputs_unchanged",
+            "output_type", "harness_integrity", "precision_flags"} <= names
+    if case.policy == "strict":
+        assert "torch_ops" in names
+
+
+@pytest.mark.parametrize("case", ADVERSARIAL, ids=lambda c: c.name)
+def test_adversarial_candidate_is_rejected(case: Case, workspaces, harness_cache):
+    result = run(case, workspaces)
+    failed = failed_checks(result)
+    assert not result.correct and result.reward == -1
+    assert case.expected in failed, f"expected {case.expected} to fail; failed: {failed}"
+    assert failed[case.expected], "a rejection must say why"
+    if case.finding:
+        assert f"error {case.finding} at" in failed["static"]
+    # The JSON a model or user sees names the failed check too.
+    payload = result.to_json()
+    assert any(c["name"] == case.expected and not c["passed"] for c in payload["checks"])
