@@ -281,6 +281,8 @@ def _run_probe(target: Target, call: CallSpec | None, timeout: float) -> dict:
         req_path, out_path = Path(tmp) / "req.json", Path(tmp) / "out.json"
         req_path.write_text(json.dumps(request))
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        # A module integrated before must be seen as the user wrote it, not through its kernel.
+        env["CUDA_AGENT_DISABLE_KERNELS"] = "1"
         try:
             proc = subprocess.run(
                 [sys.executable, "-c", _PROBE, str(req_path), str(out_path)],
@@ -440,7 +442,10 @@ def reference_source(task: Task) -> str:
             f'"""Reference for {t.display}, imported from the repository at {t.repo_root}.\n\n'
             "The class needs the rest of its package, so it is imported, not copied; its source\n"
             'is quoted below for reading."""\n\n'
+            "import os\n"
             "import sys\n\n"
+            "# The reference is the original code, even where cuda-agent integrated a kernel before.\n"
+            'os.environ["CUDA_AGENT_DISABLE_KERNELS"] = "1"\n'
             f"_REPOSITORY_PATHS = {paths!r}\n"
             "for _path in reversed(_REPOSITORY_PATHS):\n"
             "    if _path not in sys.path:\n"

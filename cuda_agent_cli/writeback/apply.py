@@ -90,9 +90,10 @@ def build_plan(
     for rel in stale:
         # Kernel files of an earlier apply that this candidate lacks would still be compiled in.
         changes.append(FileChange(rel, None, existing[rel]))
-    speed = manifest_entry.get("speedup_vs_compile")
-    msg = (f"cuda-agent: {class_name} runs a verified {verified.device} kernel"
-           + (f" ({speed:.2f}x vs torch.compile)" if isinstance(speed, (int, float)) else "")
+    eager, comp = manifest_entry.get("speedup_vs_eager"), manifest_entry.get("speedup_vs_compile")
+    speeds = (f" ({eager:.2f}x vs eager, {comp:.2f}x vs torch.compile)"
+              if isinstance(eager, (int, float)) and isinstance(comp, (int, float)) else "")
+    msg = (f"cuda-agent: {class_name} runs a verified {verified.device} kernel{speeds}"
            + f"\n\nSession {session_id}. Calls that match the verified inputs use the kernel in "
            f"{folder}/; all others run the original code. Details in {MANIFEST_PATH}.\n")
     return WriteBackPlan(

@@ -57,7 +57,9 @@ def dirty_paths(root: Path, rel_paths: list[str]) -> list[str]:
 def branch_name(class_snake: str, session_id: str, root: Path) -> str:
     """cuda-agent/<class>-<session>, with -2, -3 ... when it already exists."""
     repo = _repo(root)
-    base = f"cuda-agent/{re.sub(r'[^A-Za-z0-9._-]+', '-', class_snake)}-{session_id[:12]}"
+    # Session ids end in a random hex part (20260130-051200-3f9a1c): enough to tell branches apart.
+    short = session_id.rsplit("-", 1)[-1] if re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]+", session_id) else session_id
+    base = f"cuda-agent/{re.sub(r'[^A-Za-z0-9._-]+', '-', class_snake)}-{short}"
     existing = {h.name for h in repo.heads} if repo is not None else set()
     name, n = base, 2
     while name in existing:

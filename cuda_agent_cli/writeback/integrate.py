@@ -57,7 +57,8 @@ def verified_json(v: Verified, class_snake: str) -> str:
         "parameters": {n: [d, list(s)] for n, d, s in v.parameters},
         "training_sensitive": v.training_sensitive,
     }
-    return json.dumps(data, indent=2) + "\n"
+    # One key a line, values compact: short enough to read in the review diff.
+    return "{\n" + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in data.items()) + "\n}\n"
 
 
 def loader_source(display: str, class_name: str, session_id: str) -> str:
