@@ -177,6 +177,8 @@ def run_candidate_job(spec: dict) -> dict:
     counter = CallCounter()
     if spec.get("extensions_dir"):
         os.environ["TORCH_EXTENSIONS_DIR"] = spec["extensions_dir"]
+    # load_inline's compiler inherits this: plain ASCII messages, as in the harness's own builds.
+    os.environ["LC_ALL"] = "C"
     _hook_extension_builders(counter)
     if spec.get("module_dir"):
         sys.path.insert(0, spec["module_dir"])
@@ -198,7 +200,7 @@ def run_candidate_job(spec: dict) -> dict:
         if "Error building extension" in text or "error:" in text and "cpp_extension" in repr(type(exc)) + text:
             from compiler_errors import trim_compiler_output
 
-            checks.append(_check("compile", False, trim_compiler_output(text)))
+            checks.append(_check("compile", False, trim_compiler_output(text, (spec.get("extensions_dir") or "",))))
         else:
             checks.append(_check("import", False, f"model_new.py failed to import: {trim_exception(exc, 800)}"))
         return result
