@@ -78,7 +78,9 @@ def build_plan(
         repo_root=root, module_file=module_file, module_source=module_source, class_name=class_name,
         class_snake=class_snake, class_end=class_end, display=display, session_id=session_id,
         candidate_files=candidate_files, binding_files=binding_files, verified=verified)
-    existing = _read_existing(root, [c.path for c in probe[1:]] + [MANIFEST_PATH])
+    on_disk = [p.relative_to(root).as_posix() for p in sorted((root / folder).rglob("*"))
+               if p.is_file() and "__pycache__" not in p.parts] if (root / folder).is_dir() else []
+    existing = _read_existing(root, sorted({c.path for c in probe[1:]} | set(on_disk)) + [MANIFEST_PATH])
     changes = plan_integration(
         repo_root=root, module_file=module_file, module_source=module_source, class_name=class_name,
         class_snake=class_snake, class_end=class_end, display=display, session_id=session_id,

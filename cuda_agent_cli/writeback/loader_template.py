@@ -112,8 +112,11 @@ def _ordered_inputs(signature, self, args, kwargs):
         given.pop(next(iter(signature.parameters)), None)  # self
         names = [a["name"] for a in VERIFIED["args"]]
         for extra in set(given) - set(names):
-            default = signature.parameters[extra].default
-            if default is inspect.Parameter.empty or given[extra] is not default:
+            default, value = signature.parameters[extra].default, given[extra]
+            if default is inspect.Parameter.empty:
+                return None
+            if value is not default and not (type(value) is type(default)
+                                             and isinstance(value, (bool, int, float, str)) and value == default):
                 return None
         if any(n not in given for n in names):
             return None
