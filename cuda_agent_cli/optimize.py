@@ -97,11 +97,13 @@ def check_model(model: str | None) -> None:
 
 # ---------------------------------------------------------------- the run
 
-def _save_task(session_dir: Path, req: OptimizeRequest, task: Any, device: str, policy: str) -> None:
+def _save_task(session_dir: Path, req: OptimizeRequest, task: Any, device: str, policy: str,
+               model: str, api_base: str | None) -> None:
     from cuda_agent_cli.inputs_spec import call_to_json
 
     data = {"target": req.target, "cwd": str(req.cwd), "call": call_to_json(task.call),
-            "explicit_inputs": not task.uses_module_inputs, "device": device, "policy": policy}
+            "explicit_inputs": not task.uses_module_inputs, "device": device, "policy": policy,
+            "model": model, "api_base": api_base}
     (session_dir / TASK_FILE).write_text(json.dumps(data, indent=2))
 
 
@@ -125,23 +127,26 @@ def run_optimize(
     there what it would refuse at apply time, so nobody pays for a session that cannot land."""
     from cuda_agent_cli.config import load_config
 
+    from cuda_agent_cli.agent.session import new_session, resume_session
+    from cuda_agent_cli.inputs_spec import call_from_json, parse_inputs_spec
+    from cuda_agent_cli.task import resolve_task
+
     stage = on_stage or (lambda _msg: None)
-    cfg = load_config({"model": req.model, "api_base": req.api_base, "device": req.device,
-                       "policy": req.policy, "max_turns": req.max_turns, "max_cost": req.max_cost,
-                       "timeout": req.timeout}, cwd=req.cwd)
+    resuming = bool(req.resume or req.continue_latest)
+    saved: dict[str, Any] = {}
+    if resuming:
+        state = resume_session(req.resume if req.resume else None, data_dir)
+        saved = _load_task(state.session_dir)
+    # A resumed session keeps its model unless another one is asked for.
+    cfg = load_config({"model": req.model or saved.get("model"), "api_base": req.api_base or saved.get("api_base"),
+                       "device": req.device, "policy": req.policy, "max_turns": req.max_turns,
+                       "max_cost": req.max_cost, "timeout": req.timeout}, cwd=req.cwd)
     check_model(cfg.model)
     from cuda_agent_cli.sandbox import require_sandbox
 
     require_sandbox(req.allow_unsafe)
 
-    from cuda_agent_cli.agent.session import new_session, resume_session
-    from cuda_agent_cli.inputs_spec import call_from_json, parse_inputs_spec
-    from cuda_agent_cli.task import resolve_task
-
-    resuming = bool(req.resume or req.continue_latest)
     if resuming:
-        state = resume_session(req.resume if req.resume else None, data_dir)
-        saved = _load_task(state.session_dir)
         cwd = Path(saved["cwd"])
         stage(f"resuming session {state.session_id}")
         task = resolve_task(saved["target"], cwd,
@@ -171,7 +176,7 @@ def run_optimize(
         workspace = create_workspace(state.session_dir, task.reference_source)
         harness = Harness(workspace, device=device, policy=policy, atol=cfg.atol, rtol=cfg.rtol)
         device = harness.device
-        _save_task(state.session_dir, req, task, device, policy)
+        _save_task(state.session_dir, req, task, device, policy, cfg.model, cfg.api_base)
     else:
         workspace = open_workspace(state.session_dir)
         harness = Harness(workspace, device=device, policy=policy, atol=cfg.atol, rtol=cfg.rtol)
