@@ -244,6 +244,26 @@ class _Missing:
 _MISSING = _Missing()
 
 
+def native_threads() -> int:
+    """Every thread of this process, native ones included (Python's count misses C++ threads)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:  # not Linux: Python's own count is the best there is
+        import threading
+
+        return threading.active_count()
+
+
+def thread_baseline() -> int:
+    """`native_threads()` after torch's intra-op pool exists, to compare with after the calls.
+
+    The pool starts on the first parallel op, which may be the candidate's own; starting it
+    here keeps an honest candidate from looking like it left threads behind.
+    """
+    torch.ones(1 << 18).sum()
+    return native_threads()
+
+
 def precision_flags() -> dict[str, object]:
     """The settings that change numerics: TF32, reduced-precision reductions, default dtype."""
     flags: dict[str, object] = {}

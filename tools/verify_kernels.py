@@ -191,6 +191,8 @@ def run_candidate_job(spec: dict) -> dict:
     result["ext_functions"] = list(counter.wrapped)
     threads_before = python_threads()
     torch_threads_before = torch.get_num_threads()
+    # Native threads too: a C++ extension can start threads Python never hears of.
+    native_before = guards.thread_baseline()
     snapshot = guards.snapshot_integrity(reference_modules=("model", "reference_model"))
 
     try:
@@ -279,9 +281,12 @@ def run_candidate_job(spec: dict) -> dict:
                          f"changed by the candidate: {'; '.join(changed)}" if changed
                          else "unchanged: " + ", ".join(f"{k}={v}" for k, v in flags_before.items())))
     threads_after, torch_threads_after = python_threads(), torch.get_num_threads()
+    native_after = guards.native_threads()
     checks.append(_check(
-        "threads", threads_after == threads_before and torch_threads_after == torch_threads_before,
-        f"python threads {threads_before}->{threads_after}, torch threads {torch_threads_before}->{torch_threads_after}",
+        "threads", threads_after == threads_before and torch_threads_after == torch_threads_before
+        and native_after <= native_before,
+        f"python threads {threads_before}->{threads_after}, torch threads {torch_threads_before}->{torch_threads_after}, "
+        f"native threads {native_before}->{native_after}",
     ))
     problems = list(guards.verify_integrity(snapshot))
     checks.append(_check("harness_integrity", not problems,
