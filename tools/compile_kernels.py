@@ -213,6 +213,8 @@ def run_compile_job(spec: dict) -> dict:
     changed = sync_sources(Path(spec["binding_dir"]), kernels_dir, src)
     arch_list = spec.get("arch_list") or os.environ.get("TORCH_CUDA_ARCH_LIST") or (detect_arch_list() if device == "cuda" else None)
     log_path = build / "compile.log"
+    if device == "cuda" and cuda_home() and not os.environ.get("CUDA_HOME"):
+        os.environ["CUDA_HOME"] = cuda_home()  # torch's include_paths needs it for cuda
     try:
         write_build_file(build, src, device, arch_list)
     except RuntimeError as exc:

@@ -169,8 +169,16 @@ class Harness:
     # -- verify / profile -------------------------------------------------------------------
 
     def _new_run_dir(self) -> Path:
-        # Private to this user: spec files, tensors and logs of one evaluation.
-        return Path(tempfile.mkdtemp(prefix="cuda-agent-run-"))
+        # Private to this user: spec files, tensors and logs of one evaluation. Input and output
+        # tensors of five seeds can reach gigabytes, so they go to memory when there is room.
+        shm = Path("/dev/shm")
+        base = None
+        try:
+            if shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > 8 * 2**30:
+                base = str(shm)
+        except OSError:
+            base = None
+        return Path(tempfile.mkdtemp(prefix="cuda-agent-run-", dir=base))
 
     def verify(self) -> HarnessResult:
         return self._evaluate(timed=False)

@@ -46,6 +46,17 @@ def clean_env(extra: Mapping[str, str] | None = None, source: Mapping[str, str] 
     else:
         if nvcc:
             path.append(str(Path(nvcc).parent))
+    # ninja may live only beside this interpreter's packages (pip --target, user installs).
+    ninja = shutil.which("ninja", path=source.get("PATH"))
+    if ninja:
+        path.append(str(Path(ninja).parent))
+    else:
+        try:
+            import ninja as ninja_pkg  # small: only locates the bundled binary
+
+            path.append(str(ninja_pkg.BIN_DIR))
+        except (ImportError, AttributeError):
+            pass
     path += [p for p in _SYSTEM_PATH if p not in path]
     env["PATH"] = os.pathsep.join(path)
     env.update(extra or {})
