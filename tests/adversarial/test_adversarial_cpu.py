@@ -75,7 +75,14 @@ def test_honest_candidate_passes(case: Case, workspaces, harness_cache):
         assert "torch_ops" in names
 
 
-@pytest.mark.parametrize("case", ADVERSARIAL, ids=lambda c: c.name)
+def _with_gaps(cases: list[Case]) -> list:
+    # A known hole stays in the table as a strict expected failure: closing it turns the
+    # row red until the gap note is removed, so the table never overstates what is caught.
+    return [pytest.param(c, id=c.name, marks=pytest.mark.xfail(strict=True, reason=c.gap)) if c.gap
+            else pytest.param(c, id=c.name) for c in cases]
+
+
+@pytest.mark.parametrize("case", _with_gaps(ADVERSARIAL))
 def test_adversarial_candidate_is_rejected(case: Case, workspaces, harness_cache):
     result = run(case, workspaces)
     failed = failed_checks(result)
