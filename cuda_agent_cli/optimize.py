@@ -85,9 +85,14 @@ def check_model(model: str | None) -> None:
         if not path.is_file():
             raise ModelConfigError(f"replay file {path} does not exist", "pass --model replay:PATH/TO/FILE.jsonl")
         return
+    import contextlib
+    import io
+
     from cuda_agent_cli.model.provider import describe_model
 
-    known, missing = describe_model(model)
+    # litellm prints a provider list on stdout for unknown models; the user gets our line instead.
+    with contextlib.redirect_stdout(io.StringIO()):
+        known, missing = describe_model(model)
     if not known:
         raise ModelConfigError(f"unknown model `{model}`",
                                "use a litellm model string such as anthropic/claude-sonnet-4-5 or openai/gpt-4.1")

@@ -1,0 +1,96 @@
+"""optimize's bad inputs: each one clear line and the DESIGN §7 exit code, never a traceback."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cuda_agent_cli.demo import replay_path
+from cuda_agent_cli.optimize import status_of
+
+MODULE = textwrap.dedent('''\
+    import torch
+
+
+    class Block(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x)
+
+
+    class Needy(torch.nn.Module):
+        def __init__(self, path):
+            super().__init__()
+            open(path).read()
+
+        def forward(self, x):
+            return x
+    ''')
+
+
+@pytest.fixture
+def project(tmp_path: Path):
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "blocks.py").write_text(MODULE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_") and not k.endswith("_API_KEY")}
+    env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cuda_agent_cli", *args], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    return root, cli
+
+
+REPLAY = ["--model", f"replay:{replay_path('cpu')}"]
+
+
+@pytest.mark.parametrize("args, code, words", [
+    (["missing.py::Block", *REPLAY, "--inputs", "x=float32[4]"], 2, "missing.py: no such file"),
+    (["blocks.py::Nope", *REPLAY, "--inputs", "x=float32[4]"], 2, "has no class `Nope` — classes there: Block, Needy"),
+    (["blocks.py::Needy", *REPLAY, "--inputs", "x=float32[4]"], 2, "Needy fails to construct: TypeError"),
+    (["blocks.py::Block", *REPLAY], 2, "no way to make inputs for Block"),
+    (["blocks.py::Block", *REPLAY, "--inputs", "x=float99[4]"], 2, "unknown dtype `float99`"),
+    (["blocks.py::Block", "--inputs", "x=float32[4]"], 3, "no model configured"),
+    (["blocks.py::Block", "--model", "notaprovider/some-model", "--inputs", "x=float32[4]"], 2, "unknown model"),
+    (["blocks.py::Block", "--model", "anthropic/claude-sonnet-4-5", "--inputs", "x=float32[4]"], 3,
+     "ANTHROPIC_API_KEY is not set"),
+    (["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4]", "--yes", "--batch"], 2,
+     "is not inside a git repository"),
+    (["blocks.py::Block", *REPLAY, "--yes", "--no-apply"], 2, "--yes and --no-apply contradict"),
+    ([*REPLAY], 2, "optimize needs a TARGET"),
+    (["blocks.py::Block", "--model", "replay:/nonexistent.jsonl", "--inputs", "x=float32[4]"], 2,
+     "replay file /nonexistent.jsonl does not exist"),
+])
+def test_bad_input_gets_one_line_and_its_exit_code(project, args, code, words):
+    root, cli = project
+    proc = cli("optimize", *args)
+    assert proc.returncode == code, proc.stderr
+    # progress lines ("importing ...") may precede it; the error is one line
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(lines) == 1, proc.stderr
+    assert words in lines[0]
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert sorted(p.name for p in root.iterdir()) == ["blocks.py"]  # nothing written into the project
+
+
+def test_json_mode_reports_errors_as_its_one_object(project):
+    import json
+
+    _, cli = project
+    proc = cli("optimize", "missing.py::Block", *REPLAY, "--json")
+    assert proc.returncode == 2
+    out = json.loads(proc.stdout)
+    assert out["status"] == "error" and out["exit_code"] == 2 and "no such file" in out["error"]
+
+
+def test_status_follows_the_reward():
+    assert status_of(None) == "failed"
+    assert status_of({"correct": False, "reward": -1}) == "failed"
+    assert status_of({"correct": True, "reward": None}) == "correct"
+    assert status_of({"correct": True, "reward": 1}) == "correct"
+    assert status_of({"correct": True, "reward": 2}) == "improved"
+    assert status_of({"correct": True, "reward": 3}) == "improved"
