@@ -14,7 +14,7 @@ from typing import Any
 
 from cuda_agent_cli.actions.base import ActionContext, ToolResult, error
 from cuda_agent_cli.actions.paths import PathRefused, check_read, display
-from cuda_agent_cli.sandbox import default_hidden, toolchain_paths
+from cuda_agent_cli.sandbox import default_hidden
 
 GLOB_LIMIT = 100
 # File types for `type`; rg knows these too (cuda is added to it, older rg lacks it).
@@ -34,10 +34,9 @@ def search_root(path: str | None, ctx: ActionContext) -> Path:
     if not target.exists():
         raise PathRefused(f"{path}: no such file or directory")
     if target.is_dir() and not _inside_allowed(target, ctx):
-        hidden = (*default_hidden(), Path("/proc"), Path("/tmp"))
-        shown = toolchain_paths()
-        for h in hidden:
-            if target in h.parents and not any(target == s or target in s.parents for s in shown):
+        # Paths inside hidden places were refused by check_read; here: paths above them.
+        for h in (*default_hidden(), Path("/proc"), Path("/tmp")):
+            if target in h.parents:
                 raise PathRefused(f"{path}: too broad, it contains hidden locations; search the "
                                   "workspace or a specific directory such as /usr/include")
     return target
