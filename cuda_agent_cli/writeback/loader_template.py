@@ -46,15 +46,18 @@ def _load_new_class():
     name = f"cuda_agent_{VERIFIED['class_snake']}_{digest.hexdigest()[:12]}"
     build = _cache_dir() / name
     build.mkdir(parents=True, exist_ok=True)
-    ext = cpp.load(
-        name=name,
-        sources=[str(p) for p in _sources()],
-        extra_include_paths=[str(HERE)],
-        extra_cflags=["-O3", "-std=c++17"],
-        extra_cuda_cflags=["-O3", "-std=c++17"],
-        build_directory=str(build),
-        verbose=False,
-    )
+    with warnings.catch_warnings():
+        # Build-time notes (architecture lists, compiler versions) are not the user's concern.
+        warnings.simplefilter("ignore")
+        ext = cpp.load(
+            name=name,
+            sources=[str(p) for p in _sources()],
+            extra_include_paths=[str(HERE)],
+            extra_cflags=["-O3", "-std=c++17"],
+            extra_cuda_cflags=["-O3", "-std=c++17"],
+            build_directory=str(build),
+            verbose=False,
+        )
     # model_new.py does `import cuda_extension`; lend it this extension only while it loads.
     previous = sys.modules.get("cuda_extension")
     sys.modules["cuda_extension"] = ext
