@@ -30,6 +30,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 from cuda_agent_cli.errors import EnvironmentMissing
 
@@ -168,8 +169,20 @@ def toolchain_paths(env: dict[str, str] | None = None) -> tuple[Path, ...]:
     return tuple(sorted(out))
 
 
-def sandbox_path_var(env: dict[str, str] | None = None) -> str:
-    """PATH inside: this Python's bin dir first, then CUDA, then the system directories."""
+def _ninja_dir() -> str | None:
+    """Where the pip `ninja` binary lives: torch's extension builds need it on PATH."""
+    try:
+        import ninja  # a dependency of cuda-agent; tiny, no side effects
+
+        d = Path(getattr(ninja, "BIN_DIR", ""))
+    except Exception:
+        return None
+    return str(d) if (d / "ninja").is_file() else None
+
+
+def sandbox_path_var(env: dict[str, str] | None = None, visible: "Callable[[Path], bool] | None" = None) -> str:
+    """PATH inside: this Python's bin dir, CUDA, ninja, the host's PATH entries the sandbox can
+    see (`visible`), then the system directories."""
     env = dict(os.environ) if env is None else env
     parts = [str(Path(sys.executable).parent)]
     for name in ("CUDA_HOME", "CUDA_PATH"):
@@ -177,6 +190,13 @@ def sandbox_path_var(env: dict[str, str] | None = None) -> str:
             parts.append(str(Path(env[name]) / "bin"))
     if Path("/usr/local/cuda/bin").is_dir():
         parts.append("/usr/local/cuda/bin")
+    ninja_dir = _ninja_dir()
+    if ninja_dir:
+        parts.append(ninja_dir)
+    if visible is not None:
+        for entry in env.get("PATH", "").split(":"):
+            if entry.startswith("/") and Path(entry).is_dir() and visible(Path(os.path.realpath(entry))):
+                parts.append(entry)
     parts.append(_SYSTEM_PATH)
     seen: list[str] = []
     for p in ":".join(parts).split(":"):
@@ -185,11 +205,11 @@ def sandbox_path_var(env: dict[str, str] | None = None) -> str:
     return ":".join(seen)
 
 
-def sandbox_env(env: dict[str, str] | None = None) -> dict[str, str]:
+def sandbox_env(env: dict[str, str] | None = None, visible: "Callable[[Path], bool] | None" = None) -> dict[str, str]:
     """The whole environment a sandboxed command sees: built, never inherited."""
     env = dict(os.environ) if env is None else env
     out = {
-        "PATH": sandbox_path_var(env),
+        "PATH": sandbox_path_var(env, visible),
         "HOME": SANDBOX_HOME,
         "TMPDIR": "/tmp",
         "TERM": "dumb",
@@ -275,11 +295,22 @@ class Sandbox:
         self.enabled = enabled and self.status.available
         if enabled and not self.status.available:
             raise EnvironmentMissing(f"bubblewrap sandbox unavailable: {self.status.detail}", INSTALL_HINT)
-        if policy.sandbox_uid is not None and self.enabled and not self.status.can_drop_uid:
-            # No way to leave the caller's uid here (no setpriv, or a container that allows
-            # only user namespaces): keep it rather than fail.
+        if policy.sandbox_uid is not None and (not self.enabled or not self.status.can_drop_uid):
+            # Unconfined, or no way to leave the caller's uid here (no setpriv, or a container
+            # that allows only user namespaces): keep it rather than fail.
             policy = replace(policy, sandbox_uid=None, sandbox_gid=None)
         self.policy = policy
+        # What the host looks like does not change during a session: computed once.
+        self._hidden = sorted(set(default_hidden(self.env_source)) | {Path(os.path.realpath(x)) for x in policy.hidden})
+        self._shown = sorted(set(toolchain_paths(self.env_source)) | {Path(os.path.realpath(x)) for x in policy.exposed})
+        self._gpu = gpu_devices() if policy.gpu else []
+        self._env = sandbox_env(self.env_source, self.visible)
+
+    def visible(self, path: Path) -> bool:
+        """Whether a host path shows inside: not under a hidden place, or shown again."""
+        hidden = [*self._hidden, Path("/tmp")]
+        return (not any(_under(path, h) for h in hidden)
+                or any(_under(path, s) for s in self._shown) or _under(path, self.policy.root))
 
     @property
     def banner(self) -> str | None:
@@ -304,7 +335,7 @@ class Sandbox:
                         os.chown(os.path.join(dirpath, n), *owner, follow_symlinks=False)
 
     def env(self) -> dict[str, str]:
-        return sandbox_env(self.env_source)
+        return dict(self._env)
 
     def argv(self, command: str, cwd: Path | None = None) -> list[str]:
         """The full argv that runs `command` with bash under this policy."""
@@ -315,19 +346,18 @@ class Sandbox:
             return shell
         assert self.status.bwrap is not None
         args: list[str] = [self.status.bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
-        if p.gpu:
-            for d in gpu_devices():
-                args += ["--dev-bind", d, d]
+        for d in self._gpu:
+            args += ["--dev-bind", d, d]
         args += ["--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp",
                  "--perms", "1777", "--tmpfs", "/dev/shm"]
         tmpfs_roots = [Path("/tmp")]
-        for h in sorted(set(default_hidden(self.env_source)) | {Path(os.path.realpath(x)) for x in p.hidden}):
+        for h in self._hidden:
             if not h.is_dir() or any(_under(h, t) for t in tmpfs_roots):
                 continue
             args += ["--tmpfs", str(h)]
             tmpfs_roots.append(h)
         created: set[Path] = set()
-        for t in sorted(set(toolchain_paths(self.env_source)) | {Path(os.path.realpath(x)) for x in p.exposed}):
+        for t in self._shown:
             if any(_under(t, h) for h in tmpfs_roots) and t.is_dir():
                 args += _mkdirs(t, created, tmpfs_roots)
                 args += ["--ro-bind", str(t), str(t)]
