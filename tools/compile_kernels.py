@@ -58,13 +58,14 @@ def _esc(path: str) -> str:
     return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 
-def _include_paths(device: str) -> list[str]:
+def _include_paths() -> list[str]:
+    """Torch's and Python's headers; the CUDA toolkit's are added from cuda_home() for cuda."""
     import torch.utils.cpp_extension as ce
 
     try:
-        paths = ce.include_paths(device_type=device)
+        paths = ce.include_paths(device_type="cpu")
     except TypeError:  # older torch: include_paths(cuda: bool)
-        paths = ce.include_paths(device == "cuda")
+        paths = ce.include_paths(False)
     return [*paths, sysconfig.get_paths()["include"]]
 
 
@@ -81,6 +82,21 @@ def _abi_flags() -> list[str]:
             warnings.simplefilter("ignore")
             flags += list(getter())
     return flags
+
+
+def pip_cuda_includes() -> list[str]:
+    """Header dirs of the nvidia-* wheels torch depends on: a fallback for a partial toolkit."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    found: list[str] = []
+    for root in spec.submodule_search_locations:
+        for inc in sorted(Path(root).glob("*/include")) + sorted(Path(root).glob("*/*/include")):
+            if inc.is_dir():
+                found.append(str(inc))
+    return found
 
 
 def cuda_home() -> str | None:
@@ -128,7 +144,7 @@ def write_build_file(build: Path, src: Path, device: str, arch_list: str | None)
     """build.ninja for the snapshot in `src`; rewritten only when its text changes."""
     import torch.utils.cpp_extension as ce
 
-    includes = " ".join(f"-I{_esc(p)}" for p in _include_paths(device))
+    includes = " ".join(f"-I{_esc(p)}" for p in _include_paths())
     defines = f"-DTORCH_EXTENSION_NAME={MODULE} -DTORCH_API_INCLUDE_EXTENSION_H " + " ".join(_abi_flags())
     cflags = f"-O3 -std=c++17 -fPIC -Wno-unused-result {defines} {includes}"
     lib = ce.library_paths()[0] if ce.library_paths() else ""
@@ -143,12 +159,13 @@ def write_build_file(build: Path, src: Path, device: str, arch_list: str | None)
         cu_sources = sorted((src / "kernels").glob("*.cu"))
         nvcc_flags = " ".join(getattr(ce, "COMMON_NVCC_FLAGS", []))
         archs = " ".join(arch_flags(arch_list or "9.0"))
+        cuda_includes = " ".join(f"-I{_esc(p)}" for p in [os.path.join(home, "include"), *pip_cuda_includes()])
         lines += [
             f"nvcc = {_esc(os.path.join(home, 'bin', 'nvcc'))}",
             f"cuda_cflags = -O3 -std=c++17 --compiler-options -fPIC {nvcc_flags} {archs} {defines} "
-            f"{includes} -I{_esc(os.path.join(home, 'include'))}",
+            f"{includes} {cuda_includes}",
         ]
-        lines[2] += f" -I{_esc(os.path.join(home, 'include'))}"
+        lines[2] += f" {cuda_includes}"
         ldflags += f" -lc10_cuda -ltorch_cuda -L{_esc(os.path.join(home, 'lib64'))} -lcudart"
     lines += [
         f"ldflags = {ldflags}",
@@ -213,8 +230,6 @@ def run_compile_job(spec: dict) -> dict:
     changed = sync_sources(Path(spec["binding_dir"]), kernels_dir, src)
     arch_list = spec.get("arch_list") or os.environ.get("TORCH_CUDA_ARCH_LIST") or (detect_arch_list() if device == "cuda" else None)
     log_path = build / "compile.log"
-    if device == "cuda" and cuda_home() and not os.environ.get("CUDA_HOME"):
-        os.environ["CUDA_HOME"] = cuda_home()  # torch's include_paths needs it for cuda
     try:
         write_build_file(build, src, device, arch_list)
     except RuntimeError as exc:
