@@ -74,6 +74,7 @@ class Limits:
     file_size: int = 16 << 30  # bytes, largest file a command may write
     data: int = field(default_factory=_default_data_limit)  # bytes, per process
     nofile: int = 65536
+    tmp_size: int = field(default_factory=lambda: min(16 << 30, _default_data_limit() // 4))  # bytes of private /tmp and /dev/shm
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,7 @@ class SandboxStatus:
     bwrap: str | None = None
     setpriv: str | None = None
     can_drop_uid: bool = False  # namespaces can be made as real root and the uid dropped inside
+    tmpfs_size: bool = False  # bwrap takes --size for tmpfs mounts (0.7 and later)
 
 
 class Sandbox:
@@ -348,13 +350,16 @@ class Sandbox:
         args: list[str] = [self.status.bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
         for d in self._gpu:
             args += ["--dev-bind", d, d]
-        args += ["--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp",
-                 "--perms", "1777", "--tmpfs", "/dev/shm"]
+        # tmpfs lives in RAM: bound in size where bwrap can, so filling /tmp cannot eat it all.
+        tmp_size = ["--size", str(p.limits.tmp_size)] if self.status.tmpfs_size else []
+        small = ["--size", str(1 << 20)] if self.status.tmpfs_size else []
+        args += ["--proc", "/proc", "--perms", "1777", *tmp_size, "--tmpfs", "/tmp",
+                 "--perms", "1777", *tmp_size, "--tmpfs", "/dev/shm"]
         tmpfs_roots = [Path("/tmp")]
         for h in self._hidden:
             if not h.is_dir() or any(_under(h, t) for t in tmpfs_roots):
                 continue
-            args += ["--tmpfs", str(h)]
+            args += [*small, "--tmpfs", str(h)]
             tmpfs_roots.append(h)
         created: set[Path] = set()
         for t in self._shown:
@@ -399,46 +404,62 @@ class Sandbox:
         return shlex.join(self.argv(command))
 
 
-def _probe_argv(bwrap: str, setpriv: str | None, privileged: bool) -> list[str]:
-    base = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    if privileged and setpriv:
-        return base + ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-                       "--die-with-parent", "--new-session", setpriv, f"--reuid={NOBODY}",
-                       f"--regid={NOBODY}", "--clear-groups", "--nnp", "--", "/bin/true"]
-    return base + ["--unshare-all", "--die-with-parent", "--new-session", "/bin/true"]
-
-
-def _try(argv: list[str]) -> str | None:
+def _try(argv: list[str], env: dict[str, str]) -> str | None:
     """None when the command succeeds, else why it did not."""
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30,
-                              env={"PATH": _SYSTEM_PATH})
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env,
+                              stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"failed to start: {exc}"
     if proc.returncode != 0:
-        return (proc.stderr.strip().splitlines() or ["no message"])[-1][:200]
+        return (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1][:200]
     return None
+
+
+def _supports_size(bwrap: str) -> bool:
+    try:
+        out = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30,
+                             env={"PATH": _SYSTEM_PATH})
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in out.stdout + out.stderr
 
 
 @functools.lru_cache(maxsize=1)
 def probe() -> SandboxStatus:
-    """Whether bwrap exists AND can create the namespaces the sandbox uses, tried for real.
+    """Whether bwrap exists AND can run the sandbox's real command line, tried for real.
 
-    As root it also tries the uid drop (namespaces made with root's privileges, then setpriv);
-    where a container forbids that, the user-namespace form alone still counts as available.
+    The trial builds the very argv commands get, on a throwaway workspace. As root it first
+    tries the uid drop (namespaces made with root's privileges, then setpriv); where a
+    container forbids that, the user-namespace form alone still counts as available.
     """
+    import tempfile
+
     bwrap = shutil.which("bwrap")
     if not bwrap:
         return SandboxStatus(False, "bwrap was not found on PATH")
     setpriv = shutil.which("setpriv")
-    if os.geteuid() == 0 and setpriv and _try(_probe_argv(bwrap, setpriv, True)) is None:
-        return SandboxStatus(True, f"{bwrap} creates sandboxes (commands run as uid {NOBODY})",
-                             bwrap, setpriv, can_drop_uid=True)
-    why = _try(_probe_argv(bwrap, setpriv, False))
-    if why is not None:
-        return SandboxStatus(False, f"{bwrap} cannot create namespaces here: {why}", bwrap, setpriv)
-    note = " (as root without a uid drop: the process limit cannot bind)" if os.geteuid() == 0 else ""
-    return SandboxStatus(True, f"{bwrap} creates sandboxes{note}", bwrap, setpriv)
+    sized = _supports_size(bwrap)
+    root = os.geteuid() == 0
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-probe-") as tmp:
+        ws = Path(tmp) / "ws"
+        (ws / "kernels").mkdir(parents=True)
+        (ws / "model.py").write_text("")
+        why = "no attempt"
+        for drop in ([True, False] if root and setpriv else [False]):
+            status = SandboxStatus(True, "trial", bwrap, setpriv, can_drop_uid=drop, tmpfs_size=sized)
+            uid = NOBODY if drop else None
+            policy = SandboxPolicy(root=Path(os.path.realpath(ws)), locked=("model.py",),
+                                   sandbox_uid=uid, sandbox_gid=uid, gpu=False)
+            sb = Sandbox(policy, status)
+            sb.prepare()
+            why = _try(sb.argv("echo probe > kernels/probe && ! echo x 2>/dev/null > model.py"), sb.popen_env()) or ""
+            if not why:
+                mode = f"commands run as uid {NOBODY}" if drop else (
+                    "as root without a uid drop: the process limit cannot bind" if root else "")
+                detail = f"{bwrap} creates sandboxes" + (f" ({mode})" if mode else "")
+                return SandboxStatus(True, detail, bwrap, setpriv, can_drop_uid=drop, tmpfs_size=sized)
+    return SandboxStatus(False, f"{bwrap} cannot create the sandbox here: {why}", bwrap, setpriv)
 
 
 def require_sandbox(allow_unsafe: bool = False) -> SandboxStatus:

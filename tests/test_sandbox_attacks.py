@@ -277,3 +277,18 @@ def test_repository_mode_protects_git(tmp_path: Path) -> None:
         assert bash(tb, cmd).is_error, cmd
     assert (repo / ".git" / "config").read_text() == "[core]\n"
     tb.close()
+
+
+def test_filling_the_disk_or_memory_backed_tmp_is_bounded(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    sb = Sandbox(SandboxPolicy.optimize(ws, LOCKED, limits=Limits(file_size=1 << 20, tmp_size=8 << 20)))
+    sb.prepare()
+    tb = make_toolbox(ActionContext(sb))
+    big = bash(tb, "head -c 3000000 /dev/zero > kernels/big.bin")
+    assert big.is_error
+    assert (ws / "kernels" / "big.bin").stat().st_size <= 1 << 20
+    if sb.status.tmpfs_size:
+        full = bash(tb, "for i in 1 2 3 4 5 6 7 8 9 10; do head -c 1000000 /dev/zero > /tmp/f$i || exit 1; done")
+        assert full.is_error and "No space left" in full.output
+    assert not bash(tb, "head -c 500000 /dev/zero > kernels/ok.bin").is_error
+    tb.close()
