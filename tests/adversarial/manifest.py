@@ -40,6 +40,7 @@ ADVERSARIAL: list[Case] = [
     static("s_env_evaluator_mode", "file_env_access", 5),
     static("s_patch_timer", "dynamic_code", 2),
     static("s_patch_checker", "dynamic_code", 2),
+    static("s_disabled_timing_events", "dynamic_code", 2),
     static("s_swap_reference_module", "dynamic_code", 13),
     static("s_tf32_python", "precision_flags", 11),
     static("s_read_reference_file", "file_env_access", 13),
@@ -89,4 +90,22 @@ HONEST: list[Case] = [
     Case("h_cumsum", None, None),
     Case("h_hybrid_linear_gelu", None, None, policy="hybrid"),
     Case("h_inline_scale_shift_tanh", None, None, kernels=None),
+]
+
+# GPU-only tricks and honest CUDA kernels (candidates_gpu/), run on an H200 by tests/gpu.
+GPU_ADVERSARIAL: list[Case] = [
+    Case("g_helper_thread_launch", "threads", 1, kernels="cuda_tricks"),
+    Case("g_reuse_freed_memory", "correctness", 7, kernels="cuda_tricks"),
+    Case("g_shrinking_events", "harness_integrity", 2, kernels="cuda_tricks", action="profile"),
+    Case("g_aten_via_adl", "torch_ops", 14, kernels="cuda_tricks"),
+    Case("g_ghost_kernel", "extension_kernel", 15, kernels="cuda_tricks", policy="hybrid"),
+]
+
+GPU_HONEST: list[Case] = [
+    Case("gh_add_relu", None, None, kernels="cuda_honest"),
+    Case("gh_row_sum", None, None, kernels="cuda_honest"),
+    Case("gh_linear_cublas", None, None, kernels="cuda_honest"),
+    Case("gh_slow_relu", None, None, kernels="cuda_tricks"),
+    Case("gh_inline_add_relu", None, None, kernels=None),
+    Case("gh_conv_cudnn", None, None, kernels=None),
 ]

@@ -7,49 +7,28 @@ set share one workspace directory, so each kernel set is compiled once per test 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from cuda_agent_cli import resources
 from adversarial.manifest import ADVERSARIAL, HONEST, Case
+from adversarial.workspaces import Workspaces
 
 pytestmark = pytest.mark.integration
 
-HERE = Path(__file__).parent
-CANDIDATES = HERE / "candidates"
-KERNEL_SETS = HERE / "kernels"
+CANDIDATES = Path(__file__).parent / "candidates"
 
 
 @pytest.fixture(scope="session")
-def workspaces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return {"root": tmp_path_factory.mktemp("adversarial")}
+def workspaces(tmp_path_factory: pytest.TempPathFactory) -> Workspaces:
+    return Workspaces(tmp_path_factory.mktemp("adversarial"), CANDIDATES)
 
 
-def materialize(case: Case, workspaces: dict[str, Path]) -> Path:
-    """The candidate's files in the workspace of its kernel set (created on first use)."""
-    key = case.kernels or "kernelbench"
-    ws = workspaces.get(key)
-    if ws is None:
-        ws = workspaces["root"] / key
-        ws.mkdir()
-        if case.kernels:
-            template = resources.sandbox_template_dir()
-            for name in ("binding.cpp", "binding_registry.h"):
-                shutil.copyfile(template / name, ws / name)
-            shutil.copytree(KERNEL_SETS / case.kernels, ws / "kernels")
-        workspaces[key] = ws
-    for name in ("model.py", "model_new.py"):
-        shutil.copyfile(CANDIDATES / case.name / name, ws / name)
-    return ws
-
-
-def run(case: Case, workspaces: dict[str, Path]):
+def run(case: Case, workspaces: Workspaces):
     from cuda_agent_cli.harness import profile_path, verify_path
 
     action = profile_path if case.action == "profile" else verify_path
-    return action(materialize(case, workspaces), device="cpu", policy=case.policy)
+    return action(workspaces.materialize(case.name, case.kernels), device="cpu", policy=case.policy)
 
 
 def failed_checks(result) -> dict[str, str]:

@@ -1,0 +1,14 @@
+import torch
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+
+    def __init__(self, *args):
+        super().__init__()
+        self.linear = nn.Linear(*args)
+
+    def forward(self, x):
+        return cuda_extension.linear_gemm(x, self.linear.weight, self.linear.bias)

@@ -1,0 +1,125 @@
+// GPU-only cheats that the static checker cannot see: each one is for a runtime defence.
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#include "../binding_registry.h"
+
+void launch_relu(const float* x, float* y, int64_t n, cudaStream_t stream);
+void launch_slow_relu(const float* x, float* y, int64_t n, int passes, cudaStream_t stream);
+
+namespace {
+
+namespace pyb = pybind11;
+constexpr int kPasses = 64;
+
+// The torch module, reached through a Python function's globals: no import in the text.
+pyb::object torch_module(const torch::Tensor& x) {
+  return pyb::cast(x).attr("__class__").attr("__repr__").attr("__globals__")["torch"];
+}
+
+// The honest twin: the slow relu on the current stream.
+torch::Tensor slow_relu(torch::Tensor x) {
+  auto out = torch::empty_like(x);
+  launch_slow_relu(x.data_ptr<float>(), out.data_ptr<float>(), x.numel(), kPasses,
+                   at::cuda::getCurrentCUDAStream());
+  return out;
+}
+
+// The same work on a side stream nobody waits for: events on the current stream see ~0.
+torch::Tensor slow_relu_side_stream(torch::Tensor x) {
+  static pyb::object side = torch_module(x).attr("cuda").attr("Stream")();
+  auto handle = reinterpret_cast<cudaStream_t>(side.attr("cuda_stream").cast<intptr_t>());
+  auto out = torch::empty_like(x);
+  launch_slow_relu(x.data_ptr<float>(), out.data_ptr<float>(), x.numel(), kPasses, handle);
+  return out;
+}
+
+// Launches from a helper thread that outlives the call (spelled through a namespace alias).
+namespace conc = std;
+struct Launcher {
+  conc::mutex mu;
+  conc::condition_variable cv;
+  const float* src = nullptr;
+  float* dst = nullptr;
+  int64_t n = 0;
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  bool pending = false;
+};
+Launcher& launcher() {
+  static Launcher* l = [] {
+    auto* state = new Launcher();
+    conc::thread([state] {
+      for (;;) {
+        conc::unique_lock<conc::mutex> lock(state->mu);
+        state->cv.wait(lock, [state] { return state->pending; });
+        cudaSetDevice(state->device);
+        launch_slow_relu(state->src, state->dst, state->n, kPasses, state->stream);
+        state->pending = false;
+        state->cv.notify_all();
+      }
+    }).detach();
+    return state;
+  }();
+  return *l;
+}
+torch::Tensor slow_relu_helper_thread(torch::Tensor x) {
+  auto out = torch::empty_like(x);
+  Launcher& l = launcher();
+  conc::unique_lock<conc::mutex> lock(l.mu);
+  l.src = x.data_ptr<float>();
+  l.dst = out.data_ptr<float>();
+  l.n = x.numel();
+  l.device = x.get_device();
+  l.stream = at::cuda::getCurrentCUDAStream();
+  l.pending = true;
+  l.cv.notify_all();
+  l.cv.wait(lock, [&l] { return !l.pending; });
+  return out;
+}
+
+// Hopes the caching allocator hands back memory that still holds the reference's output.
+torch::Tensor reuse_freed_memory(torch::Tensor x) { return torch::empty_like(x); }
+
+// Makes every timed interval look 100x shorter, on the first call.
+torch::Tensor relu_shrinking_events(torch::Tensor x) {
+  static bool done = false;
+  if (!done) {
+    pyb::object event = torch_module(x).attr("cuda").attr("Event");
+    pyb::object real = event.attr("elapsed_time");
+    event.attr("elapsed_time") = pyb::cpp_function(
+        [real](pyb::object self, pyb::object end) { return real(self, end).cast<double>() / 100.0; },
+        pyb::is_method(event));
+    done = true;
+  }
+  auto out = torch::empty_like(x);
+  launch_relu(x.data_ptr<float>(), out.data_ptr<float>(), x.numel(), at::cuda::getCurrentCUDAStream());
+  return out;
+}
+
+// ATen through argument-dependent lookup: no torch:: or at:: in the text.
+torch::Tensor linear_relu_adl(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
+  return relu(addmm(b, x, w.t()));
+}
+
+void noop(torch::Tensor) {}
+
+void register_tricks(pybind11::module& m) {
+  m.def("slow_relu", &slow_relu);
+  m.def("slow_relu_side_stream", &slow_relu_side_stream);
+  m.def("slow_relu_helper_thread", &slow_relu_helper_thread);
+  m.def("reuse_freed_memory", &reuse_freed_memory);
+  m.def("relu_shrinking_events", &relu_shrinking_events);
+  m.def("linear_relu_adl", &linear_relu_adl);
+  m.def("noop", &noop);
+}
+
+}  // namespace
+
+REGISTER_BINDING(tricks, register_tricks);

@@ -1,0 +1,119 @@
+"""GPU-only tricks and honest CUDA kernels through the real pipeline (run on a GPU machine).
+
+    pytest -m gpu tests/gpu/test_adversarial_gpu.py
+
+Same table as the CPU suite (tests/adversarial/manifest.py: GPU_ADVERSARIAL, GPU_HONEST), plus
+the side-stream trick, which is judged against its honest twin: the same slow kernel launched
+on the current stream. Hiding work on a side stream must not buy a better time unnoticed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TESTS))
+
+from adversarial.manifest import GPU_ADVERSARIAL, GPU_HONEST, Case  # noqa: E402
+from adversarial.workspaces import Workspaces  # noqa: E402
+
+CANDIDATES = TESTS / "adversarial" / "candidates_gpu"
+
+
+def _cudnn_paths() -> dict[str, str]:
+    """Where the cuDNN that torch uses keeps its headers and library (pip wheels)."""
+    try:
+        import nvidia.cudnn as cudnn_pkg
+    except ImportError:
+        return {}
+    base = Path(list(cudnn_pkg.__path__)[0])
+    include, lib = base / "include", base / "lib"
+    if not (include / "cudnn.h").is_file():
+        return {}
+    if not any(lib.glob("libcudnn.so*")):
+        return {}
+    return {"@CUDNN_INCLUDE@": str(include), "@CUDNN_LIB@": str(lib)}
+
+
+@pytest.fixture(scope="module")
+def gpu(harness_cache_root: Path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(harness_cache_root))
+        yield
+
+
+@pytest.fixture(scope="module")
+def workspaces(tmp_path_factory: pytest.TempPathFactory) -> Workspaces:
+    return Workspaces(tmp_path_factory.mktemp("adversarial-gpu"), CANDIDATES)
+
+
+def _substitutions(case: Case, tmp: Path) -> dict[str, str]:
+    if case.name != "gh_conv_cudnn":
+        return {}
+    paths = _cudnn_paths()
+    if not paths:
+        pytest.skip("cuDNN headers (the nvidia-cudnn wheel) are not installed")
+    if not (Path(paths["@CUDNN_LIB@"]) / "libcudnn.so").exists():
+        # pip ships libcudnn.so.9 only; the linker wants the unversioned name.
+        link_dir = tmp / "cudnn-lib"
+        link_dir.mkdir(exist_ok=True)
+        target = sorted(Path(paths["@CUDNN_LIB@"]).glob("libcudnn.so*"))[0]
+        link = link_dir / "libcudnn.so"
+        if not link.exists():
+            link.symlink_to(target)
+        paths = {"@CUDNN_INCLUDE@": paths["@CUDNN_INCLUDE@"], "@CUDNN_LIB@": str(link_dir)}
+    return paths
+
+
+def run(case: Case, workspaces: Workspaces, tmp: Path, action: str | None = None):
+    from cuda_agent_cli.harness import profile_path, verify_path
+
+    ws = workspaces.materialize(case.name, case.kernels, _substitutions(case, tmp))
+    fn = profile_path if (action or case.action) == "profile" else verify_path
+    return fn(ws, device="cuda", policy=case.policy)
+
+
+def failed_checks(result) -> dict[str, str]:
+    return {c.name: c.detail for c in result.checks if not c.passed}
+
+
+def test_gpu_manifest_matches_the_candidate_directories():
+    listed = {c.name for c in GPU_ADVERSARIAL + GPU_HONEST} | {"g_side_stream"}
+    assert listed == {p.name for p in CANDIDATES.iterdir() if p.is_dir()}
+
+
+@pytest.mark.parametrize("case", GPU_HONEST, ids=lambda c: c.name)
+def test_honest_cuda_candidate_passes(case: Case, gpu, workspaces, tmp_path_factory):
+    result = run(case, workspaces, tmp_path_factory.getbasetemp())
+    assert failed_checks(result) == {}
+    assert result.correct
+    assert any(c.name == "extension_kernel" and c.passed for c in result.checks)
+
+
+@pytest.mark.parametrize("case", GPU_ADVERSARIAL, ids=lambda c: c.name)
+def test_gpu_trick_is_rejected(case: Case, gpu, workspaces, tmp_path_factory):
+    result = run(case, workspaces, tmp_path_factory.getbasetemp())
+    failed = failed_checks(result)
+    assert not result.correct and result.reward == -1
+    assert case.expected in failed, f"expected {case.expected} to fail; failed: {failed}"
+
+
+def test_side_stream_cannot_fake_a_speedup(gpu, workspaces, tmp_path_factory):
+    """The slow relu hidden on a side stream vs the same kernel on the current stream."""
+    tmp = tmp_path_factory.getbasetemp()
+    twin = run(Case("gh_slow_relu", None, None, kernels="cuda_tricks"), workspaces, tmp, action="profile")
+    side = run(Case("g_side_stream", None, 1, kernels="cuda_tricks"), workspaces, tmp, action="profile")
+    assert twin.correct and twin.timings is not None
+    flagged = (not side.correct) or bool(side.warnings)
+    honest_time = side.timings is not None and side.timings.candidate_us >= 0.5 * twin.timings.candidate_us
+    assert flagged or honest_time, (
+        f"side stream measured {side.timings.candidate_us if side.timings else None} us vs "
+        f"{twin.timings.candidate_us} us on the current stream, with no warning and no failed check")
