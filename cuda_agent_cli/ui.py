@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
@@ -172,9 +173,16 @@ def speedup_table(best: dict[str, Any] | None, device: str) -> Table:
     table.add_row("eager PyTorch", f"{t['eager_us']:.1f} µs", f"{t['speedup_vs_eager']:.2f}x")
     table.add_row("torch.compile", f"{t['compile_us']:.1f} µs", f"{t['speedup_vs_compile']:.2f}x")
     table.add_row(Text("kernel", style="bold"), Text(f"{t['candidate_us']:.1f} µs", style="bold"), "")
-    table.caption = (f"{t.get('method', '')}, {t.get('trials', '?')} timed calls; reward {best.get('reward')}; "
-                     f"torch {env.get('torch', '?')}")
     return table
+
+
+def method_line(best: dict[str, Any] | None) -> str:
+    t = (best or {}).get("timings") or {}
+    env = (best or {}).get("environment") or {}
+    if not t:
+        return ""
+    return (f"method: {t.get('method', '?')}; reward {best.get('reward')}; torch {env.get('torch', '?')}"
+            + (f", CUDA {env['cuda']}" if env.get("cuda") else ""))
 
 
 def diff_view(patch: str) -> Syntax:
@@ -185,6 +193,9 @@ def render_review(console: Console, outcome: Any) -> None:
     """The speedup table and the full diff, before any question is asked."""
     console.print()
     console.print(speedup_table(outcome.best, outcome.device))
+    method = method_line(outcome.best)
+    if method:
+        console.print(Text(method, style="dim"))
     plan = outcome.plan
     if plan is None:
         return
@@ -198,7 +209,7 @@ def render_review(console: Console, outcome: Any) -> None:
 def confirm(console: Console, question: str) -> bool:
     """y applies, anything else (including end of input) does not."""
     try:
-        answer = console.input(f"[bold]{question}[/bold] [y/N] ")
+        answer = console.input(f"[bold]{escape(question)}[/bold] \\[y/N] ")
     except EOFError:
         return False
     return answer.strip().lower() in ("y", "yes")
