@@ -97,6 +97,8 @@ def test_unknown_policy_is_refused():
     # precision downgrade (THREATS 11)
     (_model("return x", extra="torch.backends.cuda.matmul.allow_tf32 = True\n"), "precision_flags"),
     (_model("return x", extra="torch.set_float32_matmul_precision('medium')\n"), "precision_flags"),
+    (_model("return x", extra="torch.backends.cudnn.flags(enabled=True, allow_tf32=True).__enter__()\n"),
+     "precision_flags"),
     # torch ops in forward (THREATS 14), through every kind of alias
     (_model("return F.relu(x)", extra="import torch.nn.functional as F\n"), "torch_ops_python"),
     (_model("return r(x)", extra="from torch import relu as r\n"), "torch_ops_python"),
@@ -222,6 +224,10 @@ def test_honest_cuda_and_cublas_gemm_pass():
     ("void f() { c10::impl::ExcludeDispatchKeyGuard g(c10::DispatchKey::Python); }", "dynamic_code"),
     ("TORCH_LIBRARY(my, m) { m.def(\"f(Tensor x) -> Tensor\"); }", "dynamic_code"),
     ("void f() { at::globalContext().setAllowTF32CuBLAS(true); }", "precision_flags"),
+    ("using namespace at;\nTensor f(Tensor a) { return matmul(a, a); }", "torch_ops_cpp"),
+    ("namespace A = at;\nauto f(torch::Tensor a) { return A::matmul(a, a); }", "torch_ops_cpp"),
+    ("void f() { pybind11::module_::import(\"torch\").attr(\"relu\"); }", "dynamic_code"),
+    ("void f() { PyRun_SimpleString(\"import os\"); }", "dynamic_code"),
 ])
 def test_rejected_cpp(snippet, expected):
     assert expected in cpp_names(snippet)

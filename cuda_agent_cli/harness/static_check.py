@@ -420,7 +420,7 @@ class _PythonChecker:
             self._has_sync = True
         if name in _STREAM_CREATORS or name in _STREAM_SWITCHERS or name.endswith("getStreamFromPool"):
             self._stream_sites.append(node.lineno)
-        if name in _PRECISION_CALLS:
+        if name in _PRECISION_CALLS or (name.startswith("torch.backends.") and not name.endswith("is_available")):
             self.add("precision_flags", f"{name} changes precision flags fixed by the harness", node)
         if name.startswith("os.") and name not in _PURE_OS_PATH and not name.startswith("os.environ"):
             kind = "threads" if _is_process_call(name) else "file_env_access"
@@ -678,6 +678,9 @@ _CPP_PRECISION = re.compile(r"\b(setAllowTF32\w*|setFloat32MatmulPrecision|setAl
                             r"setAllowBF16\w*|setBenchmarkCuDNN|setDeterministic\w*|"
                             r"cublasSetMathMode|setFloat32Precision|CUBLAS_TF32_TENSOR_OP_MATH|"
                             r"CUBLAS_COMPUTE_32F_FAST_\w+)\b")
+_CPP_UNQUALIFY = re.compile(r"\b(using\s+namespace\s+(?:torch|at)\b|namespace\s+\w+\s*=\s*(?:torch|at)\b)")
+_CPP_EMBEDDED_PYTHON = re.compile(r"\b((?:pybind11|py)\s*::\s*module_?\s*::\s*import|(?:pybind11|py)\s*::\s*"
+                                  r"(?:exec|eval|eval_file)|Py(?:Run|Import|Eval|Object_SetAttr|Sys)_\w+)\b")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(\([^)]*\))?(.*)$", re.M)
 _BANNED_IN_MACRO = re.compile(r"\b(torch|at|cudaStreamCreate\w*|fopen|getenv|pthread_create|"
                               r"dlsym|dlopen|system|popen)\b")
@@ -720,6 +723,12 @@ def check_cpp(source: str, location: str, policy: str) -> list[Finding]:
         for m in _CUDNN_CALL.finditer(code):
             if not _CUDNN_ALLOWED.match(m.group(1)):
                 add("torch_ops_cpp", f"cudnn{m.group(1)}: cuDNN is allowed for convolution only", m.start())
+        for m in _CPP_UNQUALIFY.finditer(code):
+            add("torch_ops_cpp", f"'{' '.join(m.group(1).split())}' lets unqualified names reach torch ops; "
+                "qualify what you use (torch::empty, at::cuda::...)", m.start())
+    for m in _CPP_EMBEDDED_PYTHON.finditer(code):
+        add("dynamic_code", f"{' '.join(m.group(1).split())} runs Python from C++, out of the checks' sight",
+            m.start())
     for m in _CPP_DISPATCH_BYPASS.finditer(code):
         add("dynamic_code", f"{m.group(1)} changes how ops are dispatched, which hides them from the "
             "runtime guard; bind kernels through the pybind binding", m.start())
