@@ -235,3 +235,10 @@ def test_multiedit_can_create_a_file(tb: Toolbox) -> None:
     r = tb.call("MultiEdit", {"file_path": "kernels/m.cu", "edits": [
         {"old_string": "", "new_string": "int a = 0;\n"}, {"old_string": "0", "new_string": "1"}]})
     assert not r.is_error and (root(tb) / "kernels" / "m.cu").read_text() == "int a = 1;\n"
+
+
+def test_read_refuses_devices_and_pipes(tb: Toolbox) -> None:
+    fifo = root(tb) / "kernels" / "pipe"
+    os.mkfifo(fifo)
+    assert "not a regular file" in tb.call("Read", {"file_path": "kernels/pipe"}).output
+    assert "not a regular file" in tb.call("Read", {"file_path": "/dev/zero"}).output

@@ -117,3 +117,17 @@ def test_glob_caps_and_refuses(tmp_path: Path) -> None:
     assert len(r.output.splitlines()) == 101 and "30 more files" in r.output
     assert tb.call("Glob", {"pattern": "/etc/*"}).is_error
     assert tb.call("Glob", {"pattern": "*", "path": "/"}).is_error
+
+
+def test_search_skips_links_out_of_the_workspace_and_pipes(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.cu").write_text("__global__ void secret() {}\n")
+    tb = _toolbox(tmp_path, False)
+    os.symlink(outside, tb.ctx.root / "kernels" / "linked")
+    os.symlink(outside / "secret.cu", tb.ctx.root / "kernels" / "secret_link.cu")
+    os.mkfifo(tb.ctx.root / "kernels" / "fifo.cu")
+    globbed = tb.call("Glob", {"pattern": "kernels/**/*.cu"}).output
+    assert "secret" not in globbed and "relu.cu" in globbed
+    grepped = tb.call("Grep", {"pattern": "secret"})
+    assert grepped.output == "No matches found"

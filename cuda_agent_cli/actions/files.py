@@ -43,6 +43,9 @@ def read_text(target: Path) -> str:
     """UTF-8 text with its line endings kept; refuses directories and binary files."""
     if target.is_dir():
         raise IsADirectoryError(f"{target} is a directory; use Glob or Bash ls to list it")
+    if not target.is_file():
+        # Devices and pipes never end (/dev/zero) or block (a FIFO): only regular files.
+        raise ValueError(f"{target} is not a regular file")
     size = target.stat().st_size
     if size > MAX_READ_BYTES:
         raise ValueError(f"{target} is {size >> 20} MiB; too large for the file tools, use Grep or Bash head/tail")

@@ -81,10 +81,11 @@ class Glob:
                 continue
             try:
                 st = p.stat()
-            except OSError:
+                if p.is_file():
+                    check_read(str(p), ctx.policy)  # a link out of the workspace is not listed
+                    found.append((st.st_mtime, p))
+            except (OSError, PathRefused):
                 continue
-            if p.is_file():
-                found.append((st.st_mtime, p))
         if not found:
             return ToolResult("No files found", data={"count": 0})
         found.sort(key=lambda t: (-t[0], str(t[1])))
@@ -176,8 +177,8 @@ def _walk(base: Path, shown: str) -> list[tuple[str, Path, str]]:
         dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not os.path.islink(os.path.join(dirpath, d))]
         for f in filenames:
             full = Path(dirpath) / f
-            if full.is_symlink():
-                continue
+            if full.is_symlink() or not full.is_file():
+                continue  # like rg: links are not followed, pipes and devices not read
             rel = full.relative_to(base).as_posix()
             disp = _strip_dot(f"{shown.rstrip('/')}/{rel}")
             found.append((tuple(rel.split("/")), disp, full, rel))

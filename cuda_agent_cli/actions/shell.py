@@ -167,6 +167,8 @@ class Bash:
         "output with BashOutput and stop it with KillBash. Use it for long builds or servers.\n"
         "- Output longer than 30000 characters is cut in the middle; the full text is saved to "
         "a file you can Read.\n"
+        "- A writable file that does not exist yet (e.g. model_new.py) must be created with "
+        "Write first; after that the shell can change it too.\n"
         "- Compile, Verify and Profile are separate tools: the harness cannot be run from here."
     )
     input_schema: dict[str, Any] = {
