@@ -106,3 +106,24 @@ def test_huge_output_is_capped_and_saved_for_read(tb: Toolbox) -> None:
     saved = next(w for w in r.output.split() if "tool-output" in w)
     assert Path(saved).read_text().count("\n") == 40000
     assert Path(saved).is_relative_to(tb.ctx.root / "scratch")
+
+
+def test_output_buffers_stay_bounded() -> None:
+    from cuda_agent_cli.actions.shell import HeadTail, Unread
+
+    ht = HeadTail(keep=10)
+    for i in range(100):
+        ht.append(f"{i:03d}|".encode())
+    text = ht.text()
+    assert text.startswith("000|001|00") and text.endswith("098|099|")
+    assert "bytes of output dropped" in text and len(ht.head) == 10 and len(ht.tail) == 10
+    un = Unread(limit=8)
+    un.append(b"abcdefghij")
+    assert un.take() == "[... 2 bytes of output dropped before this read ...]\ncdefghij"
+    assert un.take() == ""
+
+
+def test_a_flood_of_output_does_not_exhaust_memory(tb: Toolbox) -> None:
+    r = tb.call("Bash", {"command": "head -c 50000000 /dev/zero | tr '\\0' 'x'; echo; echo END"})
+    assert not r.is_error and len(r.output) <= 30_000
+    assert r.output.rstrip().endswith("END")

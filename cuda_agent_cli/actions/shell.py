@@ -52,16 +52,112 @@ def _exit_note(code: int) -> str:
     return f"exit code {code}"
 
 
-def _drain(proc: subprocess.Popen[bytes]) -> bytes:
-    """What the killed command had printed; gives up on a pipe an escaped daemon holds open."""
+KEEP_BYTES = 16 << 20  # of a foreground command's output: this much from each end
+
+
+class HeadTail:
+    """A foreground command's output, bounded: the first and last KEEP_BYTES are kept, so a
+    command printing gigabytes cannot exhaust this process and the end (errors) survives."""
+
+    def __init__(self, keep: int = KEEP_BYTES) -> None:
+        self.keep = keep
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+        self.lock = threading.Lock()
+
+    def append(self, chunk: bytes) -> None:
+        with self.lock:
+            self._append(chunk)
+
+    def _append(self, chunk: bytes) -> None:
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            excess = len(self.tail) - self.keep
+            if excess > 0:
+                del self.tail[:excess]
+                self.dropped += excess
+
+    def text(self) -> str:
+        with self.lock:
+            mid = f"\n[... {self.dropped} bytes of output dropped ...]\n".encode() if self.dropped else b""
+            return bytes(self.head + mid + self.tail).decode("utf-8", "replace")
+
+
+class Unread:
+    """A background shell's output: only what the model has not read yet is kept, at most
+    `limit` bytes of it (the oldest unread bytes go first, and the next read says so)."""
+
+    def __init__(self, limit: int = 2 * KEEP_BYTES) -> None:
+        self.limit = limit
+        self.data = bytearray()
+        self.skipped = 0
+        self.lock = threading.Lock()
+
+    def append(self, chunk: bytes) -> None:
+        with self.lock:
+            self.data += chunk
+            excess = len(self.data) - self.limit
+            if excess > 0:
+                del self.data[:excess]
+                self.skipped += excess
+
+    def take(self) -> str:
+        with self.lock:
+            data, skipped = bytes(self.data), self.skipped
+            self.data.clear()
+            self.skipped = 0
+        note = f"[... {skipped} bytes of output dropped before this read ...]\n" if skipped else ""
+        return note + data.decode("utf-8", "replace")
+
+
+def _pump(proc: subprocess.Popen[bytes], sink: Any) -> threading.Thread:
+    """Copy the command's output into `sink` on a thread, until the pipe closes."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+
+    def run() -> None:
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            sink.append(chunk)
+
+    t = threading.Thread(target=run, name=f"output-{proc.pid}", daemon=True)
+    t.start()
+    return t
+
+
+def run_foreground(ctx: ActionContext, command: str, timeout_s: float) -> tuple[str, int, bool, float]:
+    """(output, exit code, timed out, seconds). On timeout the whole process group is killed."""
+    proc = _spawn(ctx, command)
+    started = time.monotonic()
+    out = HeadTail()
+    reader = _pump(proc, out)
+    timed_out = False
     try:
-        out, _ = proc.communicate(timeout=5)
-        return out or b""
+        proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        if proc.stdout is not None:
-            proc.stdout.close()
+        timed_out = True
+        kill_group(proc)
         proc.wait()
-        return b""
+    except BaseException:
+        kill_group(proc)
+        proc.wait()
+        raise
+    # A process that escaped the group (possible only unconfined) may hold the pipe open.
+    reader.join(timeout=5 if not timed_out else 2)
+    elapsed = time.monotonic() - started
+    if proc.stdout is not None and not reader.is_alive():
+        proc.stdout.close()
+    return out.text(), proc.returncode, timed_out, elapsed
 
 
 @dataclass
@@ -70,22 +166,9 @@ class BackgroundShell:
     command: str
     proc: subprocess.Popen[bytes]
     started: float = field(default_factory=time.monotonic)
-    buffer: bytearray = field(default_factory=bytearray)
-    read_upto: int = 0
+    output: Unread = field(default_factory=Unread)
     killed: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
     reader: threading.Thread | None = None
-
-    def pump(self) -> None:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            with self.lock:
-                self.buffer += chunk
-        self.proc.wait()
 
     def status(self) -> str:
         code = self.proc.poll()
@@ -96,10 +179,7 @@ class BackgroundShell:
         return "completed" if code == 0 else f"failed ({_exit_note(code)})"
 
     def take_new(self) -> str:
-        with self.lock:
-            data = bytes(self.buffer[self.read_upto:])
-            self.read_upto = len(self.buffer)
-        return data.decode("utf-8", "replace")
+        return self.output.take()
 
 
 class ShellManager:
@@ -112,8 +192,7 @@ class ShellManager:
     def start(self, ctx: ActionContext, command: str) -> BackgroundShell:
         self._n += 1
         shell = BackgroundShell(f"bash_{self._n}", command, _spawn(ctx, command))
-        shell.reader = threading.Thread(target=shell.pump, name=shell.id, daemon=True)
-        shell.reader.start()
+        shell.reader = _pump(shell.proc, shell.output)
         self.shells[shell.id] = shell
         return shell
 
@@ -199,27 +278,13 @@ class Bash:
                 data={"bash_id": shell.id},
             )
         timeout_s = float(args.get("timeout", DEFAULT_TIMEOUT_MS)) / 1000.0
-        proc = _spawn(ctx, command)
-        started = time.monotonic()
-        timed_out = False
-        try:
-            out, _ = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            kill_group(proc)
-            out = _drain(proc)
-        except BaseException:
-            kill_group(proc)
-            proc.wait()
-            raise
-        elapsed = time.monotonic() - started
-        text = (out or b"").decode("utf-8", "replace")
-        data = {"exit_code": proc.returncode, "timed_out": timed_out, "seconds": round(elapsed, 3)}
+        text, code, timed_out, elapsed = run_foreground(ctx, command, timeout_s)
+        data = {"exit_code": code, "timed_out": timed_out, "seconds": round(elapsed, 3)}
         if timed_out:
             tail = f"\n[command timed out after {timeout_s:g} s and was killed with everything it started]"
             return ToolResult(text + tail, True, data)
-        if proc.returncode != 0:
-            return ToolResult(f"{text}\n[{_exit_note(proc.returncode)}]".lstrip("\n"), True, data)
+        if code != 0:
+            return ToolResult(f"{text}\n[{_exit_note(code)}]".lstrip("\n"), True, data)
         return ToolResult(text if text else "(no output)", False, data)
 
 
