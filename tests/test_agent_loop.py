@@ -168,3 +168,16 @@ def test_compaction_keeps_task_rules_best_and_recent_turns(ws, tmp_path):
             assert m["tool_call_id"] in ids
     # A resumed session sees the same compacted conversation.
     assert load_session(state.session_id, tmp_path / "data").messages == state.messages
+
+
+def test_repeated_call_ids_are_made_unique_and_empty_replies_get_a_nudge(ws, tmp_path):
+    from cuda_agent_cli.model.base import AssistantTurn, ToolCall
+
+    same_id = [AssistantTurn(None, [ToolCall("call_0", "Read", {"file_path": "a"})]) for _ in range(2)]
+    model = ScriptedModel([*same_id, AssistantTurn(""), AssistantTurn("finished")])
+    state, result, _ = _run(model, ToyBox(ws), ws, tmp_path)
+    ids = [c["id"] for m in state.messages for c in m.get("tool_calls") or ()]
+    assert len(ids) == len(set(ids)) == 2
+    assert [m["tool_call_id"] for m in state.messages if m["role"] == "tool"] == ids
+    assert result.stop_reason == "done" and result.final_text == "finished"
+    assert model.calls[-1][-1]["content"].startswith("Your last reply was empty")

@@ -51,6 +51,9 @@ CANDIDATE_FILES = ("model_new.py",)
 CANDIDATE_DIRS = ("kernels",)
 SNAPSHOT_DIR = "best"
 CONTINUE_PROMPT = "Continue the task from where the session stopped: improve on the best result so far."
+EMPTY_REPLY_PROMPT = ("Your last reply was empty. Continue the task with a tool call, or, if you are finished, "
+                      "say what the best result is.")
+MAX_EMPTY_REPLIES = 2
 INTERRUPTED_OUTPUT = "This call did not finish: the session was stopped while it ran. Run it again if you still need it."
 
 
@@ -111,6 +114,8 @@ class _Run:
     started_at: float = field(default_factory=time.monotonic)
     run_turns: int = 0
     final_text: str | None = None
+    empty_replies: int = 0
+    seen_ids: set[str] = field(default_factory=set)
 
     def emit(self, event: Event) -> None:
         # State first, then disk, then the UI: the transcript is safe before anyone reacts.
@@ -180,6 +185,10 @@ class _Run:
         self.run_turns += 1
         calls = []
         for c in turn.tool_calls:
+            if not c.id or c.id in self.seen_ids:
+                # Some servers number calls per turn ("call_0" every time); ids must stay unique.
+                c.id = f"call_{self.state.turns + 1}_{len(self.seen_ids)}"
+            self.seen_ids.add(c.id)
             error = c.error or validate_arguments(c.name, c.arguments, self.index)
             calls.append({"id": c.id, "name": c.name, "arguments": c.arguments, "error": error})
         self.emit(AssistantMessage(self.state.turns + 1, turn.content, calls, turn.usage.prompt_tokens,
@@ -251,8 +260,14 @@ class _Run:
             turn = self.ask_model()
             calls = self.record_turn(turn)
             if not calls:
+                if not (turn.content or "").strip() and self.empty_replies < MAX_EMPTY_REPLIES:
+                    # Small local models sometimes return nothing at all; one nudge usually helps.
+                    self.empty_replies += 1
+                    self.emit(UserMessage(EMPTY_REPLY_PROMPT))
+                    continue
                 self.final_text = turn.content
                 return "done", ""
+            self.empty_replies = 0
             self.run_calls(calls)
 
 
@@ -284,6 +299,7 @@ def run_agent(
     run = _Run(model, toolbox, state, limits, sink, Path(workspace) if workspace else None, writer)
     run.tools = list(toolbox.schemas())
     run.index = tool_index(run.tools)
+    run.seen_ids = {c["id"] for m in state.messages for c in m.get("tool_calls") or ()}
     run.budget = context_budget(limits.context_tokens, getattr(model, "context_window", None))
     if hasattr(model, "on_retry"):
         model.on_retry = run.on_retry  # type: ignore[attr-defined]
