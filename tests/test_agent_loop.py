@@ -181,3 +181,25 @@ def test_repeated_call_ids_are_made_unique_and_empty_replies_get_a_nudge(ws, tmp
     assert [m["tool_call_id"] for m in state.messages if m["role"] == "tool"] == ids
     assert result.stop_reason == "done" and result.final_text == "finished"
     assert model.calls[-1][-1]["content"].startswith("Your last reply was empty")
+
+
+def test_context_overflow_from_the_server_compacts_hard_and_retries(ws, tmp_path):
+    from cuda_agent_cli.errors import ContextOverflow
+
+    steps = [turn(f"s{i}", ("Read", {"file_path": "x"})) for i in range(8)]
+    steps += [ContextOverflow("too long"), turn("fits now")]
+    model = ScriptedModel(steps)
+    state, result, _ = _run(model, ToyBox(ws), ws, tmp_path)
+    assert result.stop_reason == "done" and result.final_text == "fits now" and result.compactions == 1
+    retry = model.calls[-1]
+    assert retry[2]["content"].startswith("[Summary") and [m["role"] for m in retry[3:]] == ["assistant", "tool"]
+
+
+def test_context_overflow_that_compaction_cannot_fix_stops_with_an_error(ws, tmp_path):
+    from cuda_agent_cli.errors import ContextOverflow
+
+    model = ScriptedModel([ContextOverflow("the task alone is too long")])
+    state = new_session(data_dir=tmp_path / "data")
+    with pytest.raises(ContextOverflow):
+        run_agent(model, ToyBox(ws), state=state, prompt="huge", fsync=False)
+    assert load_session(state.session_id, tmp_path / "data").status == "error"

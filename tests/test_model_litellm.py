@@ -96,3 +96,11 @@ def test_malformed_native_arguments_become_call_errors():
     with FakeOpenAIServer([reply_tool("Read", '{"file_path": "a.py"')]) as srv:
         turn = _model(srv).complete(MSGS, TOOLS)
     assert turn.tool_calls[0].name == "Read" and "not valid JSON" in turn.tool_calls[0].error
+
+
+def test_hosted_vllm_prefix_streams_and_costs_nothing():
+    with FakeOpenAIServer([reply_tool("Read", {"file_path": "x"}, prompt_tokens=5000, completion_tokens=500)]) as srv:
+        model = make_model("hosted_vllm/Qwen/Qwen3-8B", srv.api_base)
+        turn = model.complete(MSGS, TOOLS)
+    assert srv.requests[0]["model"] == "Qwen/Qwen3-8B"
+    assert turn.tool_calls[0].arguments == {"file_path": "x"} and turn.cost_usd == 0.0
