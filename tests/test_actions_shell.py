@@ -127,3 +127,19 @@ def test_a_flood_of_output_does_not_exhaust_memory(tb: Toolbox) -> None:
     r = tb.call("Bash", {"command": "head -c 50000000 /dev/zero | tr '\\0' 'x'; echo; echo END"})
     assert not r.is_error and len(r.output) <= 30_000
     assert r.output.rstrip().endswith("END")
+
+
+def test_timeout_defaults_to_two_minutes_and_is_given_in_milliseconds(tb: Toolbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuda_agent_cli.actions import shell
+
+    seen: list[float] = []
+
+    def fake(ctx, command, timeout_s):
+        seen.append(timeout_s)
+        return "", 0, False, 0.0
+
+    monkeypatch.setattr(shell, "run_foreground", fake)
+    tb.call("Bash", {"command": "true"})
+    tb.call("Bash", {"command": "true", "timeout": 600000})
+    assert seen == [120.0, 600.0]
+    assert tb.call("Bash", {"command": "true", "timeout": 600001}).is_error
