@@ -61,3 +61,15 @@ def test_unknown_model_string_is_a_config_error():
     with pytest.raises(ModelConfigError) as exc:
         make_model("definitely-not-a-model-xyz")
     assert exc.value.exit_code == 2 and "provider-prefixed" in exc.value.one_line()
+
+
+def test_tool_protocol_override(monkeypatch):
+    from cuda_agent_cli.model.factory import parse_tool_protocol
+
+    assert [parse_tool_protocol(v) for v in ("auto", "native", "TEXT", None)] == [None, True, False, None]
+    with pytest.raises(ModelConfigError) as exc:
+        parse_tool_protocol("xml")
+    assert exc.value.one_line() == "unknown tool protocol 'xml' — use auto, native or text"
+    monkeypatch.setenv("CUDA_AGENT_TOOL_PROTOCOL", "text")
+    assert make_model("openai/some-model", "http://127.0.0.1:9/v1").native_tools is False
+    assert make_model("openai/some-model", "http://127.0.0.1:9/v1", tool_protocol="native").native_tools is True

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from cuda_agent_cli.errors import ModelConfigError
 from cuda_agent_cli.model.base import ModelPort
 
 REPLAY_PREFIX = "replay:"
+TOOL_PROTOCOLS = {"auto": None, "native": True, "text": False}
+TOOL_PROTOCOL_ENV = "CUDA_AGENT_TOOL_PROTOCOL"
+
+
+def parse_tool_protocol(value: str | None) -> bool | None:
+    """"native" -> True, "text" -> False, "auto"/None -> None (decide from the model)."""
+    if value is None or value == "":
+        return None
+    key = value.strip().lower()
+    if key not in TOOL_PROTOCOLS:
+        raise ModelConfigError(f"unknown tool protocol {value!r}", "use auto, native or text")
+    return TOOL_PROTOCOLS[key]
 
 
 def make_model(
@@ -15,6 +28,7 @@ def make_model(
     api_base: str | None = None,
     *,
     native_tools: bool | None = None,
+    tool_protocol: str | None = None,
     api_key: str | None = None,
     max_retries: int = 5,
     backoff_base: float = 1.0,
@@ -23,6 +37,8 @@ def make_model(
 ) -> ModelPort:
     """The ModelPort for `model_string`; one clear ModelConfigError (exit 2) when it is unusable.
 
+    Tool calling is native when the model has it; `native_tools`, or `tool_protocol`
+    ("auto" | "native" | "text", default from $CUDA_AGENT_TOOL_PROTOCOL), overrides that.
     `extra` goes to litellm.completion as is (temperature, top_p, ...)."""
     if not model_string or not model_string.strip():
         raise ModelConfigError(
@@ -40,6 +56,8 @@ def make_model(
         return ReplayModel.from_file(path)
     from cuda_agent_cli.model.litellm_adapter import LiteLLMModel
 
+    if native_tools is None:
+        native_tools = parse_tool_protocol(tool_protocol or os.environ.get(TOOL_PROTOCOL_ENV))
     temperature = extra.pop("temperature", None)
     return LiteLLMModel(
         model_string,
