@@ -26,6 +26,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field, replace
@@ -326,6 +327,15 @@ class Sandbox:
         owner = p.owner() if self.enabled else None
         if owner is None:
             return
+        # The sandbox uid must be able to read the workspace even if it was made under umask
+        # 077. Only root drops the uid, and root's session store sits in its own 0700 home.
+        for dirpath, dirnames, filenames in os.walk(p.root):
+            for n in [dirpath, *(os.path.join(dirpath, f) for f in filenames)]:
+                st = os.lstat(n)
+                if not stat.S_ISLNK(st.st_mode):
+                    extra = 0o005 if stat.S_ISDIR(st.st_mode) else 0o004
+                    if st.st_mode & extra != extra:
+                        os.chmod(n, stat.S_IMODE(st.st_mode) | extra)
         for entry in p.writable:
             target = p.root / entry
             if not target.exists() or target.is_symlink():

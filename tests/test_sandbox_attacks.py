@@ -299,3 +299,19 @@ def test_filling_the_disk_or_memory_backed_tmp_is_bounded(tmp_path: Path) -> Non
         assert full.is_error and "No space left" in full.output
     assert not bash(tb, "head -c 500000 /dev/zero > kernels/ok.bin").is_error
     tb.close()
+
+
+def test_a_workspace_made_under_a_strict_umask_is_still_usable(tmp_path: Path) -> None:
+    old = os.umask(0o077)
+    try:
+        ws = make_ws(tmp_path)
+        (ws / "kernels" / "mine.cu").write_text("// mine\n")
+    finally:
+        os.umask(old)
+    sb = Sandbox(SandboxPolicy.optimize(ws, LOCKED))
+    sb.prepare()
+    tb = make_toolbox(ActionContext(sb))
+    r = bash(tb, "cat model.py kernels/mine.cu && echo more >> kernels/mine.cu")
+    assert not r.is_error and "pristine model.py" in r.output, r.output
+    assert (ws / "kernels" / "mine.cu").read_text() == "// mine\nmore\n"
+    tb.close()
