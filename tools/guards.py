@@ -35,6 +35,10 @@ _sub = torch.sub
 _mul = torch.mul
 _add = torch.add
 _gt = torch.gt
+_le = torch.le
+_div = torch.div
+_isfinite = torch.isfinite
+_aminmax = torch.aminmax
 _isnan = torch.isnan
 _isinf = torch.isinf
 _logical_xor = torch.logical_xor
@@ -414,9 +418,10 @@ def compare_outputs(ref: Any, cand: Any, inputs_before: Sequence[Any], inputs_af
         cand_tensors = [c for _, c in _leaves(cand) if _tensor_problem(c) is None]
         checks.insert(1, _check_aliasing(cand_tensors, candidate_inputs))
         if type_check["passed"]:
-            checks.append(_check_correctness(pairs, atol, rtol))
-            checks.append(_check_relative_error(pairs, atol, rtol))
-            checks.append(_check_nonconstant(pairs, rtol))
+            stats = [_pair_stats(path, r, c, atol, rtol) for path, r, c in pairs]
+            checks.append(_check_correctness(stats, atol, rtol))
+            checks.append(_check_relative_error(stats, atol, rtol))
+            checks.append(_check_nonconstant(stats))
     return checks
 
 
@@ -564,53 +569,117 @@ def _compute_dtype(t: Any) -> Any:
     return torch.float64 if t.dtype == torch.float64 else torch.float32
 
 
-def _errors(r: Any, c: Any, atol: float, rtol: float) -> tuple[Any, Any, Any, Any]:
-    """Elementwise |c - r|, the tolerance, the 'bad' mask and the NaN/inf-agreement mask."""
+@dataclass
+class _PairStats:
+    """Everything the value checks need from one output pair, computed in one sweep.
+
+    Outputs can be large, so the common case (all finite, all within tolerance) costs about a
+    dozen passes over the data; the masked, NaN/inf-aware path runs only when that fails.
+    """
+
+    path: str
+    numel: int
+    floating: bool
+    n_bad: int = 0
+    worst: str = ""
+    max_abs: float = 0.0
+    tol_used: float = 0.0
+    ref_norm: float = 0.0
+    err_norm: float = 0.0
+    usable: int = 0
+    ref_spread: float = 0.0
+    ref_scale: float = 0.0
+    ref_varies: bool = False
+    cand_constant: bool = False
+    cand_first: float = 0.0
+    dtype: Any = None
+
+
+def _pair_stats(path: str, r: Any, c: Any, atol: float, rtol: float) -> _PairStats:
+    c = c.to(r.device)
+    st = _PairStats(path, r.numel(), r.is_floating_point(), dtype=r.dtype)
+    if st.numel == 0:
+        return st
+    if not st.floating:
+        if not _equal(r, c):
+            bad = r != c
+            st.n_bad = int(_count_nonzero(bad))
+            flat = int(_argmax(bad.reshape(-1).to(torch.uint8)))
+            st.worst = (f"worst at {_unravel(flat, tuple(r.shape))}: expected {r.reshape(-1)[flat].item()}, "
+                        f"got {c.reshape(-1)[flat].item()}")
+        rmin, rmax = _aminmax(r.reshape(-1))
+        st.ref_varies = bool(rmin != rmax)
+        cmin, cmax = _aminmax(c.reshape(-1))
+        st.cand_constant = bool(cmin == cmax)
+        st.cand_first = float(c.reshape(-1)[0])
+        return st
     kind = _compute_dtype(r)
     rf, cf = r.to(kind), c.to(kind)
+    diff = _sub(cf, rf)
+    _abs(diff, out=diff)
+    tol = _abs(rf)
+    _mul(tol, rtol, out=tol)
+    _add(tol, atol, out=tol)
+    n_ok = int(_count_nonzero(_le(diff, tol)))
+    if n_ok == st.numel and bool(_isfinite(rf).all()):
+        st.usable = st.numel
+        st.err_norm = float(_linalg_vector_norm(diff))
+        st.max_abs = float(_amax(diff))
+        _div(diff, tol, out=diff)
+        st.tol_used = float(_amax(diff))
+        st.ref_norm = float(_linalg_vector_norm(rf))
+        rmin, rmax = _aminmax(rf.reshape(-1))
+    else:
+        _masked_stats(st, rf, cf, atol, rtol)
+        clean = _nan_to_num(rf, nan=0.0, posinf=0.0, neginf=0.0)
+        rmin, rmax = _aminmax(clean.reshape(-1))
+    lo, hi = float(rmin), float(rmax)
+    st.ref_spread, st.ref_scale = hi - lo, max(abs(lo), abs(hi))
+    st.ref_varies = st.ref_spread > 0.0 and st.ref_spread > rtol * st.ref_scale
+    cmin, cmax = _aminmax(cf.reshape(-1))
+    st.cand_constant = bool(cmin == cmax)
+    st.cand_first = float(cf.reshape(-1)[0])
+    return st
+
+
+def _masked_stats(st: _PairStats, rf: Any, cf: Any, atol: float, rtol: float) -> None:
+    """The NaN/inf-aware path: which elements are bad, and norms over the finite reference."""
     diff = _abs(_sub(cf, rf))
     tol = _add(_mul(_abs(rf), rtol), atol)
     nan_r, nan_c = _isnan(rf), _isnan(cf)
-    # inf - inf is NaN: equal infinities agree, so only a NaN on one side is a mismatch.
+    # inf - inf is NaN: equal infinities agree, NaN must meet NaN, and where the reference is
+    # infinite its tolerance is too, so only the very same infinity passes there.
     same_special = _logical_or(_logical_and(nan_r, nan_c), _logical_and(_isinf(rf), cf == rf))
     bad = _logical_or(_gt(diff, tol), _logical_xor(nan_r, nan_c))
-    # The tolerance at an infinite reference is infinite too: there only the same inf passes.
     bad = _logical_or(bad, _logical_and(_isinf(rf), cf != rf))
     bad = _logical_and(bad, _logical_not(same_special))
-    return rf, cf, diff, bad
+    finite_diff = _nan_to_num(diff, nan=0.0, posinf=math.inf)
+    st.max_abs = float(_amax(finite_diff))
+    st.n_bad = int(_count_nonzero(bad))
+    if st.n_bad:
+        excess = _where(bad, _nan_to_num(finite_diff, posinf=1e300) + 1.0, _zeros_like(finite_diff))
+        flat = int(_argmax(excess.reshape(-1)))
+        st.worst = (f"worst at {_unravel(flat, tuple(rf.shape))}: expected {float(rf.reshape(-1)[flat]):.6g}, "
+                    f"got {float(cf.reshape(-1)[flat]):.6g}")
+    ratio = _where(bad, _zeros_like(finite_diff), finite_diff / tol)
+    st.tol_used = float(_amax(_nan_to_num(ratio, nan=0.0)))
+    usable = _logical_not(_logical_or(_isnan(rf), _isinf(rf)))
+    st.usable = int(_count_nonzero(usable))
+    st.ref_norm = float(_linalg_vector_norm(_where(usable, rf, _zeros_like(rf))))
+    st.err_norm = float(_linalg_vector_norm(_where(usable, _nan_to_num(diff, nan=math.inf), _zeros_like(diff))))
 
 
-def _check_correctness(pairs: list[tuple[str, Any, Any]], atol: float, rtol: float) -> dict:
-    worst_abs, worst_rel, notes = 0.0, 0.0, []
-    for path, r, c in pairs:
-        if r.numel() == 0:
-            continue
-        if not (r.is_floating_point() or r.is_complex()):
-            if not _equal(r, c.to(r.device)):
-                mismatched = int(_count_nonzero(r != c.to(r.device)))
-                return _result("correctness", False, f"{path}: {mismatched}/{r.numel()} elements differ "
-                               "(exact dtype)")
-            continue
-        c = c.to(r.device)
-        rf, cf, diff, bad = _errors(r, c, atol, rtol)
-        finite_diff = _nan_to_num(diff, nan=0.0, posinf=math.inf)
-        # Relative to max(|ref|, atol): near-zero references would otherwise print 1e12.
-        rel = finite_diff / torch.clamp(_abs(rf), min=max(atol, 1e-12))
-        worst_abs = max(worst_abs, float(_amax(finite_diff)))
-        worst_rel = max(worst_rel, float(_amax(_nan_to_num(rel, nan=0.0, posinf=math.inf))))
-        n_bad = int(_count_nonzero(bad))
-        if n_bad:
-            excess = _where(bad, _nan_to_num(finite_diff, posinf=1e300) + 1.0, _zeros_like(finite_diff))
-            flat = int(_argmax(excess.reshape(-1)))
-            index = _unravel(flat, tuple(r.shape))
-            return _result("correctness", False,
-                           f"{path}: {n_bad}/{r.numel()} elements outside atol={atol:g} rtol={rtol:g}; "
-                           f"worst at {index}: expected {float(rf.reshape(-1)[flat]):.6g}, got "
-                           f"{float(cf.reshape(-1)[flat]):.6g}; max abs err {worst_abs:.3g}, "
-                           f"max rel err {worst_rel:.3g}")
-        notes.append(path)
-    return _result("correctness", True, f"max abs err {worst_abs:.3g}, max rel err {worst_rel:.3g} "
-                   f"(atol={atol:g} rtol={rtol:g})")
+def _check_correctness(stats: list[_PairStats], atol: float, rtol: float) -> dict:
+    worst_abs = max((st.max_abs for st in stats), default=0.0)
+    worst_used = max((st.tol_used for st in stats), default=0.0)
+    for st in stats:
+        if st.n_bad:
+            where = f"; {st.worst}" if st.worst else ""
+            kind = f"atol={atol:g} rtol={rtol:g}" if st.floating else "exact dtype"
+            return _result("correctness", False, f"{st.path}: {st.n_bad}/{st.numel} elements outside {kind}"
+                           f"{where}; max abs err {st.max_abs:.3g}")
+    return _result("correctness", True, f"max abs err {worst_abs:.3g}, worst element at {worst_used:.0%} of "
+                   f"its tolerance (atol={atol:g} rtol={rtol:g})")
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -635,51 +704,30 @@ def relative_error_threshold(ref_rms: float, dtype: Any, atol: float, rtol: floa
     return max(rtol, 8.0 * eps)
 
 
-def _check_relative_error(pairs: list[tuple[str, Any, Any]], atol: float, rtol: float) -> dict:
+def _check_relative_error(stats: list[_PairStats], atol: float, rtol: float) -> dict:
     worst = 0.0
-    for path, r, c in pairs:
-        if r.numel() == 0 or not r.is_floating_point():
+    for st in stats:
+        if not st.floating or st.numel == 0:
             continue
-        rf, cf, diff, _ = _errors(r, c.to(r.device), atol, rtol)
-        usable = _logical_not(_logical_or(_isnan(rf), _isinf(rf)))
-        rf_u = _where(usable, rf, _zeros_like(rf))
-        diff_u = _where(usable, _nan_to_num(diff, nan=math.inf), _zeros_like(diff))
-        ref_norm = float(_linalg_vector_norm(rf_u))
-        err_norm = float(_linalg_vector_norm(diff_u))
-        n = max(1, int(_count_nonzero(usable)))
-        ref_rms = ref_norm / math.sqrt(n)
-        if ref_norm == 0.0:
-            if err_norm / math.sqrt(n) > atol:
-                return _result("relative_error", False, f"{path}: the reference is zero but the output's "
-                               f"RMS is {err_norm / math.sqrt(n):.3g}")
+        n = max(1, st.usable)
+        if st.ref_norm == 0.0:
+            if st.err_norm / math.sqrt(n) > atol:
+                return _result("relative_error", False, f"{st.path}: the reference is zero but the output's "
+                               f"RMS is {st.err_norm / math.sqrt(n):.3g}")
             continue
-        ratio = err_norm / ref_norm
-        limit = relative_error_threshold(ref_rms, r.dtype, atol, rtol)
+        ratio = st.err_norm / st.ref_norm
+        limit = relative_error_threshold(st.ref_norm / math.sqrt(n), st.dtype, atol, rtol)
         worst = max(worst, ratio)
         if not ratio <= limit:
-            return _result("relative_error", False, f"{path}: ||out - ref|| / ||ref|| = {ratio:.3g} exceeds "
+            return _result("relative_error", False, f"{st.path}: ||out - ref|| / ||ref|| = {ratio:.3g} exceeds "
                            f"{limit:.3g}; the output does not follow the reference's scale")
     return _result("relative_error", True, f"max ||out - ref|| / ||ref|| = {worst:.3g}")
 
 
-def _check_nonconstant(pairs: list[tuple[str, Any, Any]], rtol: float) -> dict:
-    for path, r, c in pairs:
-        if r.numel() < 2:
-            continue
-        c = c.to(r.device)
-        if r.is_floating_point():
-            rf = _nan_to_num(r.to(_compute_dtype(r)), nan=0.0, posinf=0.0, neginf=0.0)
-            spread = float(_amax(rf)) - float(_amin(rf))
-            scale = max(abs(float(_amax(rf))), abs(float(_amin(rf))))
-            ref_varies = spread > rtol * scale and spread > 0.0
-        else:
-            ref_varies = bool(_amax(r) != _amin(r))
-        if not ref_varies:
-            continue
-        flat = c.reshape(-1)
-        cand_constant = bool(_equal(flat, flat[:1].expand_as(flat)))
-        if cand_constant:
-            return _result("nonconstant", False, f"{path} is the constant {float(flat[0]):.6g} where the "
+def _check_nonconstant(stats: list[_PairStats]) -> dict:
+    for st in stats:
+        if st.numel >= 2 and st.ref_varies and st.cand_constant:
+            return _result("nonconstant", False, f"{st.path} is the constant {st.cand_first:.6g} where the "
                            "reference varies")
     return _result("nonconstant", True, "outputs vary where the reference varies")
 

@@ -1,0 +1,206 @@
+"""What the anti-reward-hacking defences add to a verify+profile round.
+
+A round is `Harness.profile()` on a warm harness (built extension, cached baselines): static
+checks, verify on 5 seeds, the judge, and the timed calls. The defences are timed one by one in
+this process on the same task, inputs and built extension, exactly as the harness calls them:
+
+  static          check_sources() on model_new.py and the kernel sources
+  integrity       snapshot_integrity() + verify_integrity()
+  precision       precision_flags() before and after, and their diff
+  threads         thread_baseline() + native_threads()
+  op guard        StrictOpGuard around each of the 6 verified forwards, minus the bare forwards
+  output checks   compare_outputs() on 5 seeds, minus the plain allclose any harness needs
+  determinism     the second forward on seed 0 and saving its output (harness-owned)
+  timed outputs   saving 3 timed outputs and comparing them with the reference (harness-owned)
+
+    python benchmarks/defence_overhead.py --device cpu --rounds 5
+    python benchmarks/defence_overhead.py --gpu
+
+Goal: the defences add under 10% to a round. Exit 1 when the goal is not met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import io
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness_tasks import make_task_workspace  # noqa: E402
+
+GOAL = 0.10
+SEEDS = 5
+
+
+def _median_time(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _load(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def measure(device: str, rounds: int, repeat: int) -> dict[str, Any]:
+    from cuda_agent_cli import resources
+    from cuda_agent_cli.harness import Harness
+    from cuda_agent_cli.harness.static_check import check_sources
+
+    with tempfile.TemporaryDirectory(prefix="defence-overhead-") as tmp:
+        os.environ["XDG_CACHE_HOME"] = str(Path(tmp) / "cache")
+        ws = make_task_workspace("axpby", Path(tmp) / "session", device)
+        harness = Harness(ws, device=device)
+        first = harness.profile()  # builds, computes baselines
+        if not first.correct:
+            raise SystemExit(f"the task is not correct on {device}:\n{first.summary()}")
+        round_times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            result = harness.profile()
+            round_times.append(time.perf_counter() - start)
+        round_s = statistics.median(round_times)
+        module_dir = (harness.last_compile or {}).get("module_dir")
+        harness.pool.close()
+
+        # The same pieces, in this process, as the candidate and judge processes run them.
+        import torch
+
+        sys.path.insert(0, str(resources.tools_dir()))
+        import guards
+
+        guards.warm_up()
+        sys.path.insert(0, module_dir)
+        import cuda_extension  # noqa: F401  (model_new.py imports it)
+
+        ref_mod = _load(ws.reference, "defence_reference")
+        new_mod = _load(ws.candidate, "defence_candidate")
+        init = list(ref_mod.get_init_inputs()) if hasattr(ref_mod, "get_init_inputs") else []
+        ref_model = ref_mod.Model(*init).to(device)
+        cand_model = new_mod.ModelNew(*init).to(device)
+        seeds_inputs = []
+        for seed in range(SEEDS):
+            torch.manual_seed(seed)
+            seeds_inputs.append([t.to(device) if isinstance(t, torch.Tensor) else t for t in ref_mod.get_inputs()])
+
+        def sync() -> None:
+            if device == "cuda":
+                torch.cuda.synchronize()
+
+        with torch.no_grad():
+            expected = [ref_model(*[t.clone() for t in inp]) for inp in seeds_inputs]
+        sync()
+        model_new_src = ws.candidate.read_text()
+        cpp = {f"kernels/{p.name}": p.read_text() for p in ws.kernels_dir.iterdir() if p.is_file()}
+
+        def forwards(guarded: bool) -> None:
+            with torch.no_grad():
+                for inp in seeds_inputs + seeds_inputs[:1]:
+                    if guarded:
+                        with guards.StrictOpGuard("strict"):
+                            cand_model(*inp)
+                    else:
+                        cand_model(*inp)
+            sync()
+
+        outs = []
+        with torch.no_grad():
+            for inp in seeds_inputs:
+                outs.append(cand_model(*inp).cpu())
+        cpu_expected = [e.cpu() for e in expected]
+        cpu_inputs = [[t.cpu() for t in inp] for inp in seeds_inputs]
+
+        def output_checks() -> None:
+            for e, o, inp in zip(cpu_expected, outs, cpu_inputs):
+                guards.compare_outputs(e, o, inp, inp, inp, 1e-2, 1e-2)
+
+        def plain_allclose() -> None:
+            for e, o in zip(cpu_expected, outs):
+                torch.allclose(e, o, atol=1e-2, rtol=1e-2)
+
+        def determinism() -> None:
+            with torch.no_grad():
+                out = cand_model(*[t.clone() for t in seeds_inputs[0]])
+            sync()
+            torch.save({"output": out.cpu()}, io.BytesIO())
+            torch.allclose(outs[0], out.cpu(), atol=1e-2, rtol=1e-2)
+
+        def timed_outputs() -> None:
+            for _ in range(3):
+                with torch.no_grad():
+                    out = cand_model(*seeds_inputs[0])
+                buf = io.BytesIO()
+                torch.save({"output": out.cpu()}, buf)
+                buf.seek(0)
+                got = torch.load(buf, weights_only=True)["output"]
+                torch.allclose(cpu_expected[0], got.float(), atol=1e-2, rtol=1e-2)
+
+        def integrity() -> None:
+            guards.verify_integrity(guards.snapshot_integrity())
+
+        def precision() -> None:
+            guards.diff_precision_flags(guards.precision_flags(), guards.precision_flags())
+
+        def threads() -> None:
+            guards.thread_baseline()
+            guards.native_threads()
+
+        costs = {
+            "static": _median_time(lambda: check_sources(model_new_src, cpp, "strict"), repeat),
+            "integrity": _median_time(integrity, repeat),
+            "precision": _median_time(precision, repeat),
+            "threads": _median_time(threads, repeat),
+            "op guard": max(0.0, _median_time(lambda: forwards(True), repeat) - _median_time(lambda: forwards(False), repeat)),
+            "output checks": max(0.0, _median_time(output_checks, repeat) - _median_time(plain_allclose, repeat)),
+            "determinism": _median_time(determinism, repeat),
+            "timed outputs": _median_time(timed_outputs, repeat),
+        }
+        env = result.environment
+    return {"device": device, "round_s": round_s, "rounds": round_times, "costs": costs, "environment": env,
+            "numel": int(seeds_inputs[0][0].numel())}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--gpu", action="store_true", help="run on cuda")
+    p.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    p.add_argument("--rounds", type=int, default=5, help="warm verify+profile rounds to time")
+    p.add_argument("--repeat", type=int, default=7, help="repetitions per defence measurement")
+    a = p.parse_args()
+    device = "cuda" if a.gpu else (a.device or "cpu")
+    r = measure(device, a.rounds, a.repeat)
+    env = r["environment"]
+    total = sum(r["costs"].values())
+    share = total / r["round_s"]
+    print(f"defence overhead on {env.get('gpu') or 'cpu'} | torch {env.get('torch')} | device {device} | "
+          f"task axpby ({r['numel']} elements per input)")
+    print(f"warm verify+profile round: median {r['round_s'] * 1000:.0f} ms over {len(r['rounds'])} rounds "
+          f"(min {min(r['rounds']) * 1000:.0f}, max {max(r['rounds']) * 1000:.0f})")
+    print()
+    print(f"{'defence':<16}{'ms per round':>14}{'share':>9}")
+    for name, cost in r["costs"].items():
+        print(f"{name:<16}{cost * 1000:>14.2f}{cost / r['round_s']:>9.1%}")
+    print(f"{'total':<16}{total * 1000:>14.2f}{share:>9.1%}")
+    print()
+    print(f"goal: under {GOAL:.0%} of a round: {'met' if share < GOAL else 'NOT met'}")
+    return 0 if share < GOAL else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
