@@ -16,12 +16,14 @@ from typing import Any, Callable, ClassVar
 @dataclass
 class Event:
     kind: ClassVar[str] = "event"
-    persist: ClassVar[bool] = True
+    persist: ClassVar[bool] = True  # written to the transcript
+    durable: ClassVar[bool] = False  # fsynced at once (covers every line before it too)
 
 
 @dataclass
 class SessionStarted(Event):
     kind: ClassVar[str] = "session_started"
+    durable: ClassVar[bool] = True
     session_id: str
     target: str
     model: str
@@ -57,6 +59,7 @@ class TextDelta(Event):
 @dataclass
 class AssistantMessage(Event):
     kind: ClassVar[str] = "assistant_message"
+    durable: ClassVar[bool] = True  # a paid turn: never lose it
     turn: int
     content: str | None
     tool_calls: list[dict[str, Any]]  # {"id", "name", "arguments", "error"}
@@ -119,6 +122,7 @@ class Compacted(Event):
     """messages[start:end] were replaced by one summary message."""
 
     kind: ClassVar[str] = "compacted"
+    durable: ClassVar[bool] = True
     start: int
     end: int
     summary: str
@@ -129,6 +133,7 @@ class Compacted(Event):
 @dataclass
 class Stopped(Event):
     kind: ClassVar[str] = "stopped"
+    durable: ClassVar[bool] = True
     reason: str  # done | max_turns | max_cost | timeout | interrupted | error
     detail: str = ""
     turns: int = 0

@@ -154,6 +154,11 @@ class _Run:
         before = self.context_tokens()
         if not force and before < COMPACT_AT * self.budget:
             return False
+        if not force and not self.reported_tokens:
+            # No count from the server yet: ask the model's tokenizer before cutting history.
+            before = self.model.count_tokens(self.state.messages)
+            if before < COMPACT_AT * self.budget:
+                return False
         span = compaction_span(self.state.messages, keep_turns)
         if span is None:
             return False
