@@ -38,6 +38,11 @@ from cuda_agent_cli.model.textproto import (  # noqa: E402
     tool_index,
 )
 
+# Anthropic models cache a marked prompt prefix: the system prompt (SKILL.md) and the conversation
+# up to the last message are re-read at a tenth of the price on the next turn.
+CACHE_POINTS = [{"location": "message", "role": "system"}, {"location": "message", "index": -1}]
+CACHING_PROVIDERS = frozenset({"anthropic", "bedrock", "vertex_ai"})
+
 # Providers that run on the user's own hardware: their turns cost nothing.
 LOCAL_PROVIDERS = frozenset({"hosted_vllm", "vllm", "ollama", "ollama_chat", "lm_studio", "llamafile", "openai_like"})
 
@@ -147,12 +152,18 @@ class LiteLLMModel:
         except Exception:
             return approx_tokens(messages)
 
-    def _cost(self, usage: Usage) -> float:
+    @property
+    def prompt_caching(self) -> bool:
+        return self.provider in CACHING_PROVIDERS and "claude" in self.name.lower()
+
+    def _cost(self, usage: Usage, raw_usage: Any = None) -> float:
         if self.free:
             return 0.0
         try:
+            # The provider's usage object carries cache reads and writes, priced differently.
             p, c = self._litellm.cost_per_token(
-                model=self.name, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+                model=self.name, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                usage_object=raw_usage,
             )
             return float(p) + float(c)
         except Exception:
@@ -255,6 +266,8 @@ class LiteLLMModel:
             kwargs["api_key"] = "no-key"  # local OpenAI-compatible servers accept any key
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
+        if self.prompt_caching:
+            kwargs["cache_control_injection_points"] = CACHE_POINTS
         if self.native_tools:
             kwargs["messages"] = list(messages)
             if tools:
@@ -272,11 +285,13 @@ class LiteLLMModel:
         text_parts: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         usage: Usage | None = None
+        raw_usage: Any = None
         shown = CallBlockFilter(on_text) if on_text else None
         for chunk in stream:
             u = getattr(chunk, "usage", None)
             if u and (getattr(u, "prompt_tokens", 0) or getattr(u, "completion_tokens", 0)):
                 usage = Usage(int(u.prompt_tokens or 0), int(u.completion_tokens or 0))
+                raw_usage = u
             if not chunk.choices:
                 continue
             delta = chunk.choices[0].delta
@@ -305,7 +320,7 @@ class LiteLLMModel:
             text, tool_calls = parse_text_tool_calls(text, index)
         if usage is None:
             usage = Usage(self.count_tokens(kwargs["messages"]), max(1, len(text) // 4))
-        return AssistantTurn(content=text or None, tool_calls=tool_calls, usage=usage, cost_usd=self._cost(usage))
+        return AssistantTurn(content=text or None, tool_calls=tool_calls, usage=usage, cost_usd=self._cost(usage, raw_usage))
 
 
 def _native_call(slot: dict[str, str], index: int) -> ToolCall:
