@@ -175,11 +175,14 @@ def _ninja_dir() -> str | None:
     """Where the pip `ninja` binary lives: torch's extension builds need it on PATH."""
     try:
         import ninja  # a dependency of cuda-agent; tiny, no side effects
-
-        d = Path(getattr(ninja, "BIN_DIR", ""))
     except Exception:
         return None
-    return str(d) if (d / "ninja").is_file() else None
+    pkg = Path(ninja.__file__).parent
+    # Versions differ in where the binary goes; `pip --target DIR` puts it in DIR/bin.
+    for d in (Path(getattr(ninja, "BIN_DIR", "") or pkg), pkg / "data" / "bin", pkg.parent / "bin"):
+        if (d / "ninja").is_file():
+            return str(d)
+    return None
 
 
 def sandbox_path_var(env: dict[str, str] | None = None, visible: "Callable[[Path], bool] | None" = None) -> str:
