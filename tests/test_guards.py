@@ -144,6 +144,12 @@ def test_nan_and_inf_agreement():
     assert "correctness" in failed(run_checks(ref, cand))
 
 
+def test_finite_output_where_the_reference_is_infinite_fails():
+    ref = torch.tensor([1.0, 2.0, float("inf")])
+    bad = failed(run_checks(ref, torch.tensor([1.0, 2.0, 1e30])))
+    assert "correctness" in bad and "(2,)" in bad["correctness"]
+
+
 def test_integer_outputs_must_match_exactly():
     ref = torch.arange(10)
     assert failed(run_checks(ref, ref.clone())) == {}
