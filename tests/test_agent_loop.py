@@ -203,3 +203,19 @@ def test_context_overflow_that_compaction_cannot_fix_stops_with_an_error(ws, tmp
     with pytest.raises(ContextOverflow):
         run_agent(model, ToyBox(ws), state=state, prompt="huge", fsync=False)
     assert load_session(state.session_id, tmp_path / "data").status == "error"
+
+
+def test_a_cancel_event_from_another_thread_stops_like_ctrl_c(ws, tmp_path):
+    import threading
+
+    cancel = threading.Event()
+    box = ToyBox(ws, hook=lambda name, args: cancel.set() if args.get("file_path") == "first" else None)
+    model = ScriptedModel([turn(None, ("Read", {"file_path": "first"}), ("Read", {"file_path": "second"})),
+                           turn("never asked")])
+    state = new_session(data_dir=tmp_path / "data")
+    with pytest.raises(Interrupted):
+        run_agent(model, box, state=state, prompt="go", fsync=False, cancel=cancel)
+    assert [a["file_path"] for _, a in box.calls] == ["first"]
+    assert len(model.calls) == 1
+    loaded = load_session(state.session_id, tmp_path / "data")
+    assert loaded.status == "interrupted" and loaded.unanswered_calls() == []

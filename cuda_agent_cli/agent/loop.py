@@ -115,6 +115,7 @@ class _Run:
     run_turns: int = 0
     final_text: str | None = None
     empty_replies: int = 0
+    cancel: Any = None  # a threading.Event another thread (a TUI) sets to stop the session
     seen_ids: set[str] = field(default_factory=set)
 
     def emit(self, event: Event) -> None:
@@ -124,7 +125,13 @@ class _Run:
         if self.sink is not None:
             self.sink(event)
 
+    def check_cancel(self) -> None:
+        # Same path as Ctrl-C, so a stop from a UI thread keeps everything done so far.
+        if self.cancel is not None and self.cancel.is_set():
+            raise KeyboardInterrupt
+
     def on_text(self, text: str) -> None:
+        self.check_cancel()  # also cuts a streaming reply short
         if self.sink is not None:
             self.sink(TextDelta(text))
 
@@ -211,6 +218,7 @@ class _Run:
                 # A malformed call is answered with the precise problem; nothing runs.
                 self.emit(ToolFinished(c["id"], c["name"], f"Error: {c['error']}", True))
                 continue
+            self.check_cancel()
             self.emit(ToolStarted(c["id"], c["name"], c["arguments"]))
             t0 = time.monotonic()
             result = self.toolbox.call(c["name"], c["arguments"])
@@ -262,6 +270,7 @@ class _Run:
             if stop:
                 return stop
             self.maybe_compact()
+            self.check_cancel()
             turn = self.ask_model()
             calls = self.record_turn(turn)
             if not calls:
@@ -289,14 +298,16 @@ def run_agent(
     limits: Limits | None = None,
     sink: EventSink | None = None,
     fsync: bool = True,
+    cancel: Any = None,
 ) -> AgentResult:
     """Run (or continue) a session until the model is done or a limit stops it.
 
     A fresh `state` (from session.new_session) records its start with `target`, `system_prompt`,
     `settings` (policy, device, limits...) and `workspace_root`; a loaded one (from
     session.resume_session) continues where its transcript ends, and `prompt`, when given, is the
-    next user message (the task for a new session, a follow-up in chat). Ctrl-C stops cleanly:
-    the transcript is complete and Interrupted (exit 130) is raised afterwards.
+    next user message (the task for a new session, a follow-up in chat). Ctrl-C, or setting the
+    `cancel` threading.Event from another thread, stops cleanly: the transcript is complete and
+    Interrupted (exit 130) is raised afterwards.
     """
     limits = limits or Limits()
     writer = TranscriptWriter(state.transcript_path, fsync=fsync)
@@ -304,6 +315,7 @@ def run_agent(
     run = _Run(model, toolbox, state, limits, sink, Path(workspace) if workspace else None, writer)
     run.tools = list(toolbox.schemas())
     run.index = tool_index(run.tools)
+    run.cancel = cancel
     run.seen_ids = {c["id"] for m in state.messages for c in m.get("tool_calls") or ()}
     run.budget = context_budget(limits.context_tokens, getattr(model, "context_window", None))
     if hasattr(model, "on_retry"):
