@@ -219,3 +219,12 @@ def test_a_cancel_event_from_another_thread_stops_like_ctrl_c(ws, tmp_path):
     assert len(model.calls) == 1
     loaded = load_session(state.session_id, tmp_path / "data")
     assert loaded.status == "interrupted" and loaded.unanswered_calls() == []
+
+
+def test_tool_output_is_capped_and_tighter_for_a_small_context(ws, tmp_path):
+    (ws / "big.txt").write_text("A" * 50_000 + "END")
+    for budget, cap in ((None, 30_000), (8_192, 8_192)):
+        model = ScriptedModel([turn(None, ("Read", {"file_path": "big.txt"}))])
+        state, _, _ = _run(model, ToyBox(ws), ws, tmp_path, limits=Limits(context_tokens=budget))
+        shown = [m for m in state.messages if m["role"] == "tool"][0]["content"]
+        assert len(shown) <= cap and shown.endswith("END") and "cut from the middle" in shown

@@ -18,6 +18,7 @@ from typing import Any, Protocol, Sequence
 from cuda_agent_cli.agent.context import (
     COMPACT_AT,
     KEEP_TURNS,
+    MAX_TOOL_OUTPUT_CHARS,
     build_summary,
     compaction_span,
     context_budget,
@@ -222,7 +223,8 @@ class _Run:
             self.emit(ToolStarted(c["id"], c["name"], c["arguments"]))
             t0 = time.monotonic()
             result = self.toolbox.call(c["name"], c["arguments"])
-            output = truncate_output(str(getattr(result, "output", result)))
+            # DESIGN §4's cap, tighter for small context windows (a quarter of the budget).
+            output = truncate_output(str(getattr(result, "output", result)), min(MAX_TOOL_OUTPUT_CHARS, self.budget))
             is_error = bool(getattr(result, "is_error", False))
             data = getattr(result, "data", None)
             self.emit(ToolFinished(c["id"], c["name"], output, is_error, data if isinstance(data, dict) else None,
