@@ -56,8 +56,19 @@ def run_job(name: str, spec_path: str, result_path: str) -> int:
     return 0
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies, so no job outlives the harness."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _child(req: dict) -> None:
     os.setsid()
+    _die_with_parent()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -110,6 +121,8 @@ def _wait(pid: int, timeout: float) -> dict:
 
 
 def serve() -> None:
+    # No parent-death signal here: the harness may start this from a thread that ends early.
+    # When the harness goes away this process reads end-of-file on stdin and exits.
     # Importing torch here is the whole point: children start with it already loaded.
     import torch  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401

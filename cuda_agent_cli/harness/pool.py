@@ -25,10 +25,11 @@ from typing import Any, Mapping
 from cuda_agent_cli.errors import EnvironmentMissing
 
 # Only these survive from the user's environment: no PYTHONPATH, LD_PRELOAD, API keys, proxies.
+# LD_LIBRARY_PATH stays: on many clusters it is how the CUDA driver and libraries are found.
 _KEEP_ENV = (
     "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ",
     "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-    "TORCH_CUDA_ARCH_LIST", "XDG_CACHE_HOME",
+    "TORCH_CUDA_ARCH_LIST", "XDG_CACHE_HOME", "LD_LIBRARY_PATH",
 )
 _SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
@@ -171,8 +172,15 @@ class WorkerPool:
                 self._proc.stdin.write((json.dumps(request) + "\n").encode())
                 self._proc.stdin.flush()
                 line = self._readline(timeout + 60)
+                # An answer to an abandoned earlier request (e.g. after Ctrl-C) is skipped.
+                while line is not None and json.loads(line).get("id") != req_id:
+                    line = self._readline(timeout + 60)
             except (BrokenPipeError, OSError):
                 line = None
+            except BaseException:
+                # Interrupted mid-job: the zygote's state is unknown, so it is replaced.
+                self.close()
+                raise
             seconds = time.perf_counter() - start
             if line is None:
                 # The zygote itself is gone or stuck: it is replaced on the next job.
