@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import litellm
 import pytest
 
-from cuda_agent_cli.model.base import Usage
+from cuda_agent_cli.model.base import Usage  # first: the model package keeps litellm offline
 from cuda_agent_cli.model.factory import make_model
 
 
@@ -17,6 +16,8 @@ def test_hosted_models_are_priced_and_local_ones_are_free():
 
 
 def test_claude_marks_a_cached_prefix_and_cache_reads_are_cheaper():
+    import litellm
+
     claude = make_model("anthropic/claude-sonnet-4-5")
     assert claude.context_window == 200_000
     request = claude._request([{"role": "system", "content": "S"}, {"role": "user", "content": "u"}], [])
@@ -27,3 +28,12 @@ def test_claude_marks_a_cached_prefix_and_cache_reads_are_cheaper():
         cache_read_input_tokens=90_000, prompt_tokens_details={"cached_tokens": 90_000}))
     assert cached < full / 3
     assert "cache_control_injection_points" not in make_model("openai/gpt-4o")._request([], [])
+
+
+def test_a_local_server_needs_no_api_key(monkeypatch):
+    from cuda_agent_cli.model.provider import describe_model
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert describe_model("openai/my-model") == (True, ["OPENAI_API_KEY"])
+    assert describe_model("openai/my-model", "http://127.0.0.1:8000/v1") == (True, [])
+    assert describe_model("no-such-provider-model-xyz")[0] is False
