@@ -94,3 +94,13 @@ def test_status_follows_the_reward():
     assert status_of({"correct": True, "reward": 1}) == "correct"
     assert status_of({"correct": True, "reward": 2}) == "improved"
     assert status_of({"correct": True, "reward": 3}) == "improved"
+
+
+def test_no_bubblewrap_means_exit_3_unless_unsafe_is_asked_for(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
+    env.update(PATH=str(tmp_path / "empty-bin"), XDG_DATA_HOME=str(tmp_path / "data"),
+               XDG_CONFIG_HOME=str(tmp_path / "config"))
+    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "optimize", "x.py::X", *REPLAY],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3
+    assert "bubblewrap sandbox unavailable" in proc.stderr and "--unsafe-no-sandbox" in proc.stderr
