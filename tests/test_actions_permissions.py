@@ -93,3 +93,11 @@ def test_unknown_mode_is_bad_input() -> None:
 def test_command_program_skips_assignments() -> None:
     assert command_program("CUDA_VISIBLE_DEVICES=0 python run.py") == "python"
     assert command_program("nvcc -O3 a.cu") == "nvcc"
+
+
+def test_a_write_the_rules_refuse_is_not_put_to_the_user(tmp_path: Path) -> None:
+    asker = Asker()
+    tb = _toolbox(tmp_path, "ask", asker)
+    r = tb.call("Write", {"file_path": ".git/config", "content": "x"})
+    assert r.is_error and "protected" in r.output
+    assert asker.prompts == []

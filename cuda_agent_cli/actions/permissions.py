@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from cuda_agent_cli.actions.base import Action, ActionContext
-from cuda_agent_cli.actions.paths import display, resolve
+from cuda_agent_cli.actions.paths import PathRefused, check_write, display, resolve
 from cuda_agent_cli.errors import BadInput
 
 Answer = Literal["yes", "no", "always"]
@@ -74,6 +74,12 @@ class Permissions:
     def check(self, action: Action, args: dict[str, Any], ctx: ActionContext) -> str | None:
         if not self.needs_asking(action, args):
             return None
+        path = args.get("file_path") or args.get("notebook_path")
+        if path and not action.runs_commands:
+            try:
+                check_write(path, ctx.policy)
+            except PathRefused:
+                return None  # the tool refuses it anyway: no point asking the user first
         what = describe_call(action, args, ctx)
         if self.confirm is None:
             return f"Not permitted: {what} needs the user's approval and nobody can give it here"
