@@ -242,3 +242,24 @@ def test_read_refuses_devices_and_pipes(tb: Toolbox) -> None:
     os.mkfifo(fifo)
     assert "not a regular file" in tb.call("Read", {"file_path": "kernels/pipe"}).output
     assert "not a regular file" in tb.call("Read", {"file_path": "/dev/zero"}).output
+
+
+def test_reads_never_follow_a_link_swapped_in_after_the_check(tb: Toolbox, tmp_path: Path) -> None:
+    from cuda_agent_cli.actions.paths import read_bytes_nofollow
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET")
+    ws = root(tb)
+    real = ws / "kernels" / "a.cu"
+    real.write_text("ok")
+    assert read_bytes_nofollow(real, 1 << 20) == b"ok"
+    # what a racing shell could do between check_read and the open
+    real.unlink()
+    os.symlink(secret, real)
+    with pytest.raises(PathRefused):
+        read_bytes_nofollow(real, 1 << 20)
+    (ws / "kernels" / "sub").mkdir()
+    os.rename(ws / "kernels" / "sub", ws / "kernels" / "sub.old")
+    os.symlink(tmp_path, ws / "kernels" / "sub")
+    with pytest.raises(PathRefused):
+        read_bytes_nofollow(ws / "kernels" / "sub" / "secret.txt", 1 << 20)

@@ -315,3 +315,12 @@ def test_a_workspace_made_under_a_strict_umask_is_still_usable(tmp_path: Path) -
     assert not r.is_error and "pristine model.py" in r.output, r.output
     assert (ws / "kernels" / "mine.cu").read_text() == "// mine\nmore\n"
     tb.close()
+
+
+def test_grep_with_ripgrep_runs_inside_the_sandbox(box) -> None:
+    if shutil.which("rg") is None:
+        pytest.skip("ripgrep is not installed")
+    (box.ctx.root / "kernels" / "k.cu").write_text("__global__ void k() {}\n")
+    r = box.call("Grep", {"pattern": "__global__", "output_mode": "content"})
+    assert not r.is_error and r.data["engine"] == "ripgrep"
+    assert r.output == "kernels/k.cu:1:__global__ void k() {}"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent_cli.actions.base import ActionContext, ToolResult, error
-from cuda_agent_cli.actions.paths import check_read, check_write, display, write_file
+from cuda_agent_cli.actions.paths import check_read, check_write, display, read_bytes_nofollow, write_file
 
 MAX_LINES = 2000
 MAX_LINE_CHARS = 2000
@@ -43,13 +43,8 @@ def read_text(target: Path) -> str:
     """UTF-8 text with its line endings kept; refuses directories and binary files."""
     if target.is_dir():
         raise IsADirectoryError(f"{target} is a directory; use Glob or Bash ls to list it")
-    if not target.is_file():
-        # Devices and pipes never end (/dev/zero) or block (a FIFO): only regular files.
-        raise ValueError(f"{target} is not a regular file")
-    size = target.stat().st_size
-    if size > MAX_READ_BYTES:
-        raise ValueError(f"{target} is {size >> 20} MiB; too large for the file tools, use Grep or Bash head/tail")
-    raw = target.read_bytes()
+    # Only regular files (devices never end, pipes block), never through a swapped-in link.
+    raw = read_bytes_nofollow(target, MAX_READ_BYTES)
     if b"\x00" in raw[:8192]:
         raise ValueError(f"{target} is a binary file")
     return raw.decode("utf-8")

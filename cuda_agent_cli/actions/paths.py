@@ -162,3 +162,46 @@ def write_file(target: Path, data: bytes, policy: SandboxPolicy) -> None:
             os.close(ffd)
     finally:
         os.close(fd)
+
+
+def read_bytes_nofollow(target: Path, limit: int) -> bytes:
+    """The bytes of a resolved path, opened one component at a time without following links.
+
+    check_read judged the resolved path; a background shell could swap a symlink to a secret
+    in its place before the open, and this open then fails instead of following it.
+    """
+    flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open("/", flags_dir)
+    try:
+        for part in target.parts[1:-1]:
+            try:
+                nfd = os.open(part, flags_dir, dir_fd=fd)
+            except OSError as exc:
+                raise PathRefused(f"{target}: a parent directory changed into a link or vanished "
+                                  f"({exc.strerror})") from None
+            os.close(fd)
+            fd = nfd
+        try:
+            ffd = os.open(target.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fd)
+        except OSError as exc:
+            raise PathRefused(f"{target}: cannot be opened ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    try:
+        import stat as st_mod
+
+        info = os.fstat(ffd)
+        if not st_mod.S_ISREG(info.st_mode):
+            raise ValueError(f"{target} is not a regular file")
+        if info.st_size > limit:
+            raise ValueError(f"{target} is {info.st_size >> 20} MiB; too large for the file tools, "
+                             "use Grep or Bash head/tail")
+        chunks = []
+        while True:
+            chunk = os.read(ffd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(ffd)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent_cli.actions.base import ActionContext, ToolResult, error
-from cuda_agent_cli.actions.paths import PathRefused, check_read, display
+from cuda_agent_cli.actions.paths import PathRefused, check_read, display, read_bytes_nofollow
 from cuda_agent_cli.sandbox import default_hidden
 
 GLOB_LIMIT = 100
@@ -141,8 +142,16 @@ def _strip_dot(line: str) -> str:
     return line[2:] if line.startswith("./") else line
 
 
-def run_rg(rg: str, q: GrepQuery, target: str, cwd: Path) -> list[str]:
-    proc = subprocess.run(rg_argv(rg, q, target), cwd=cwd, capture_output=True, timeout=120)
+def run_rg(rg: str, q: GrepQuery, target: str, ctx: ActionContext) -> list[str]:
+    """ripgrep inside the sandbox when there is one: only what the shell could read is searched,
+    so no link swapped in mid-search can reach a secret."""
+    argv = rg_argv(rg, q, target)
+    env = None
+    if ctx.sandbox.enabled:
+        argv = ctx.sandbox.argv(shlex.join(argv), ctx.root)
+        env = ctx.sandbox.popen_env()
+    proc = subprocess.run(argv, cwd=ctx.root, capture_output=True, timeout=120, env=env,
+                          stdin=subprocess.DEVNULL)
     if proc.returncode == 2 and not proc.stdout:
         msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise ValueError(msg[-1] if msg else "ripgrep failed")
@@ -225,8 +234,8 @@ def run_python(q: GrepQuery, base: Path, shown: str) -> list[str]:
         if type_globs and not any(fnmatch.fnmatchcase(full.name, g) for g in type_globs):
             continue
         try:
-            raw = full.read_bytes()
-        except OSError:
+            raw = read_bytes_nofollow(full, 64 << 20)
+        except (OSError, ValueError, PathRefused):
             continue
         if b"\x00" in raw[:8192]:
             continue
@@ -320,7 +329,7 @@ class Grep:
         shown = display(base, ctx.root)
         rg = find_rg() if self.use_ripgrep is not False else None
         if rg:
-            lines = run_rg(rg, q, shown, ctx.root)
+            lines = run_rg(rg, q, shown, ctx)
         else:
             re.compile(q.pattern)  # a bad pattern is reported before any file is read
             lines = run_python(q, base, shown)
