@@ -104,3 +104,19 @@ def test_hosted_vllm_prefix_streams_and_costs_nothing():
         turn = model.complete(MSGS, TOOLS)
     assert srv.requests[0]["model"] == "Qwen/Qwen3-8B"
     assert turn.tool_calls[0].arguments == {"file_path": "x"} and turn.cost_usd == 0.0
+
+
+def test_a_server_that_is_not_there_fails_fast_with_its_address():
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    model = make_model("openai/fake-coder", f"http://127.0.0.1:{port}/v1", backoff_base=0.01)
+    t0 = time.monotonic()
+    with pytest.raises(ModelUnavailable) as exc:
+        model.complete(MSGS, TOOLS)
+    assert time.monotonic() - t0 < 10
+    assert f"127.0.0.1:{port}" in exc.value.message and "--api-base" in exc.value.one_line()
+    assert "2 attempts" in exc.value.message

@@ -115,6 +115,7 @@ class LiteLLMModel:
         self.on_retry = on_retry
         self._sleep = sleep
         self._rng = random.Random()
+        self._reached = False  # a server that never answered is more likely misconfigured than busy
         try:
             self.provider = self._litellm.get_llm_provider(model, api_base=api_base)[1]
         except Exception:
@@ -180,16 +181,23 @@ class LiteLLMModel:
         while True:
             attempt += 1
             try:
-                return self._complete_once(messages, tools, on_text)
+                turn = self._complete_once(messages, tools, on_text)
+                self._reached = True
+                return turn
             except Exception as exc:
                 if self._switch_to_text(exc, tools):
                     attempt -= 1
                     continue
                 reason = self._classify(exc)  # raises for errors that retrying cannot fix
-                if attempt > self.max_retries:
+                unreachable = reason == "could not reach the server"
+                # A wrong --api-base should fail in seconds, not after a minute of backoff.
+                limit = min(self.max_retries, 1) if unreachable and not self._reached else self.max_retries
+                if attempt > limit:
+                    where = f" at {self.api_base}" if unreachable and self.api_base else ""
+                    hint = ("check that the server is running and --api-base is right" if unreachable and not self._reached
+                            else "check the server or your rate limits, then rerun with --resume or --continue")
                     raise ModelUnavailable(
-                        f"{self.name}: {reason} after {attempt} attempts: {_short(exc)}",
-                        "check the server or your rate limits, then rerun with --resume or --continue",
+                        f"{self.name}: {reason}{where} after {attempt} attempts: {_short(exc)}", hint
                     ) from None
                 wait = backoff_delay(attempt, self.backoff_base, self.backoff_cap, _retry_after(exc), self._rng)
                 if self.on_retry:
@@ -219,6 +227,8 @@ class LiteLLMModel:
                                   "lower --context-tokens or use a model with a larger window") from None
         if isinstance(exc, lt.RateLimitError):
             return "rate limited"
+        if isinstance(exc, (lt.InternalServerError, lt.APIError)) and _mentions_connection(str(exc)):
+            return "could not reach the server"  # litellm reports a refused connection as a 500
         if isinstance(exc, (lt.Timeout, lt.APIConnectionError)):
             return "could not reach the server" if isinstance(exc, lt.APIConnectionError) else "timed out"
         if isinstance(exc, (lt.ServiceUnavailableError, lt.InternalServerError, lt.BadGatewayError)):
@@ -333,6 +343,11 @@ def _native_call(slot: dict[str, str], index: int) -> ToolCall:
     if not isinstance(args, dict):
         return ToolCall(cid, slot["name"], {}, error=f"{slot['name']}: arguments must be a JSON object.")
     return ToolCall(cid, slot["name"], args)
+
+
+def _mentions_connection(message: str) -> bool:
+    m = message.lower()
+    return "connection error" in m or "connection refused" in m or "connecterror" in m
 
 
 def _mentions_context_limit(message: str) -> bool:
