@@ -36,9 +36,24 @@ def _cache_dir():
     return Path(base) / "cuda-agent" / "extensions"
 
 
+def _ninja_on_path():
+    """torch's builder runs `ninja` from PATH; the ninja wheel keeps its binary elsewhere."""
+    import shutil
+
+    if shutil.which("ninja"):
+        return
+    try:
+        import ninja
+    except ImportError:
+        return
+    os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+
+
 def _load_new_class():
     """Build (once per source hash, cached on disk) and import the extension, then ModelNew."""
     import torch.utils.cpp_extension as cpp
+
+    _ninja_on_path()
 
     digest = hashlib.sha256()
     for p in [*_sources(), HERE / "binding_registry.h", HERE / "model_new.py"]:
