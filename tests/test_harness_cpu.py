@@ -153,6 +153,20 @@ def test_kernel_that_goes_wrong_after_a_few_calls_fails_timed_outputs(ws: Worksp
     assert result.reward == -1 and "timed_outputs" in failed(result), result.summary()
 
 
+def test_results_cached_by_shape_fail_timed_outputs(ws: Workspace) -> None:
+    # Correct on every verified call (one model per seed); while timed, the one model sees the
+    # input sets in an unpredictable rotation, so a cached answer is stale at checked calls.
+    ws.candidate.write_text(candidate(
+        "        key = (tuple(a.shape), tuple(b.shape))\n"
+        "        if key not in self.cache:\n"
+        "            self.cache[key] = cuda_extension.add_scaled(a, b, self.scale)\n"
+        "        return self.cache[key]",
+        "        self.cache = {}\n"))
+    result = Harness(ws, device="cpu", trials=12, warmup=2).profile()
+    assert result.check("correctness").passed, result.summary()
+    assert result.reward == -1 and "timed_outputs" in failed(result), result.summary()
+
+
 def test_python_only_candidate_fails_the_extension_kernel_check(ws: Workspace) -> None:
     ws.candidate.write_text(candidate("        return (a + b) * self.scale"))
     result = Harness(ws, device="cpu", policy="hybrid").verify()

@@ -20,20 +20,24 @@ def run_baselines_job(spec: dict) -> dict:
     device = spec["device"]
     precision = apply_precision_flags()
     ref = load_module(spec["reference"], "reference_model")
-    payload = _load(Path(spec["inputs_dir"]) / "inputs_0.pt")
+    in_dir = Path(spec["inputs_dir"])
+    payload = _load(in_dir / "inputs_0.pt")
     model, _ = _build_model(ref.Model, payload, device, spec["seed"])
-    inputs = to_device(payload["inputs"], device)
+    # Timed exactly like the candidate: rotating input sets, fresh scaled copies per call.
+    input_sets = [to_device(_load(in_dir / f"inputs_{k}.pt")["inputs"], device) for k in range(int(spec["n"]))]
+    order, scales = spec.get("order"), spec.get("scales")
     trials, warmup = int(spec["trials"]), int(spec["warmup"])
     flush = int(spec.get("flush_bytes", timing.FLUSH_BYTES))
     result: dict[str, Any] = {"precision": precision}
-    eager = timing.time_calls(model, inputs, device, trials, warmup, flush)
+    eager = timing.time_calls(model, input_sets, device, trials, warmup, flush, order=order, scales=scales)
     eager.pop("saved")
     result["eager"] = eager
     try:
         compiled = torch.compile(model)
         with torch.no_grad():
-            compiled(*inputs)  # compile outside the timed loop
-        measured = timing.time_calls(compiled, inputs, device, trials, warmup, flush)
+            compiled(*input_sets[0])  # compile outside the timed loop
+        measured = timing.time_calls(compiled, input_sets, device, trials, warmup, flush, order=order,
+                                     scales=scales)
         measured.pop("saved")
         result["compile"] = measured
     except Exception as exc:  # no C++ compiler for inductor, an op it cannot trace, ...

@@ -20,6 +20,16 @@ from worker_common import fresh_clone, to_cpu
 FLUSH_BYTES = 256 * 1024 * 1024
 
 
+def scaled_inputs(inputs: list[Any], scale: float) -> list[Any]:
+    """Fresh copies of `inputs`, floating-point tensors multiplied by `scale` (others as they are)."""
+    out = fresh_clone(inputs)
+    if scale != 1.0:
+        for t in out:
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                t.mul_(scale)
+    return out
+
+
 def method_string(device: str, trials: int, warmup: int, flush_bytes: int) -> str:
     if device == "cuda":
         flush = f"+l2flush({flush_bytes // (1024 * 1024)}MB)" if flush_bytes else ""
@@ -45,9 +55,21 @@ def measure_write_bandwidth(device: str) -> float | None:
     return FLUSH_BYTES / best if best > 0 else None
 
 
-def time_calls(fn: Callable[..., Any], inputs: list[Any], device: str, trials: int, warmup: int,
-               flush_bytes: int = FLUSH_BYTES, save_at: tuple[int, ...] = ()) -> dict[str, Any]:
-    """Per-call times in µs (events on CUDA, perf_counter on CPU) plus the outputs at `save_at`."""
+def time_calls(fn: Callable[..., Any], input_sets: list[list[Any]], device: str, trials: int, warmup: int,
+               flush_bytes: int = FLUSH_BYTES, save_at: tuple[int, ...] = (),
+               order: list[int] | None = None, scales: list[float] | None = None) -> dict[str, Any]:
+    """Per-call times in µs (events on CUDA, perf_counter on CPU) plus the outputs at `save_at`.
+
+    Call i gets a fresh copy of input_sets[order[i]] with its floating-point tensors multiplied
+    by scales[i]: every call sees values no earlier call saw, so a result cached by pointer,
+    shape, call count or sampled values is wrong at the calls whose outputs are checked.
+    """
+    order = list(order) if order else [0] * trials
+    scales = list(scales) if scales else [1.0] * trials
+
+    def pick(i: int) -> list[Any]:
+        return scaled_inputs(input_sets[order[i % len(order)]], scales[i % len(scales)])
+
     saved: dict[int, Any] = {}
     times: list[float] = []
     wall: list[float] = []
@@ -55,14 +77,14 @@ def time_calls(fn: Callable[..., Any], inputs: list[Any], device: str, trials: i
     with torch.no_grad():
         if device == "cuda":
             flush = torch.empty(flush_bytes, dtype=torch.int8, device="cuda") if flush_bytes else None
-            for _ in range(warmup):
-                fn(*fresh_clone(inputs))
+            for w in range(warmup):
+                fn(*pick(w))
                 torch.cuda.synchronize()
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
             ends = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
             torch.cuda.synchronize()
             for i in range(trials):
-                args = fresh_clone(inputs)
+                args = pick(i)
                 if flush is not None:
                     flush.zero_()
                 t0 = time.perf_counter_ns()
@@ -77,10 +99,10 @@ def time_calls(fn: Callable[..., Any], inputs: list[Any], device: str, trials: i
                 del out, args
             times = [s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)]
         else:
-            for _ in range(warmup):
-                fn(*fresh_clone(inputs))
+            for w in range(warmup):
+                fn(*pick(w))
             for i in range(trials):
-                args = fresh_clone(inputs)
+                args = pick(i)
                 t0 = time.perf_counter_ns()
                 out = fn(*args)
                 t1 = time.perf_counter_ns()

@@ -118,6 +118,7 @@ def run_reference_job(spec: dict) -> dict:
     device = spec["device"]
     ref = load_module(spec["reference"], "reference_model")
     in_dir, out_dir = Path(spec["inputs_dir"]), Path(spec["out_dir"])
+    model0 = None
     for i in range(spec["n"]):
         payload = _load(in_dir / f"inputs_{i}.pt")
         model, _ = _build_model(ref.Model, payload, device, spec["seeds"][i])
@@ -125,6 +126,17 @@ def run_reference_job(spec: dict) -> dict:
             out = model(*fresh_clone(to_device(payload["inputs"], device)))
         device_sync(device)
         torch.save({"output": to_cpu(out)}, out_dir / f"expected_{i}.pt")
+        model0 = model if i == 0 else model0
+    if spec.get("timed"):
+        from timing import scaled_inputs
+
+        # Checked timed calls ran the seed-0 model on input set k scaled by s: expected outputs.
+        for i, k, scale in spec["timed"]:
+            payload = _load(in_dir / f"inputs_{int(k)}.pt")
+            with torch.no_grad():
+                out = model0(*scaled_inputs(to_device(payload["inputs"], device), float(scale)))
+            device_sync(device)
+            torch.save({"output": to_cpu(out)}, out_dir / f"timed_expected_{int(i)}.pt")
     return {"n": spec["n"], "precision": guards.precision_flags()}
 
 
@@ -215,14 +227,16 @@ def run_candidate_job(spec: dict) -> dict:
     result["stage"] = "run"
     in_dir, out_dir = Path(spec["inputs_dir"]), Path(spec["out_dir"])
     violations: list[str] = []
-    model = None
+    model = model0 = None
     seed0_inputs = None
+    all_inputs: list[Any] = []
     calls_before_runs = counter.calls
     for i in range(spec["n"]):
         payload = _load(in_dir / f"inputs_{i}.pt")
         try:
             model, note = _build_model(cls, payload, device, spec["seeds"][i])
             inputs = to_device(payload["inputs"], device)
+            all_inputs.append(inputs)
             args = fresh_clone(inputs)
             guard = guards.StrictOpGuard(policy)
             with torch.no_grad(), guard:
@@ -245,7 +259,7 @@ def run_candidate_job(spec: dict) -> dict:
         # survives the trip and the judge can see aliasing.
         torch.save({"output": out, "inputs_after": args}, out_dir / f"cand_{i}.pt")
         if i == 0:
-            seed0_inputs = inputs
+            model0, seed0_inputs = model, inputs
             with torch.no_grad():
                 again = model(*fresh_clone(inputs))
             device_sync(device)
@@ -256,20 +270,21 @@ def run_candidate_job(spec: dict) -> dict:
         checks.append(_check("torch_ops", not violations,
                              violations[0] if violations else "no torch compute ops ran in forward"))
 
-    if device == "cuda" and model is not None and seed0_inputs is not None:
+    if device == "cuda" and model0 is not None and seed0_inputs is not None:
         try:
-            result["cuda_kernels"] = _profiled_kernel_names(model, seed0_inputs)
+            result["cuda_kernels"] = _profiled_kernel_names(model0, seed0_inputs)
         except BaseException as exc:  # a profiler that cannot start is reported, not fatal
             result["cuda_kernels_error"] = trim_exception(exc, 300)
 
     timing_spec = spec.get("timing")
-    if timing_spec and model is not None and seed0_inputs is not None:
+    if timing_spec and model0 is not None and all_inputs:
         import timing
 
         result["stage"] = "time"
-        measured = timing.time_calls(model, seed0_inputs, device, int(timing_spec["trials"]),
+        measured = timing.time_calls(model0, all_inputs, device, int(timing_spec["trials"]),
                                      int(timing_spec["warmup"]), int(timing_spec.get("flush_bytes", timing.FLUSH_BYTES)),
-                                     tuple(timing_spec.get("save_at", ())))
+                                     tuple(timing_spec.get("save_at", ())), timing_spec.get("order"),
+                                     timing_spec.get("scales"))
         for idx, out in measured.pop("saved").items():
             torch.save({"output": out}, out_dir / f"timed_{idx}.pt")
         result["timing"] = measured
@@ -328,17 +343,19 @@ def run_judge_job(spec: dict) -> dict:
         same = _allclose(first_out, second, atol, rtol)
         checks.append(_check("determinism", same, "two runs on the same inputs agree" if same
                              else "two runs on the same inputs disagree (uninitialized memory or a race?)"))
-    timed = sorted(int(k) for k in spec.get("timed", []))
+    # [call index, input set, scale]: which timed calls were kept and which inputs they got.
+    timed = sorted((int(i), int(k)) for i, k, _ in spec.get("timed", []))
     if timed:
-        expected0 = _load(ref_dir / "expected_0.pt")["output"]
         bad = []
-        for k in timed:
-            path = cand_dir / f"timed_{k}.pt"
-            if not path.is_file() or not _allclose(expected0, _load(path)["output"], atol, rtol):
-                bad.append(k)
+        for i, _ in timed:
+            path = cand_dir / f"timed_{i}.pt"
+            expected = _load(ref_dir / f"timed_expected_{i}.pt")["output"]
+            if not path.is_file() or not _allclose(expected, _load(path)["output"], atol, rtol):
+                bad.append(i)
+        calls = [i for i, _ in timed]
         checks.append(_check("timed_outputs", not bad,
                              f"timed calls {bad} returned wrong outputs" if bad
-                             else f"outputs of timed calls {timed} match the reference"))
+                             else f"outputs of timed calls {calls} match the reference"))
     return {"checks": checks}
 
 

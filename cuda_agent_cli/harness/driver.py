@@ -228,13 +228,17 @@ class Harness:
             raise WorkspaceError(inputs.result["error"], "a reference needs class Model, get_inputs() and optionally get_init_inputs()")
         result.stage_seconds["inputs"] = time.perf_counter() - start
 
-        save_at = sorted(secrets.SystemRandom().sample(range(self.trials), min(3, self.trials))) if timed else []
+        rng = secrets.SystemRandom()
+        save_at = sorted(rng.sample(range(self.trials), min(8, self.trials))) if timed else []
+        order = [rng.randrange(len(seeds)) for _ in range(self.trials)]
+        scales = [round(rng.uniform(0.9, 1.1), 6) for _ in range(self.trials)]
         cand_spec = {
             "device": self.device, "policy": self.policy, "candidate": str(snapshot),
             "module_dir": module_dir, "inputs_dir": str(dirs["tensors_in"]), "out_dir": str(dirs["tensors_cand"]),
             "n": len(seeds), "seeds": seeds,
             "extensions_dir": str(self.workspace.build_dir / f"inline-{self.device}"),
-            "timing": {"trials": self.trials, "warmup": self.warmup, "save_at": save_at} if timed else None,
+            "timing": {"trials": self.trials, "warmup": self.warmup, "save_at": save_at, "order": order,
+                       "scales": scales} if timed else None,
         }
         start = time.perf_counter()
         timeout = self.timeout + (self.compile_timeout if self.workspace.kind == "kernelbench" else 0)
@@ -260,13 +264,14 @@ class Harness:
         start = time.perf_counter()
         ref = self._run("reference", {"reference": str(self.workspace.reference), "device": self.device,
                                       "inputs_dir": str(dirs["tensors_in"]), "out_dir": str(dirs["tensors_ref"]),
-                                      "n": len(seeds), "seeds": seeds}, run_dir)
+                                      "n": len(seeds), "seeds": seeds,
+                                      "timed": [[i, order[i], scales[i]] for i in save_at]}, run_dir)
         if not ref.ok:
             raise WorkspaceError(f"the reference model failed on its own inputs: {ref.describe_failure()}",
                                  "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs")
         judge = self._run("judge", {"inputs_dir": str(dirs["tensors_in"]), "ref_dir": str(dirs["tensors_ref"]),
                                     "cand_dir": str(dirs["tensors_cand"]), "n": len(seeds), "atol": self.atol,
-                                    "rtol": self.rtol, "timed": save_at}, run_dir)
+                                    "rtol": self.rtol, "timed": [[i, order[i], scales[i]] for i in save_at]}, run_dir)
         result.stage_seconds["reference+judge"] = time.perf_counter() - start
         if not judge.ok:
             result.checks.append(Check("crash", False, judge.describe_failure()))
@@ -280,7 +285,8 @@ class Harness:
             scoring.kernel_names_in_sources(kernel_sources), info.get("cuda_kernels_error")))
 
         if timed and not result.failed_checks():
-            self._time(result, run_dir, info, seeds[0], dirs["tensors_in"], int((inputs.result or {}).get("input_bytes", 0)))
+            self._time(result, run_dir, info, seeds[0], dirs["tensors_in"], int((inputs.result or {}).get("input_bytes", 0)),
+                       len(seeds))
         return self._finish(result, timed)
 
     def _finish(self, result: HarnessResult, timed: bool = False) -> HarnessResult:
@@ -304,10 +310,10 @@ class Harness:
     def _baseline_key(self) -> str:
         env = self.environment()
         parts = [hashlib.sha256(self.workspace.reference.read_bytes()).hexdigest(), self.device,
-                 env.get("torch") or "", env.get("gpu") or "", str(self.trials), str(self.warmup), "v1"]
+                 env.get("torch") or "", env.get("gpu") or "", str(self.trials), str(self.warmup), "v3"]
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
-    def _baselines(self, run_dir: Path, seed: int, inputs_dir: Path) -> dict[str, Any]:
+    def _baselines(self, run_dir: Path, seed: int, inputs_dir: Path, n_sets: int) -> dict[str, Any]:
         path = self._cache / "baselines" / f"{self._baseline_key()}.json"
         if path.is_file():
             try:
@@ -316,7 +322,11 @@ class Harness:
                 pass
         outcome = self._run("baselines", {"reference": str(self.workspace.reference), "device": self.device,
                                           "inputs_dir": str(inputs_dir), "seed": seed, "trials": self.trials,
-                                          "warmup": self.warmup}, run_dir, timeout=self.compile_timeout)
+                                          "warmup": self.warmup, "n": n_sets,
+                                          "order": [secrets.randbelow(n_sets) for _ in range(self.trials)],
+                                          "scales": [round(secrets.SystemRandom().uniform(0.9, 1.1), 6)
+                                                     for _ in range(self.trials)]},
+                             run_dir, timeout=self.compile_timeout)
         if not outcome.ok:
             raise WorkspaceError(f"timing the reference failed: {outcome.describe_failure()}",
                                  "make sure the reference runs on this device")
@@ -336,14 +346,14 @@ class Harness:
         return record
 
     def _time(self, result: HarnessResult, run_dir: Path, cand: dict[str, Any], seed: int,
-              inputs_dir: Path, input_bytes: int) -> None:
+              inputs_dir: Path, input_bytes: int, n_sets: int) -> None:
         measured = cand.get("timing") or {}
         times = measured.get("times_us") or []
         if not times:
             result.checks.append(Check("crash", False, "the candidate produced no timings"))
             return
         start = time.perf_counter()
-        base = self._baselines(run_dir, seed, inputs_dir)
+        base = self._baselines(run_dir, seed, inputs_dir, n_sets)
         result.stage_seconds["baselines" + ("" if base.get("fresh") else " (cached)")] = time.perf_counter() - start
         if "compile_error" in base:
             result.warnings.append(f"torch.compile baseline unavailable, eager time used instead: {base['compile_error'][:200]}")
