@@ -110,6 +110,9 @@ def run_and_review(req: Any, opts: ReviewOptions) -> int:
     try:
         if opts.batch or not sys.stdout.isatty():
             progress: Any = ui.PlainProgress(sys.stderr)
+            banner = _unsafe_banner(req.allow_unsafe)
+            if banner:
+                err_console.print(f"[bold red]{banner}[/bold red]")
             outcome = run_optimize(req, sink=progress, on_stage=progress.stage, precheck=_precheck(opts))
         else:
             banner = _unsafe_banner(req.allow_unsafe)
