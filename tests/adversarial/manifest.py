@@ -20,7 +20,6 @@ class Case:
     kernels: str | None = "cpu_honest"
     policy: str = "strict"
     action: str = "verify"
-    gap: str | None = None  # a known hole: the row is an expected failure until it is closed
 
 
 def static(name: str, finding: str, threat: int, kernels: str | None = "cpu_honest") -> Case:
@@ -70,9 +69,12 @@ ADVERSARIAL: list[Case] = [
     Case("r_ghost_kernel", "extension_kernel", 15, policy="hybrid"),
     Case("r_forged_result_line", "correctness", 3),
     Case("r_exit_early", "crash", 3),
-    Case("r_content_keyed_replay", "timed_outputs", 4, action="profile",
-         gap="timed calls reuse the values of seed 0, so a cache keyed on sampled input values "
-             "replays a correct result; timed calls need fresh input values"),
+]
+
+# Timing tricks that stay correct, so no check fails: what matters is that they buy no speed.
+# Each is profiled beside its honest twin (candidate, twin, threat).
+TIMING_TRICKS: list[tuple[str, str, int]] = [
+    ("r_content_keyed_replay", "h_matmul", 4),
 ]
 
 HONEST: list[Case] = [
