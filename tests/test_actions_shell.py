@@ -143,3 +143,10 @@ def test_timeout_defaults_to_two_minutes_and_is_given_in_milliseconds(tb: Toolbo
     tb.call("Bash", {"command": "true", "timeout": 600000})
     assert seen == [120.0, 600.0]
     assert tb.call("Bash", {"command": "true", "timeout": 600001}).is_error
+
+
+def test_a_daemon_holding_the_pipe_does_not_stall_the_call(tb: Toolbox) -> None:
+    started = time.monotonic()
+    r = tb.call("Bash", {"command": "(setsid sleep 4 &); echo done", "timeout": 60_000})
+    assert not r.is_error and "done" in r.output and not r.data["timed_out"]
+    assert time.monotonic() - started < 3.5

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import selectors
 import signal
 import subprocess
 import threading
@@ -135,29 +136,62 @@ def _pump(proc: subprocess.Popen[bytes], sink: Any) -> threading.Thread:
     return t
 
 
+PIPE_GRACE_S = 2.0  # how long output may keep coming after the command itself has exited
+
+
+def _read_until(proc: subprocess.Popen[bytes], out: HeadTail, deadline: float) -> bool:
+    """Copy output until the pipe closes; False when the deadline came first.
+
+    One thread, no helper: a reader thread costs milliseconds per call on a busy machine.
+    Once the command has exited, a process that escaped it (possible only unconfined) may
+    still hold the pipe; it gets PIPE_GRACE_S, not the whole timeout.
+    """
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    grace_end: float | None = None
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            limit = deadline if grace_end is None else min(deadline, grace_end)
+            if now >= limit:
+                return grace_end is not None and now >= grace_end and now < deadline
+            if sel.select(min(limit - now, 0.25)):
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    return True
+                out.append(chunk)
+            elif grace_end is None and proc.poll() is not None:
+                grace_end = time.monotonic() + PIPE_GRACE_S
+
+
 def run_foreground(ctx: ActionContext, command: str, timeout_s: float) -> tuple[str, int, bool, float]:
     """(output, exit code, timed out, seconds). On timeout the whole process group is killed."""
     proc = _spawn(ctx, command)
     started = time.monotonic()
+    deadline = started + timeout_s
     out = HeadTail()
-    reader = _pump(proc, out)
     timed_out = False
     try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_group(proc)
-        proc.wait()
+        if not _read_until(proc, out, deadline):
+            timed_out = True
+        else:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+        if timed_out:
+            kill_group(proc)
+            proc.wait()
+            _read_until(proc, out, time.monotonic() + PIPE_GRACE_S)
     except BaseException:
         kill_group(proc)
         proc.wait()
         raise
-    # A process that escaped the group (possible only unconfined) may hold the pipe open.
-    reader.join(timeout=5 if not timed_out else 2)
-    elapsed = time.monotonic() - started
-    if proc.stdout is not None and not reader.is_alive():
-        proc.stdout.close()
-    return out.text(), proc.returncode, timed_out, elapsed
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
+    return out.text(), proc.returncode, timed_out, time.monotonic() - started
 
 
 @dataclass
