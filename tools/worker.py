@@ -20,6 +20,11 @@ import signal
 import sys
 import time
 
+# torch.cuda.is_available() (called by torch.utils.cpp_extension at import) initializes the CUDA
+# driver unless this is set, and a driver initialized here makes every forked child fail with
+# "Cannot re-initialize CUDA in forked subprocess". NVML answers the same question fork-safely.
+os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
@@ -132,6 +137,8 @@ def serve() -> None:
     # The first op under a dispatch mode imports ~800 modules (most of a second); paying it
     # once here keeps it out of every forked candidate job.
     guards.warm_up()
+    if torch.cuda.is_initialized():
+        raise SystemExit("harness worker: CUDA was initialized before forking; children could not use it")
 
     out = os.fdopen(os.dup(1), "w", buffering=1)
     # Nothing but answers may reach the harness through the original stdout.
