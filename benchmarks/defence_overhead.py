@@ -11,7 +11,7 @@ this process on the same task, inputs and built extension, exactly as the harnes
   op guard        StrictOpGuard around each of the 6 verified forwards, minus the bare forwards
   output checks   compare_outputs() on 5 seeds, minus the plain allclose any harness needs
   determinism     the second forward on seed 0, handing its output over, comparing (harness-owned)
-  timed outputs   for each of the 8 checked timed calls: the reference's forward on the same
+  timed outputs   for each checked timed call (TIMED_CHECKS in harness/driver.py): the reference's forward on the same
                   inputs, handing both outputs over, comparing (harness-owned; the timed calls
                   themselves run anyway)
 
@@ -41,7 +41,7 @@ from harness_tasks import make_task_workspace  # noqa: E402
 GOAL = 0.10
 SEEDS = 5
 HARNESS_OWNED = ("determinism", "timed outputs")
-TIMED_CHECKED = 8  # timed calls whose outputs the harness checks (driver.py)
+from cuda_agent_cli.harness.driver import TIMED_CHECKS as TIMED_CHECKED  # noqa: E402
 
 
 def _best_time(fn: Callable[[], Any], repeat: int) -> float:

@@ -32,12 +32,15 @@ MIN_US = 20.0
 
 def independent_call(name: str, device: str, module_dir: str):
     """A zero-argument callable running the task's kernel on fresh random inputs."""
-    import importlib
+    import importlib.util
 
     import torch
 
-    sys.path.insert(0, module_dir)
-    ext = importlib.import_module("cuda_extension")
+    # Each task builds its own cuda_extension: load this task's file, not the one imported first.
+    so_file = next(Path(module_dir).glob("cuda_extension*.so"))
+    spec = importlib.util.spec_from_file_location("cuda_extension", so_file)
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
     torch.manual_seed(0)
     if name == "axpby":
         n = 1 << 24 if device == "cuda" else 1 << 20

@@ -33,6 +33,11 @@ def _nvcc_present(env: dict[str, str]) -> bool:
     return shutil.which("nvcc", path=env.get("PATH")) is not None
 
 
+# Timed calls whose outputs are checked. Chosen at random among the timed calls, so a
+# candidate that caches or skips work is wrong on nearly all of them and 3 draws catch it; each
+# check costs a saved output and a comparison, which is what a round pays for this defence.
+TIMED_CHECKS = 3
+
 class Harness:
     """One workspace's trusted pipeline; cheap to call again and again from a long-lived process."""
 
@@ -229,7 +234,7 @@ class Harness:
         result.stage_seconds["inputs"] = time.perf_counter() - start
 
         rng = secrets.SystemRandom()
-        save_at = sorted(rng.sample(range(self.trials), min(8, self.trials))) if timed else []
+        save_at = sorted(rng.sample(range(self.trials), min(TIMED_CHECKS, self.trials))) if timed else []
         order = [rng.randrange(len(seeds)) for _ in range(self.trials)]
         scales = [round(rng.uniform(0.9, 1.1), 6) for _ in range(self.trials)]
         cand_spec = {
