@@ -243,10 +243,22 @@ def demo(
     init_repo(dest, "Example project for the cuda-agent demo")
     if json_out:
         batch = True
+    shell = True
+    if not unsafe_no_sandbox and not demo_assets.replay_runs_commands(dev):
+        from cuda_agent_cli.sandbox import probe
+
+        status = probe()
+        if not status.available:
+            # The recorded session only reads, writes and calls the harness: it can run with no
+            # shell tools at all, so a machine without bubblewrap can still see the whole flow.
+            shell = False
+            typer.echo(f"note: no sandbox here ({status.detail}); the recorded session needs no shell, so the "
+                       "demo runs without shell tools. `cuda-agent optimize` needs bubblewrap: "
+                       "apt-get install bubblewrap", err=True)
     req = OptimizeRequest(
         target=f"{demo_assets.EXAMPLE}::{demo_assets.CLASS}", cwd=dest,
         model=f"replay:{demo_assets.replay_path(dev)}", device=dev, inputs=demo_assets.INPUTS[dev],
-        allow_unsafe=unsafe_no_sandbox,
+        allow_unsafe=unsafe_no_sandbox, shell=shell,
     )
     if not json_out:
         typer.echo(f"demo: optimizing {demo_assets.EXAMPLE}::{demo_assets.CLASS} in {dest} on {dev} "

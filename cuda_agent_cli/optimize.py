@@ -34,6 +34,7 @@ class OptimizeRequest:
     resume: str | None = None
     continue_latest: bool = False
     allow_unsafe: bool = False
+    shell: bool = True  # False: no shell tools, so no sandbox is needed (the bundled demo)
 
 
 @dataclass
@@ -149,7 +150,8 @@ def run_optimize(
     check_model(cfg.model)
     from cuda_agent_cli.sandbox import require_sandbox
 
-    require_sandbox(req.allow_unsafe)
+    # Without shell tools nothing runs commands, so nothing needs confining.
+    require_sandbox(req.allow_unsafe or not req.shell)
 
     if resuming:
         cwd = Path(saved["cwd"])
@@ -192,8 +194,9 @@ def run_optimize(
     from cuda_agent_cli.model.factory import make_model
     from cuda_agent_cli.sandbox import SandboxPolicy, open_sandbox
 
-    sandbox = open_sandbox(SandboxPolicy.optimize(workspace.root, list(workspace.locked)), req.allow_unsafe)
-    toolbox = make_toolbox(ActionContext(sandbox, harness=harness))
+    sandbox = open_sandbox(SandboxPolicy.optimize(workspace.root, list(workspace.locked)),
+                           req.allow_unsafe or not req.shell)
+    toolbox = make_toolbox(ActionContext(sandbox, harness=harness), shell=req.shell)
     model = make_model(cfg.model, cfg.api_base)
     gpu = (harness.environment().get("gpu") if hasattr(harness, "environment") else None)
     limits = Limits(max_turns=cfg.max_turns, max_cost=cfg.max_cost, timeout=cfg.timeout,
@@ -222,7 +225,7 @@ def run_optimize(
         session_id=result.session_id, transcript=result.transcript, status=status_of(best),
         stop_reason=result.stop_reason, turns=result.turns, cost_usd=result.cost_usd, device=device,
         policy=policy, target=task.target.display, best=best, best_dir=best_dir,
-        sandbox_banner=sandbox.banner,
+        sandbox_banner=sandbox.banner if req.shell else None,
     )
     if best_dir is not None and best and best.get("correct"):
         files = candidate_files(best_dir)

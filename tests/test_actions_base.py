@@ -137,3 +137,16 @@ def test_cap_output_leaves_short_text_alone() -> None:
     long = "a" * 20000 + "b" * 20000
     cut = cap_output(long)
     assert len(cut) <= OUTPUT_LIMIT and cut.startswith("a") and cut.endswith("b")
+
+
+def test_a_toolbox_without_shell_tools_keeps_files_and_search(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "kernels").mkdir(parents=True)
+    pol = SandboxPolicy.optimize(ws, LOCKED, sandbox_uid=None, sandbox_gid=None)
+    sb = Sandbox(pol, SandboxStatus(False, "no bubblewrap"), enabled=False)
+    box = make_toolbox(ActionContext(sb), shell=False)
+    names = {s["function"]["name"] for s in box.schemas()}
+    assert names.isdisjoint({"Bash", "BashOutput", "KillBash"})
+    assert {"Read", "Write", "Edit", "Glob", "Grep"} <= names
+    result = box.call("Bash", {"command": "true"})
+    assert result.is_error and "Bash" in result.output

@@ -35,6 +35,14 @@ def standard_actions(host_tools: bool = True) -> list[Action]:
     return actions
 
 
-def make_toolbox(ctx: ActionContext, extra: Iterable[Action] = ()) -> Toolbox:
-    """The standard toolbox; host tools are included when the context has a harness."""
-    return Toolbox([*standard_actions(ctx.harness is not None), *extra], ctx)
+SHELL_TOOLS = frozenset({"Bash", "BashOutput", "KillBash"})
+
+
+def make_toolbox(ctx: ActionContext, extra: Iterable[Action] = (), shell: bool = True) -> Toolbox:
+    """The standard toolbox; host tools are included when the context has a harness.
+
+    `shell=False` leaves out Bash, BashOutput and KillBash: for a session whose commands are
+    known in advance to need no shell (the bundled demo) on a machine that cannot sandbox one.
+    """
+    actions = [a for a in standard_actions(ctx.harness is not None) if shell or a.name not in SHELL_TOOLS]
+    return Toolbox([*actions, *extra], ctx)

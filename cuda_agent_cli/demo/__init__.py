@@ -62,6 +62,14 @@ def replay_turns(device: str) -> list[dict[str, Any]]:
     ]
 
 
+def replay_runs_commands(device: str) -> bool:
+    """Whether the recorded session for `device` calls any shell tool."""
+    from cuda_agent_cli.actions import SHELL_TOOLS
+
+    return any(call.get("name") in SHELL_TOOLS
+               for turn in replay_turns(device) for call in turn.get("tool_calls") or [])
+
+
 def render_replay(device: str) -> str:
     return "".join(json.dumps(turn) + "\n" for turn in replay_turns(device))
 
