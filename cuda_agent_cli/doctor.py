@@ -61,24 +61,15 @@ def _version_line(cmd: list[str], marker: str = "") -> str | None:
 
 
 def bubblewrap_works() -> tuple[bool, str]:
-    """Whether bwrap exists and can create the namespaces the sandbox uses."""
-    bwrap = shutil.which("bwrap")
-    if not bwrap:
-        return False, "not found"
-    try:
-        proc = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-             "--unshare-all", "--die-with-parent", "true"],
-            capture_output=True, text=True, timeout=20,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"{bwrap} failed to start: {exc}"
-    if proc.returncode != 0:
-        return False, f"{bwrap} cannot create a sandbox here: {proc.stderr.strip()[:200]}"
-    return True, f"{bwrap} creates sandboxes"
+    """Whether the agent's sandbox can be created here: the sandbox's own trial run."""
+    from cuda_agent_cli.sandbox import probe
+
+    status = probe()
+    return status.available, status.detail
 
 
-def run_checks(device: str, model: str | None, model_source: str = "default") -> list[Check]:
+def run_checks(device: str, model: str | None, model_source: str = "default",
+               api_base: str | None = None) -> list[Check]:
     """All checks for `device` ("cuda" or "cpu") and the configured model."""
     checks: list[Check] = []
     py_ok = sys.version_info >= (3, 11)
@@ -132,11 +123,11 @@ def run_checks(device: str, model: str | None, model_source: str = "default") ->
     checks.append(Check("bubblewrap", bw_ok, bw_detail,
                         "apt-get install bubblewrap (needed to sandbox the agent's shell)"))
 
-    checks.extend(model_checks(model, model_source))
+    checks.extend(model_checks(model, model_source, api_base))
     return checks
 
 
-def model_checks(model: str | None, source: str) -> list[Check]:
+def model_checks(model: str | None, source: str, api_base: str | None = None) -> list[Check]:
     """The configured model and its API key; informative, never required for doctor's exit."""
     if not model:
         return [Check("model", False, "none configured",
@@ -148,11 +139,13 @@ def model_checks(model: str | None, source: str) -> list[Check]:
                       "the replay file does not exist", required=False)]
     from cuda_agent_cli.model.provider import describe_model
 
-    known, missing = describe_model(model)
+    known, missing = describe_model(model, api_base)
     checks = [Check("model", known, f"{model} (from {source})",
                     "use a litellm model string such as anthropic/claude-sonnet-4-5",
                     required=False)]
-    if known:
+    if known and api_base:
+        checks.append(Check("api key", True, f"not needed for the server at {api_base}", required=False))
+    elif known:
         checks.append(Check("api key", not missing,
                             "set" if not missing else f"missing {', '.join(missing)}",
                             f"export {missing[0]}=..." if missing else "", required=False))

@@ -73,8 +73,10 @@ def status_of(best: dict[str, Any] | None) -> str:
 
 # ---------------------------------------------------------------- checks that fail fast
 
-def check_model(model: str | None) -> None:
-    """Exit 3 with no model or a missing key, exit 2 for a model string litellm cannot route."""
+def check_model(model: str | None, api_base: str | None = None) -> None:
+    """Exit 3 with no model or a missing key, exit 2 for a model string litellm cannot route.
+
+    With `api_base` (a local or self-hosted OpenAI-compatible server) no API key is required."""
     if not model:
         raise EnvironmentMissing(
             "no model configured",
@@ -93,7 +95,7 @@ def check_model(model: str | None) -> None:
 
     # litellm prints a provider list on stdout for unknown models; the user gets our line instead.
     with contextlib.redirect_stdout(io.StringIO()):
-        known, missing = describe_model(model)
+        known, missing = describe_model(model, api_base)
     if not known:
         raise ModelConfigError(f"unknown model `{model}`",
                                "use a litellm model string such as anthropic/claude-sonnet-4-5 or openai/gpt-4.1")
@@ -147,7 +149,7 @@ def run_optimize(
     cfg = load_config({"model": req.model or saved.get("model"), "api_base": req.api_base or saved.get("api_base"),
                        "device": req.device, "policy": req.policy, "max_turns": req.max_turns,
                        "max_cost": req.max_cost, "timeout": req.timeout}, cwd=req.cwd)
-    check_model(cfg.model)
+    check_model(cfg.model, cfg.api_base)
     from cuda_agent_cli.sandbox import require_sandbox
 
     # Without shell tools nothing runs commands, so nothing needs confining.

@@ -80,3 +80,9 @@ def test_doctor_reports_replay_model(tmp_path) -> None:
     replay.write_text("")
     out = run_cli("doctor", "--device", "cpu", "--model", f"replay:{replay}")
     assert f"replay:{replay} (replay, from flag)" in out.stdout
+
+
+def test_doctor_needs_no_api_key_for_a_local_server() -> None:
+    out = run_cli("doctor", "--device", "cpu", "--model", "openai/llama", "--api-base", "http://127.0.0.1:9/v1",
+                  drop=("OPENAI_API_KEY",))
+    assert "not needed for the server at http://127.0.0.1:9/v1" in out.stdout

@@ -104,3 +104,13 @@ def test_no_bubblewrap_means_exit_3_unless_unsafe_is_asked_for(tmp_path: Path):
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 3
     assert "bubblewrap sandbox unavailable" in proc.stderr and "--unsafe-no-sandbox" in proc.stderr
+
+
+def test_a_local_server_needs_no_api_key(monkeypatch: pytest.MonkeyPatch):
+    from cuda_agent_cli.errors import EnvironmentMissing
+    from cuda_agent_cli.optimize import check_model
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(EnvironmentMissing, match="OPENAI_API_KEY"):
+        check_model("openai/gpt-4.1")
+    check_model("openai/llama-3-8b", "http://127.0.0.1:8000/v1")  # vLLM, Ollama, ...: no key needed
