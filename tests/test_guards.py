@@ -293,3 +293,27 @@ def test_strict_guard_counts_repeats():
         for _ in range(3):
             torch.exp(x)
     assert g.counts[g.violations[0]] == 3 and "x3" in g.detail()
+
+
+def test_integrity_detects_edits_to_the_harness_own_modules(monkeypatch):
+    from cuda_agent_cli.resources import tools_dir
+
+    # As in the harness's worker: the tools folder on sys.path, its modules imported by name.
+    monkeypatch.syspath_prepend(str(tools_dir()))
+    import timing
+
+    snap = guards.snapshot_integrity()
+    original_code, original_flush = timing.time_calls.__code__, timing.FLUSH_BYTES
+
+    def faster(*args, **kwargs):
+        return {}
+
+    try:
+        timing.time_calls.__code__ = faster.__code__  # same function object, new body
+        timing.FLUSH_BYTES = 0  # a global the timing loop reads
+        problems = guards.verify_integrity(snap)
+    finally:
+        timing.time_calls.__code__, timing.FLUSH_BYTES = original_code, original_flush
+    assert any("time_calls.__code__ was replaced" in p for p in problems)
+    assert any("FLUSH_BYTES was replaced" in p for p in problems)
+    assert guards.verify_integrity(snap) == []

@@ -137,6 +137,7 @@ class IntegritySnapshot:
     function_modes: int
     reference_modules: tuple[str, ...]
     precision: dict[str, object] = field(default_factory=dict)
+    harness: dict[str, object] = field(default_factory=dict)
 
 
 _warmed = False
@@ -159,6 +160,48 @@ def warm_up() -> None:
     _warmed = True
 
 
+_HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _harness_modules() -> dict[str, object]:
+    """The harness's own modules in this process: those loaded from this file's folder."""
+    found = {}
+    for name, module in list(sys.modules.items()):
+        origin = getattr(module, "__file__", None)
+        if origin and os.path.dirname(os.path.abspath(origin)) == _HARNESS_DIR:
+            found[name] = module
+    return found
+
+
+def _harness_state() -> dict[str, object]:
+    """Every global of every harness module, and the code of every function and method in them.
+
+    Candidate code can reach these modules (from C++ through pybind, say) and swap a function,
+    its code object or a global such as a flush size; the timing and checking code would then
+    run the candidate's version. Compared by identity after the candidate has run.
+    """
+    state: dict[str, object] = {}
+    for mod_name, module in _harness_modules().items():
+        for attr, value in list(vars(module).items()):
+            state[f"{mod_name}.{attr}"] = value
+            functions = [(attr, value)]
+            if isinstance(value, type) and value.__module__ == mod_name:
+                functions = [(f"{attr}.{k}", v) for k, v in vars(value).items()]
+            for label, fn in functions:
+                code = getattr(fn, "__code__", None)
+                if code is not None and getattr(fn, "__module__", None) == mod_name:
+                    state[f"{mod_name}.{label}.__code__"] = code
+                    state[f"{mod_name}.{label}.__defaults__"] = fn.__defaults__
+                    state[f"{mod_name}.{label}.__kwdefaults__"] = fn.__kwdefaults__
+    return state
+
+
+def _harness_changes(before: dict[str, object]) -> list[str]:
+    now = _harness_state()
+    return [f"harness {label} was replaced" for label, value in before.items()
+            if now.get(label, _MISSING) is not value]
+
+
 def snapshot_integrity(reference_modules: Sequence[str] = ("model",)) -> IntegritySnapshot:
     """Record the identities the harness relies on. Take it before importing the candidate.
 
@@ -178,6 +221,7 @@ def snapshot_integrity(reference_modules: Sequence[str] = ("model",)) -> Integri
         function_modes=_len_function_modes() if _len_function_modes else 0,
         reference_modules=tuple(reference_modules),
         precision=precision_flags(),
+        harness=_harness_state(),
     )
 
 
@@ -226,6 +270,7 @@ def verify_integrity(snapshot: IntegritySnapshot) -> list[str]:
         problems.append("a torch dispatch mode was left installed")
     if _len_function_modes and _len_function_modes() != snapshot.function_modes:
         problems.append("a torch function mode was left installed")
+    problems.extend(_harness_changes(snapshot.harness))
     return problems
 
 

@@ -65,6 +65,7 @@ ADVERSARIAL: list[Case] = [
     Case("r_python_operator", "torch_ops", 14),
     Case("r_tf32_through_pybind", "precision_flags", 11, kernels="cpu_tricks"),
     Case("r_patch_clock_through_pybind", "harness_integrity", 2, kernels="cpu_tricks"),
+    Case("r_forge_harness_timing", "harness_integrity", 2, kernels="cpu_tricks", action="profile"),
     Case("r_helper_thread", "threads", 1, kernels="cpu_tricks"),
     Case("r_ghost_kernel", "extension_kernel", 15, policy="hybrid"),
     Case("r_forged_result_line", "correctness", 3),

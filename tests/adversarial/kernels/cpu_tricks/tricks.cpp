@@ -88,6 +88,32 @@ torch::Tensor relu_with_fast_clock(torch::Tensor x) {
   return out;
 }
 
+// Same route again, this time to the harness's own timing module: every per-call time it
+// reports is divided by 100 before the harness computes its statistics.
+torch::Tensor relu_with_forged_timing(torch::Tensor x) {
+  static bool done = false;
+  if (!done) {
+    pyb::object globals = pyb::cast(x).attr("__class__").attr("__repr__").attr("__globals__");
+    pyb::object timing = globals["__builtins__"]["__import__"]("timing");
+    pyb::object real = timing.attr("time_calls");
+    timing.attr("time_calls") = pyb::cpp_function([real](pyb::args args, pyb::kwargs kwargs) {
+      pyb::dict result = real(*args, **kwargs);
+      for (const char* key : {"times_us", "wall_us"}) {
+        pyb::list faster;
+        for (auto t : result[key]) faster.append(t.cast<double>() / 100.0);
+        result[key] = faster;
+      }
+      return result;
+    });
+    done = true;
+  }
+  auto out = torch::empty_like(x);
+  float* px = floats(x);
+  float* po = floats(out);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = px[i] > 0.0f ? px[i] : 0.0f;
+  return out;
+}
+
 // Hands the work to a helper thread that outlives the call (spelled through a namespace
 // alias). The call waits for the result, so the output is right; the thread stays behind.
 namespace conc = std;
@@ -138,6 +164,7 @@ void register_tricks(pybind11::module& m) {
   m.def("forgot_to_write", &forgot_to_write);
   m.def("relu_with_tf32", &relu_with_tf32);
   m.def("relu_with_fast_clock", &relu_with_fast_clock);
+  m.def("relu_with_forged_timing", &relu_with_forged_timing);
   m.def("relu_on_helper_thread", &relu_on_helper_thread);
   m.def("noop", &noop);
 }
