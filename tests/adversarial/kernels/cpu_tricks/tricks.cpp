@@ -52,16 +52,8 @@ torch::Tensor fill_constant(torch::Tensor x, double value) {
 // Allocates the output and never writes it.
 torch::Tensor forgot_to_write(torch::Tensor x) { return torch::empty_like(x); }
 
-// Reaches the torch module through a Python function's globals (no import anywhere in the
-// text) and turns on TF32, on the first call only.
-torch::Tensor relu_with_tf32(torch::Tensor x) {
-  static bool done = false;
-  if (!done) {
-    pyb::object globals = pyb::cast(x).attr("__class__").attr("__repr__").attr("__globals__");
-    pyb::object backends = globals["torch"].attr("backends");
-    backends.attr("cuda").attr("matmul").attr("allow_tf32") = true;
-    done = true;
-  }
+// An honest ReLU: the tricks below compute the right answer and cheat somewhere else.
+torch::Tensor plain_relu(torch::Tensor x) {
   auto out = torch::empty_like(x);
   float* px = floats(x);
   float* po = floats(out);
@@ -69,11 +61,30 @@ torch::Tensor relu_with_tf32(torch::Tensor x) {
   return out;
 }
 
+// The globals of a torch Python function, reached from a tensor: a way into the interpreter
+// with no import anywhere in the text.
+pyb::object python_globals(torch::Tensor x) {
+  return pyb::cast(x).attr("__class__").attr("__repr__").attr("__globals__");
+}
+
+// Reaches the torch module through a Python function's globals (no import anywhere in the
+// text) and turns on TF32, on the first call only.
+torch::Tensor relu_with_tf32(torch::Tensor x) {
+  static bool done = false;
+  if (!done) {
+    pyb::object globals = python_globals(x);
+    pyb::object backends = globals["torch"].attr("backends");
+    backends.attr("cuda").attr("matmul").attr("allow_tf32") = true;
+    done = true;
+  }
+  return plain_relu(x);
+}
+
 // Same route to the builtins, then replaces the clock the CPU timer reads.
 torch::Tensor relu_with_fast_clock(torch::Tensor x) {
   static bool done = false;
   if (!done) {
-    pyb::object globals = pyb::cast(x).attr("__class__").attr("__repr__").attr("__globals__");
+    pyb::object globals = python_globals(x);
     pyb::object clock = globals["__builtins__"]["__import__"]("time");
     pyb::object real = clock.attr("perf_counter_ns");
     clock.attr("perf_counter_ns") = pyb::cpp_function([real]() {
@@ -81,11 +92,7 @@ torch::Tensor relu_with_fast_clock(torch::Tensor x) {
     });
     done = true;
   }
-  auto out = torch::empty_like(x);
-  float* px = floats(x);
-  float* po = floats(out);
-  for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = px[i] > 0.0f ? px[i] : 0.0f;
-  return out;
+  return plain_relu(x);
 }
 
 // Same route again, this time to the harness's own timing module: every per-call time it
@@ -93,7 +100,7 @@ torch::Tensor relu_with_fast_clock(torch::Tensor x) {
 torch::Tensor relu_with_forged_timing(torch::Tensor x) {
   static bool done = false;
   if (!done) {
-    pyb::object globals = pyb::cast(x).attr("__class__").attr("__repr__").attr("__globals__");
+    pyb::object globals = python_globals(x);
     pyb::object timing = globals["__builtins__"]["__import__"]("timing");
     pyb::object real = timing.attr("time_calls");
     timing.attr("time_calls") = pyb::cpp_function([real](pyb::args args, pyb::kwargs kwargs) {
@@ -107,11 +114,7 @@ torch::Tensor relu_with_forged_timing(torch::Tensor x) {
     });
     done = true;
   }
-  auto out = torch::empty_like(x);
-  float* px = floats(x);
-  float* po = floats(out);
-  for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = px[i] > 0.0f ? px[i] : 0.0f;
-  return out;
+  return plain_relu(x);
 }
 
 // Hands the work to a helper thread that outlives the call (spelled through a namespace
