@@ -34,7 +34,9 @@ run() {  # run NAME CMD...: log to $out/NAME.log, remember the exit code
 }
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(tests benchmarks)
+n=0
 for step in "${steps[@]}"; do
+  n=$((n + 1))
   case $step in
     tests) run gpu_tests python3 -m pytest -m gpu -p no:cacheprovider -q -rA tests ;;
     benchmarks)
@@ -42,7 +44,12 @@ for step in "${steps[@]}"; do
         name=$(basename "$b" .py)
         if grep -q -- '--gpu' "$b"; then run "bench_$name" python3 "$b" --gpu; fi
       done ;;
-    *) run "$(basename "${step%% *}")" bash -c "$step" ;;
+    *)  # a command line: named by its position and the script or program it runs
+      words=($step)
+      label=${words[0]}
+      for w in "${words[@]}"; do case $w in *.py|*.sh) label=$w; break ;; esac; done
+      label=${label##*/}
+      run "step${n}_${label//[^A-Za-z0-9_.-]/_}" bash -c "$step" ;;
   esac
 done
 echo; echo "== summary ($(cat "$out/gpu.txt"))"
