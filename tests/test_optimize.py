@@ -114,3 +114,28 @@ def test_a_local_server_needs_no_api_key(monkeypatch: pytest.MonkeyPatch):
     with pytest.raises(EnvironmentMissing, match="OPENAI_API_KEY"):
         check_model("openai/gpt-4.1")
     check_model("openai/llama-3-8b", "http://127.0.0.1:8000/v1")  # vLLM, Ollama, ...: no key needed
+
+
+def test_capture_through_the_cli_records_the_first_real_call(project, tmp_path: Path):
+    import json
+
+    root, cli = project
+    (root / "run.py").write_text(textwrap.dedent('''\
+        import torch
+        from blocks import Block
+
+        block = Block()
+        for _ in range(3):
+            block(torch.randn(3, 7))
+        open("finished.txt", "w").write("the capture should have stopped the script")
+        '''))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")  # the model ends the session at once: no kernel, nothing compiled
+    proc = cli("optimize", "blocks.py::Block", "--capture", f"{sys.executable} run.py", "--model", f"replay:{empty}",
+               "--device", "cpu", "--batch", "--json", "--no-apply")
+    assert proc.returncode == 1, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "failed" and out["applied"] is False
+    transcript = Path(out["transcript"]).read_text()
+    assert "float32[3,7]" in transcript.replace(" ", "")
+    assert not (root / "finished.txt").exists()
