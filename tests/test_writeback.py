@@ -3,7 +3,6 @@
 import hashlib
 import subprocess
 import sys
-import textwrap
 import tomllib
 import warnings
 from pathlib import Path

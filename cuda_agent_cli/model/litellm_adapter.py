@@ -11,7 +11,6 @@ import os
 import random
 import time
 from typing import Any, Callable, Sequence
-from urllib.parse import urlparse
 
 # litellm must never fetch its price map over the network when imported.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

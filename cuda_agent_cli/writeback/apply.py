@@ -70,22 +70,19 @@ def build_plan(
     relative to when the module is not in a git repository)."""
     from cuda_agent_cli.writeback.git import branch_name, git_root
 
-    root = git_root(module_file) or fallback_root.resolve()
-    in_git = git_root(module_file) is not None
+    repo = git_root(module_file)
+    root, in_git = (repo, True) if repo is not None else (fallback_root.resolve(), False)
     folder = kernel_folder(root, module_file, class_snake)
-    # Read what is there now, so a second apply diffs against the first instead of overwriting.
-    probe = plan_integration(
+    integration = dict(
         repo_root=root, module_file=module_file, module_source=module_source, class_name=class_name,
         class_snake=class_snake, class_end=class_end, display=display, session_id=session_id,
         candidate_files=candidate_files, binding_files=binding_files, verified=verified)
+    # Read what is there now, so a second apply diffs against the first instead of overwriting.
+    probe = plan_integration(**integration)
     on_disk = [p.relative_to(root).as_posix() for p in sorted((root / folder).rglob("*"))
                if p.is_file() and "__pycache__" not in p.parts] if (root / folder).is_dir() else []
     existing = _read_existing(root, sorted({c.path for c in probe[1:]} | set(on_disk)) + [MANIFEST_PATH])
-    changes = plan_integration(
-        repo_root=root, module_file=module_file, module_source=module_source, class_name=class_name,
-        class_snake=class_snake, class_end=class_end, display=display, session_id=session_id,
-        candidate_files=candidate_files, binding_files=binding_files, verified=verified,
-        existing={**existing, probe[0].path: module_source})
+    changes = plan_integration(**integration, existing={**existing, probe[0].path: module_source})
     stale = [rel for rel in existing if rel.startswith(folder + "/") and rel not in {c.path for c in changes}]
     manifest_text = updated_manifest(existing.get(MANIFEST_PATH), manifest_entry)
     changes.append(FileChange(MANIFEST_PATH, manifest_text, existing.get(MANIFEST_PATH)))
