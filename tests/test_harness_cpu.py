@@ -128,7 +128,7 @@ def test_profile_of_a_correct_kernel_earns_a_positive_reward(ws: Workspace) -> N
     assert result.correct and result.reward is not None and result.reward >= 1, result.summary()
     t = result.timings
     assert t is not None and t.trials == 10 and t.candidate_us > 0 and t.eager_us > 0 and t.compile_us > 0
-    assert t.method == "perf_counter+fresh-clones, median of 10 after 2 warm-up"
+    assert t.method == "perf_counter+fresh-clones+fixed-malloc-threshold, median of 10 after 2 warm-up"
     assert t.speedup_vs_eager == pytest.approx(t.eager_us / t.candidate_us)
     assert result.check("timed_outputs").passed
     data = result.to_json()

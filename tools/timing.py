@@ -34,7 +34,7 @@ def method_string(device: str, trials: int, warmup: int, flush_bytes: int) -> st
     if device == "cuda":
         flush = f"+l2flush({flush_bytes // (1024 * 1024)}MB)" if flush_bytes else ""
         return f"cuda-events+device-sync{flush}+fresh-clones, median of {trials} after {warmup} warm-up"
-    return f"perf_counter+fresh-clones, median of {trials} after {warmup} warm-up"
+    return f"perf_counter+fresh-clones+fixed-malloc-threshold, median of {trials} after {warmup} warm-up"
 
 
 def measure_write_bandwidth(device: str) -> float | None:

@@ -60,6 +60,11 @@ def clean_env(extra: Mapping[str, str] | None = None, source: Mapping[str, str] 
             pass
     path += [p for p in _SYSTEM_PATH if p not in path]
     env["PATH"] = os.pathsep.join(path)
+    # glibc moves its mmap threshold after the first large free, so whether a multi-MB CPU
+    # temporary costs fresh page faults on every call depended on each process's allocation
+    # history: eager baselines came out 1x or 5x from one run to the next. A fixed threshold (the
+    # default's starting value) gives every timed process the same allocator behaviour.
+    env["MALLOC_MMAP_THRESHOLD_"] = "131072"
     env.update(extra or {})
     return env
 
