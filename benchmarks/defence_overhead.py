@@ -9,8 +9,12 @@ this process on the same task, inputs and built extension, exactly as the harnes
   precision       precision_flags() before and after, and their diff
   threads         thread_baseline() + native_threads()
   op guard        StrictOpGuard around each of the 6 verified forwards, minus the bare forwards
-  output checks   compare_outputs() on 5 seeds, minus the plain allclose any harness needs
-  determinism     the second forward on seed 0, handing its output over, comparing (harness-owned)
+  output checks   compare_values() on 5 seeds on the device, minus the plain allclose any
+                  harness needs
+  input evidence  fingerprints and byte ranges of each call's inputs and outputs (candidate
+                  side), the judge's own fingerprints, the inputs_unchanged and aliasing checks
+  determinism     the second forward on seed 0, handing its output over, comparing on the device
+                  (harness-owned)
   timed outputs   for each checked timed call (TIMED_CHECKS in harness/driver.py): the reference's forward on the same
                   inputs, handing both outputs over, comparing (harness-owned; the timed calls
                   themselves run anyway)
@@ -88,6 +92,7 @@ def measure(device: str, rounds: int, repeat: int) -> dict[str, Any]:
         import torch
 
         sys.path.insert(0, str(resources.tools_dir()))
+        import evidence
         import guards
 
         guards.warm_up()
@@ -127,50 +132,61 @@ def measure(device: str, rounds: int, repeat: int) -> dict[str, Any]:
         outs = []
         with torch.no_grad():
             for inp in seeds_inputs:
-                outs.append(cand_model(*inp).cpu())
-        cpu_expected = [e.cpu() for e in expected]
-        cpu_inputs = [[t.cpu() for t in inp] for inp in seeds_inputs]
+                outs.append(cand_model(*inp))
+        sync()
 
+        # The judge compares on the device, as the harness does.
         def output_checks() -> None:
-            for e, o, inp in zip(cpu_expected, outs, cpu_inputs):
-                guards.compare_outputs(e, o, inp, inp, inp, 1e-2, 1e-2)
+            for e, o in zip(expected, outs):
+                guards.compare_values(e, o, 1e-2, 1e-2)
+            sync()
 
         def plain_allclose() -> None:
-            for e, o in zip(cpu_expected, outs):
+            for e, o in zip(expected, outs):
                 torch.allclose(e, o, atol=1e-2, rtol=1e-2)
+            sync()
+
+        def input_evidence() -> None:
+            # Candidate side: fingerprints and byte ranges after each call; judge side: the
+            # fingerprints of its own copies and the two checks.
+            for inp, o in zip(seeds_inputs, outs):
+                proof = evidence.call_evidence(inp, o)
+                before = evidence.fingerprint(list(inp))
+                evidence.check_inputs_unchanged(before, proof["inputs_after"])
+                evidence.check_aliasing(proof["output_ranges"], proof["input_ranges"])
 
         # Like the harness's run directories: in shared memory where there is one.
         shm = Path("/dev/shm")
         save_dir = Path(tempfile.mkdtemp(prefix="defence-tensors-", dir=shm if shm.is_dir() else tmp))
 
         def save_load(tensor: Any, name: str) -> Any:
-            # The harness hands tensors between its processes as torch.save files.
+            # The harness hands the candidate's outputs to the judge as torch.save files.
             path = save_dir / name
-            torch.save({"output": tensor.cpu()}, path)
+            torch.save({"output": tensor}, path)
             return torch.load(path, weights_only=True)["output"]
 
         def determinism() -> None:
             with torch.no_grad():
                 out = cand_model(*[t.clone() for t in seeds_inputs[0]])
             sync()
-            again = save_load(out, "again.pt")
-            torch.allclose(save_load(outs[0], "first.pt"), again, atol=1e-2, rtol=1e-2)
+            guards.all_close(outs[0], save_load(out, "again.pt"), 1e-2, 1e-2)
+            sync()
 
         with torch.no_grad():
             timed_out = cand_model(*seeds_inputs[0])
         sync()
 
         def timed_outputs() -> None:
-            # The timed calls run anyway; per checked call the extra is saving the candidate's
-            # output, the reference's forward on the same (rescaled) inputs, and the comparison.
+            # The timed calls run anyway; per checked call the extra is handing the candidate's
+            # output over, the reference's forward on the same (rescaled) inputs, and the comparison.
             for k in range(TIMED_CHECKED):
                 inputs = [t * 1.5 if isinstance(t, torch.Tensor) and t.is_floating_point() else t
                           for t in seeds_inputs[k % SEEDS]]
                 with torch.no_grad():
                     want = ref_model(*inputs)
                 sync()
-                got = save_load(timed_out, f"timed_{k}.pt")
-                torch.allclose(save_load(want, f"expected_{k}.pt"), got, atol=1e-2, rtol=1e-2)
+                guards.all_close(want, save_load(timed_out.cpu(), f"timed_{k}.pt"), 1e-2, 1e-2)
+                sync()
 
         def integrity() -> None:
             guards.verify_integrity(guards.snapshot_integrity())
@@ -189,6 +205,7 @@ def measure(device: str, rounds: int, repeat: int) -> dict[str, Any]:
             "threads": _best_time(threads, repeat),
             "op guard": max(0.0, _best_time(lambda: forwards(True), repeat) - _best_time(lambda: forwards(False), repeat)),
             "output checks": max(0.0, _best_time(output_checks, repeat) - _best_time(plain_allclose, repeat)),
+            "input evidence": _best_time(input_evidence, repeat),
             "determinism": _best_time(determinism, repeat),
             "timed outputs": _best_time(timed_outputs, repeat),
         }

@@ -39,6 +39,7 @@ def one_round(harness, label: str) -> dict:
     return {
         "round": label, "total_s": total, "correct": result.correct, "reward": result.reward,
         "stages": {k: round(v, 3) for k, v in result.stage_seconds.items()},
+        "phases": {k: round(v, 3) for k, v in result.phase_seconds.items()},
         "rebuilt": rebuilt, "candidate_us": t.candidate_us if t else None,
         "eager_us": t.eager_us if t else None, "compile_us": t.compile_us if t else None,
         "method": t.method if t else None, "trials": t.trials if t else None,
@@ -103,6 +104,7 @@ def main() -> int:
     print("stages per round (s):")
     for r in rows:
         print(f"  {r['task']:<14}{r['round']:<7}" + ", ".join(f"{k} {v:.2f}" for k, v in r["stages"].items()))
+        print(f"  {'':<21}" + ", ".join(f"{k} {v:.2f}" for k, v in r.get("phases", {}).items()))
     failed = [r for r in rows if not r["correct"]]
     print()
     for name in names:

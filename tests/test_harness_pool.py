@@ -1,8 +1,16 @@
-"""The environment harness processes start with: nothing from the user that could inject code."""
+"""The harness worker: the environment it starts with (nothing from the user that could inject
+code), and its zygote running several jobs at once."""
 
 from __future__ import annotations
 
-from cuda_agent_cli.harness.pool import clean_env
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent_cli import resources
+from cuda_agent_cli.harness.pool import WorkerPool, clean_env
 
 
 def test_clean_env_drops_injection_vectors_and_secrets() -> None:
@@ -19,3 +27,70 @@ def test_clean_env_drops_injection_vectors_and_secrets() -> None:
     assert env["TORCHINDUCTOR_CACHE_DIR"] == "/c"
     assert env["LD_LIBRARY_PATH"] == "/usr/local/cuda/lib64"  # how clusters find the CUDA libraries
     assert "/evil/bin" not in env["PATH"].split(":") and "/usr/bin" in env["PATH"].split(":")
+
+
+# -- the zygote: overlapping jobs -------------------------------------------------------------
+
+_SLOW_PROBE = '''
+import os, time
+
+
+def run_probe_job(spec):
+    start = time.time()
+    time.sleep(spec.get("sleep", 0))
+    if spec.get("exit") is not None:
+        os._exit(spec["exit"])
+    return {"pid": os.getpid(), "start": start, "end": time.time()}
+'''
+
+
+@pytest.fixture
+def slow_pool(tmp_path: Path):
+    """The real zygote (tools/worker.py and guards.py) with a probe job that sleeps on request."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name in ("worker.py", "guards.py"):
+        shutil.copy(resources.tools_dir() / name, tools / name)
+    (tools / "worker_common.py").write_text(_SLOW_PROBE)
+    pool = WorkerPool(tools, clean_env(), tmp_path / "worker.log")
+    yield pool, tmp_path
+    pool.close()
+
+
+def test_jobs_submitted_together_run_at_the_same_time(slow_pool) -> None:
+    pool, tmp = slow_pool
+    pool.run("probe", {}, tmp / "warm", 60)  # the zygote is up
+    start = time.perf_counter()
+    a = pool.submit("probe", {"sleep": 1.0}, tmp / "a", 60)
+    b = pool.submit("probe", {"sleep": 1.0}, tmp / "b", 60)
+    ra, rb = pool.wait(a), pool.wait(b)
+    assert ra.ok and rb.ok and ra.result["pid"] != rb.result["pid"]
+    assert ra.result["start"] < rb.result["end"] and rb.result["start"] < ra.result["end"]
+    assert time.perf_counter() - start < 1.9
+
+
+def test_a_fast_job_is_collected_while_a_slow_one_still_runs(slow_pool) -> None:
+    pool, tmp = slow_pool
+    slow = pool.submit("probe", {"sleep": 1.5}, tmp / "slow", 60)
+    fast = pool.submit("probe", {"sleep": 0.0}, tmp / "fast", 60)
+    got_fast = pool.wait(fast)
+    collected_at = time.time()
+    got_slow = pool.wait(slow)
+    assert got_fast.ok and got_slow.ok
+    assert collected_at < got_slow.result["end"] - 0.5  # not held back behind the slow job
+    assert pool.wait(slow) is got_slow  # asking again gives the same outcome at once
+    again = pool.submit("probe", {"sleep": 0.0}, tmp / "again", 60)
+    assert pool.wait(again).ok
+
+
+def test_one_job_timing_out_or_crashing_leaves_the_others_alone(slow_pool) -> None:
+    pool, tmp = slow_pool
+    hang = pool.submit("probe", {"sleep": 30}, tmp / "hang", 1.0)
+    crash = pool.submit("probe", {"exit": 3}, tmp / "crash", 60)
+    fine = pool.submit("probe", {"sleep": 0.2}, tmp / "fine", 60)
+    assert pool.wait(fine).ok
+    crashed = pool.wait(crash)
+    assert crashed.status == "crash" and crashed.returncode == 3
+    hung = pool.wait(hang)
+    assert hung.status == "timeout" and "time limit" in hung.describe_failure()
+    assert pool.run("probe", {}, tmp / "after", 60).ok

@@ -45,6 +45,7 @@ _logical_or = torch.logical_or
 _logical_not = torch.logical_not
 _where = torch.where
 _equal = torch.equal
+_allclose = torch.allclose
 _count_nonzero = torch.count_nonzero
 _max = torch.max
 _min = torch.min
@@ -455,17 +456,36 @@ def compare_outputs(ref: Any, cand: Any, inputs_before: Sequence[Any], inputs_af
     Value checks run only when output_type passed, since they need matching plain tensors.
     """
     with _DisableTorchFunction():
-        checks = [_check_inputs_unchanged(inputs_before, inputs_after)]
-        type_check, pairs = _check_output_type(ref, cand)
-        checks.insert(0, type_check)
+        type_check, values = compare_values(ref, cand, atol, rtol)
         cand_tensors = [c for _, c in _leaves(cand) if _tensor_problem(c) is None]
-        checks.insert(1, _check_aliasing(cand_tensors, candidate_inputs))
-        if type_check["passed"]:
-            stats = [_pair_stats(path, r, c, atol, rtol) for path, r, c in pairs]
-            checks.append(_check_correctness(stats, atol, rtol))
-            checks.append(_check_relative_error(stats, atol, rtol))
-            checks.append(_check_nonconstant(stats))
-    return checks
+        return [type_check, _check_aliasing(cand_tensors, candidate_inputs),
+                _check_inputs_unchanged(inputs_before, inputs_after)] + values
+
+
+def compare_values(ref: Any, cand: Any, atol: float, rtol: float) -> tuple[dict, list[dict]]:
+    """output_type, then (when it passed) correctness, relative_error and nonconstant."""
+    with _DisableTorchFunction():
+        type_check, pairs = _check_output_type(ref, cand)
+        if not type_check["passed"]:
+            return type_check, []
+        stats = [_pair_stats(path, r, c, atol, rtol) for path, r, c in pairs]
+        return type_check, [_check_correctness(stats, atol, rtol), _check_relative_error(stats, atol, rtol),
+                            _check_nonconstant(stats)]
+
+
+def all_close(a: Any, b: Any, atol: float, rtol: float) -> bool:
+    """Same structure, shapes and values within atol/rtol (NaN equal to NaN): for run-twice checks."""
+    a_items = a if isinstance(a, (list, tuple)) else [a]
+    b_items = b if isinstance(b, (list, tuple)) else [b]
+    if len(a_items) != len(b_items):
+        return False
+    with _DisableTorchFunction():
+        for x, y in zip(a_items, b_items):
+            if type(x) is not _Tensor or type(y) is not _Tensor or x.shape != y.shape:
+                return False
+            if not _allclose(x.float(), y.to(x.device).float(), atol=atol, rtol=rtol, equal_nan=True):
+                return False
+    return True
 
 
 def _result(name: str, passed: bool, detail: str) -> dict:

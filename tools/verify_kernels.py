@@ -2,10 +2,12 @@
 
 Order (the harness drives it): `inputs` imports the pristine reference and writes the init
 arguments, weights and inputs for every seed; `candidate` imports model_new.py and the built
-extension and writes its outputs (it never sees the reference's outputs, which do not exist
-yet); `reference` computes the expected outputs from the same files; `judge` compares them in a
-process that never imported either model. Tensors travel as torch.save files in a directory only
-the harness hands out, and are read back with weights_only=True.
+extension, writes its outputs and records evidence about each call (fingerprints of its inputs
+afterwards, byte ranges for aliasing); it never sees the reference's outputs, which do not exist
+yet. `judge` then imports the pristine reference, computes the expected outputs on the device
+from the same input files and decides every output check there, in a process the candidate's
+code never ran in. Tensors travel as torch.save files in a directory only the harness hands
+out, and are read back with weights_only=True.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +33,21 @@ from worker_common import (
     trim_exception,
 )
 
+import evidence
 import guards
 # Imported before any candidate code runs, so the integrity snapshot covers it and the timing
 # loop is the harness's own, not a module a candidate imported first and then edited.
 import timing
+
+
+_clock = time.perf_counter
+
+
+def _phase(result: dict, name: str, since: float) -> float:
+    """Record how long a phase of this job took (for the stage breakdown); returns now."""
+    now = _clock()
+    result.setdefault("phases", {})[name] = round(now - since, 4)
+    return now
 
 
 def _check(name: str, passed: bool, detail: str) -> dict:
@@ -46,7 +60,8 @@ def _seed_all(seed: int) -> None:
 
 
 def _load(path: Path) -> Any:
-    return torch.load(path, map_location="cpu", weights_only=True)
+    # Memory-mapped: a 64 MB tensor then costs one copy (to the device, or a clone), not two.
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
 
 
 def _nbytes(obj: Any) -> int:
@@ -73,6 +88,7 @@ def run_inputs_job(spec: dict) -> dict:
     if not callable(getattr(ref, "get_inputs", None)):
         return {"error": f"{spec['reference']} defines no get_inputs()"}
     out_dir = Path(spec["out_dir"])
+    fingerprints: list[dict] = []
     described = ""
     total_bytes = 0
     for i, seed in enumerate(spec["seeds"]):
@@ -86,14 +102,22 @@ def run_inputs_job(spec: dict) -> dict:
         except BaseException as exc:
             return {"error": f"building the reference model or its inputs failed: {trim_exception(exc, 400)}"}
         state = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
-        torch.save({"init": to_cpu(init), "inputs": to_cpu(inputs), "state": state}, out_dir / f"inputs_{i}.pt")
+        payload = {"init": to_cpu(init), "inputs": to_cpu(inputs), "state": state}
+        torch.save(payload, out_dir / f"inputs_{i}.pt")
+        fingerprints.append(_payload_fingerprints(payload))
         if i == 0:
             total_bytes = _nbytes(inputs)
             described = ", ".join(
                 f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}" if isinstance(t, torch.Tensor) else repr(t)
                 for t in inputs
             )
-    return {"n": len(spec["seeds"]), "inputs": described, "input_bytes": total_bytes}
+    # Kept by the harness, away from these files, so the judge can tell if anything rewrote them.
+    return {"n": len(spec["seeds"]), "inputs": described, "input_bytes": total_bytes, "fingerprints": fingerprints}
+
+
+def _payload_fingerprints(payload: dict, device: str = "cpu") -> dict:
+    return {"inputs": evidence.fingerprint(to_device(payload["inputs"], device)),
+            "model": evidence.fingerprint(to_device([payload["init"], list(payload["state"].values())], device))}
 
 
 def _build_model(cls: type, payload: dict, device: str, seed: int) -> tuple[torch.nn.Module, str]:
@@ -109,38 +133,6 @@ def _build_model(cls: type, payload: dict, device: str, seed: int) -> tuple[torc
             note = "reference weights"
         model = model.to(device)
     return model, note
-
-
-# ---------------------------------------------------------------------------------------------
-# reference
-# ---------------------------------------------------------------------------------------------
-
-def run_reference_job(spec: dict) -> dict:
-    """Expected outputs for every seed, from the pristine reference on clones of the inputs."""
-    apply_precision_flags()
-    device = spec["device"]
-    ref = load_module(spec["reference"], "reference_model")
-    in_dir, out_dir = Path(spec["inputs_dir"]), Path(spec["out_dir"])
-    model0 = None
-    for i in range(spec["n"]):
-        payload = _load(in_dir / f"inputs_{i}.pt")
-        model, _ = _build_model(ref.Model, payload, device, spec["seeds"][i])
-        with torch.no_grad():
-            out = model(*fresh_clone(to_device(payload["inputs"], device)))
-        device_sync(device)
-        torch.save({"output": to_cpu(out)}, out_dir / f"expected_{i}.pt")
-        model0 = model if i == 0 else model0
-    if spec.get("timed"):
-        from timing import scaled_inputs
-
-        # Checked timed calls ran the seed-0 model on input set k scaled by s: expected outputs.
-        for i, k, scale in spec["timed"]:
-            payload = _load(in_dir / f"inputs_{int(k)}.pt")
-            with torch.no_grad():
-                out = model0(*scaled_inputs(to_device(payload["inputs"], device), float(scale)))
-            device_sync(device)
-            torch.save({"output": to_cpu(out)}, out_dir / f"timed_expected_{int(i)}.pt")
-    return {"n": spec["n"], "precision": guards.precision_flags()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,6 +188,7 @@ def run_candidate_job(spec: dict) -> dict:
     device, policy = spec["device"], spec["policy"]
     result: dict[str, Any] = {"checks": [], "ext_calls": 0, "stage": "import"}
     checks = result["checks"]
+    mark = _clock()
     flags_before = apply_precision_flags()
     counter = CallCounter()
     if spec.get("extensions_dir"):
@@ -238,6 +231,7 @@ def run_candidate_job(spec: dict) -> dict:
         checks.append(_check("import", False, "model_new.py defines no class ModelNew"))
         return result
     checks.append(_check("import", True, "model_new.py and the extension imported"))
+    mark = _phase(result, "import", mark)
 
     result["stage"] = "run"
     in_dir, out_dir = Path(spec["inputs_dir"]), Path(spec["out_dir"])
@@ -270,17 +264,22 @@ def run_candidate_job(spec: dict) -> dict:
         if why:
             checks.append(_check("output_type", False, why))
             return result
-        # Saved together and as they are, so storage shared between an output and an input
-        # survives the trip and the judge can see aliasing.
-        torch.save({"output": out, "inputs_after": args}, out_dir / f"cand_{i}.pt")
+        # Facts for the judge, taken before anything else runs: what the inputs hold now and
+        # where inputs and outputs live (aliasing). The output is saved as it is, device included.
+        result.setdefault("evidence", []).append(evidence.call_evidence(args, out))
+        torch.save({"output": out}, out_dir / f"cand_{i}.pt")
+        del args
         if i == 0:
             model0, seed0_inputs = model, inputs
             with torch.no_grad():
                 again = model(*fresh_clone(inputs))
             device_sync(device)
             if _plain_outputs(again) is None:
-                torch.save({"output": to_cpu(again)}, out_dir / "cand_0_again.pt")
+                torch.save({"output": again}, out_dir / "cand_0_again.pt")
+            del again
+        del out
     result["ext_calls"] = counter.calls - calls_before_runs
+    mark = _phase(result, "seeds", mark)
     # Counted before the profiler and the timing loop, whose CUPTI and event machinery may start
     # driver threads of their own.
     native_after = guards.native_threads()
@@ -293,6 +292,7 @@ def run_candidate_job(spec: dict) -> dict:
             result["cuda_kernels"] = _profiled_kernel_names(model0, seed0_inputs)
         except BaseException as exc:  # a profiler that cannot start is reported, not fatal
             result["cuda_kernels_error"] = trim_exception(exc, 300)
+        mark = _phase(result, "profiler", mark)
 
     timing_spec = spec.get("timing")
     if timing_spec and model0 is not None and all_inputs:
@@ -305,6 +305,7 @@ def run_candidate_job(spec: dict) -> dict:
             torch.save({"output": out}, out_dir / f"timed_{idx}.pt")
         result["timing"] = measured
         result["bandwidth"] = timing.measure_write_bandwidth(device)
+        mark = _phase(result, "timing", mark)
 
     flags_after = guards.precision_flags()
     changed = guards.diff_precision_flags(snapshot.precision, flags_after)
@@ -322,6 +323,7 @@ def run_candidate_job(spec: dict) -> dict:
     checks.append(_check("harness_integrity", not problems,
                          "; ".join(problems)[:800] if problems else "timers, comparisons and modules untouched"))
     result["precision"] = flags_after
+    _phase(result, "guards", mark)
     result["stage"] = "done"
     return result
 
@@ -330,58 +332,97 @@ def run_candidate_job(spec: dict) -> dict:
 # judge
 # ---------------------------------------------------------------------------------------------
 
+def _load_output(path: Path) -> Any:
+    # No map_location: each tensor comes back on the device the candidate returned it on.
+    return torch.load(path, weights_only=True, mmap=True)["output"]
+
+
 def run_judge_job(spec: dict) -> dict:
-    """Compare candidate and expected outputs; neither model was ever imported in this process."""
+    """Expected outputs from the pristine reference, compared with the candidate's on the device.
+
+    The candidate's code never ran in this process; its outputs arrive as plain tensors through
+    weights_only loading and its evidence as JSON numbers.
+    """
+    apply_precision_flags()
+    device = spec["device"]
     atol, rtol = float(spec["atol"]), float(spec["rtol"])
-    in_dir, ref_dir, cand_dir = Path(spec["inputs_dir"]), Path(spec["ref_dir"]), Path(spec["cand_dir"])
+    ref = load_module(spec["reference"], "reference_model")
+    in_dir, cand_dir = Path(spec["inputs_dir"]), Path(spec["cand_dir"])
+    proofs = spec.get("evidence") or []
+    originals = spec.get("fingerprints") or []
     checks: list[dict] = []
+    result: dict[str, Any] = {"checks": checks}
+    mark = _clock()
     merged: dict[str, dict] = {}
-    for i in range(spec["n"]):
-        try:
-            expected = _load(ref_dir / f"expected_{i}.pt")["output"]
-            got = _load(cand_dir / f"cand_{i}.pt")
-            before = _load(in_dir / f"inputs_{i}.pt")["inputs"]
-        except Exception as exc:  # e.g. a tensor subclass refused by weights_only loading
-            checks.append(_check("output_type", False, f"seed {i}: candidate output unreadable: {trim_exception(exc, 300)}"))
-            return {"checks": checks}
-        after = got["inputs_after"]
-        for c in guards.compare_outputs(expected, got["output"], before, after, after, atol, rtol):
+
+    def merge(i: int, found: list[dict]) -> None:
+        for c in found:
             first = merged.setdefault(c["name"], {"name": c["name"], "passed": True, "detail": c["detail"]})
             if not c["passed"] and first["passed"]:
                 first.update(passed=False, detail=f"seed {i}: {c['detail']}")
+
+    model0 = first_output = None
+    device_inputs: list[Any] = []
+    for i in range(spec["n"]):
+        payload = _load(in_dir / f"inputs_{i}.pt")
+        model, _ = _build_model(ref.Model, payload, device, spec["seeds"][i])
+        inputs = to_device(payload["inputs"], device)
+        device_inputs.append(inputs)  # the checked timed calls ran on these, rescaled
+        before = evidence.fingerprint(list(inputs))
+        model_fp = evidence.fingerprint(to_device([payload["init"], list(payload["state"].values())], device))
+        if i < len(originals) and originals[i] != {"inputs": before, "model": model_fp}:
+            checks.append(_check("input_files", False, f"seed {i}: the inputs or weights on disk changed after the "
+                                 "reference wrote them; something outside the harness rewrote its files"))
+            return result
+        try:
+            with torch.no_grad():
+                expected = model(*fresh_clone(inputs))
+            device_sync(device)
+        except Exception as exc:
+            result["reference_error"] = f"seed {i}: {trim_exception(exc, 600)}"
+            return result
+        try:
+            got = _load_output(cand_dir / f"cand_{i}.pt")
+        except Exception as exc:  # e.g. a tensor subclass refused by weights_only loading
+            checks.append(_check("output_type", False, f"seed {i}: candidate output unreadable: {trim_exception(exc, 300)}"))
+            return result
+        proof = proofs[i] if i < len(proofs) else {}
+        type_check, values = guards.compare_values(expected, got, atol, rtol)
+        merge(i, [type_check,
+                  evidence.check_aliasing(proof.get("output_ranges", []), proof.get("input_ranges", [])),
+                  evidence.check_inputs_unchanged(before, proof.get("inputs_after"))] + values)
+        if i == 0:
+            model0, first_output = model, got
+        del got, expected, payload
     checks.extend(merged.values())
+    if originals:
+        checks.insert(0, _check("input_files", True, "inputs and weights are the ones the reference wrote"))
+    mark = _phase(result, "seeds", mark)
 
     again = cand_dir / "cand_0_again.pt"
     if again.is_file():
-        first_out = _load(cand_dir / "cand_0.pt")["output"]
-        second = _load(again)["output"]
-        same = _allclose(first_out, second, atol, rtol)
+        same = guards.all_close(first_output, _load_output(again), atol, rtol)
         checks.append(_check("determinism", same, "two runs on the same inputs agree" if same
                              else "two runs on the same inputs disagree (uninitialized memory or a race?)"))
+    del first_output
+    mark = _phase(result, "determinism", mark)
     # [call index, input set, scale]: which timed calls were kept and which inputs they got.
-    timed = sorted((int(i), int(k)) for i, k, _ in spec.get("timed", []))
-    if timed:
+    timed = sorted((int(i), int(k), float(s)) for i, k, s in spec.get("timed", []))
+    if timed and model0 is not None:
+        from timing import scaled_inputs
+
         bad = []
-        for i, _ in timed:
+        for i, k, scale in timed:
+            with torch.no_grad():
+                expected = model0(*scaled_inputs(device_inputs[k], scale))
+            device_sync(device)
             path = cand_dir / f"timed_{i}.pt"
-            expected = _load(ref_dir / f"timed_expected_{i}.pt")["output"]
-            if not path.is_file() or not _allclose(expected, _load(path)["output"], atol, rtol):
+            if not path.is_file() or not guards.all_close(expected, _load_output(path), atol, rtol):
                 bad.append(i)
-        calls = [i for i, _ in timed]
+        calls = [i for i, _, _ in timed]
         checks.append(_check("timed_outputs", not bad,
                              f"timed calls {bad} returned wrong outputs" if bad
                              else f"outputs of timed calls {calls} match the reference"))
-    return {"checks": checks}
-
-
-def _allclose(a: Any, b: Any, atol: float, rtol: float) -> bool:
-    a_items = a if isinstance(a, (list, tuple)) else [a]
-    b_items = b if isinstance(b, (list, tuple)) else [b]
-    if len(a_items) != len(b_items):
-        return False
-    for x, y in zip(a_items, b_items):
-        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape != y.shape:
-            return False
-        if not torch.allclose(x.float(), y.float(), atol=atol, rtol=rtol, equal_nan=True):
-            return False
-    return True
+        mark = _phase(result, "timed_outputs", mark)
+    result["precision"] = guards.precision_flags()
+    return result

@@ -1,12 +1,13 @@
 """Locked zygote: imports torch once, then forks one fresh process per harness job.
 
 Started by the harness with a clean environment. It reads one JSON request per line on stdin,
-forks a child for it, and answers one JSON line on stdout when the child has ended. CUDA is never
+forks a child for it, and answers one JSON line on stdout when the child has ended; several
+children may run at once and their answers come in the order they end. CUDA is never
 initialized here, so every child may initialize it freshly. A child starts its own session (so a
 timeout kills its whole process group), points its stdout/stderr at a log file and never sees
 the zygote's pipes: nothing a candidate prints can reach the harness.
 
-Request:  {"id": int, "job": "compile"|"inputs"|"candidate"|"reference"|"judge"|"baselines"|"probe",
+Request:  {"id": int, "job": "compile"|"inputs"|"candidate"|"judge"|"baselines"|"probe",
            "spec": path of a JSON spec, "result": path to write, "log": path, "timeout": seconds}
 Answer:   {"id": int, "status": "ok"|"crash"|"timeout", "returncode": int|null, "signal": int|null}
 A job may also run without the zygote: `python worker.py --job NAME --spec S --result R`.
@@ -38,7 +39,7 @@ def _job_function(name: str):
     if name == "probe":
         from worker_common import run_probe_job
         return run_probe_job
-    if name in ("inputs", "reference", "judge"):
+    if name in ("inputs", "judge"):
         import verify_kernels
         return getattr(verify_kernels, f"run_{name}_job")
     if name == "candidate":
@@ -50,9 +51,19 @@ def _job_function(name: str):
     raise ValueError(f"unknown job {name!r}")
 
 
+def _fast_tensor_files() -> None:
+    """Tensor files between harness jobs live a few seconds in private shared memory: a CRC
+    over every byte would cost as much as writing them and protects against nothing there."""
+    import torch
+
+    if hasattr(torch.serialization, "set_crc32_options"):
+        torch.serialization.set_crc32_options(False)
+
+
 def run_job(name: str, spec_path: str, result_path: str) -> int:
     with open(spec_path) as f:
         spec = json.load(f)
+    _fast_tensor_files()
     result = _job_function(name)(spec)
     tmp = result_path + ".tmp"
     with open(tmp, "w") as f:
@@ -98,22 +109,7 @@ def _child(req: dict) -> None:
         os._exit(code)
 
 
-def _wait(pid: int, timeout: float) -> dict:
-    deadline = time.monotonic() + timeout
-    delay = 0.0005
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(pid, 0)
-            return {"status": "timeout", "returncode": None, "signal": int(signal.SIGKILL)}
-        time.sleep(delay)
-        delay = min(delay * 2, 0.01)
+def _reap(pid: int, status: int) -> dict:
     # Grandchildren (ninja, compilers, threads' helpers) must not outlive the job.
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -125,10 +121,21 @@ def _wait(pid: int, timeout: float) -> dict:
     return {"status": "ok" if code == 0 else "crash", "returncode": code, "signal": None}
 
 
+def _kill(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
+
+
 def serve() -> None:
     # No parent-death signal here: the harness may start this from a thread that ends early.
-    # When the harness goes away this process reads end-of-file on stdin and exits.
+    # When the harness goes away this process reads end-of-file on stdin, kills what is still
+    # running and exits.
     # Importing torch here is the whole point: children start with it already loaded.
+    import selectors
+
     import torch  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401
 
@@ -144,18 +151,55 @@ def serve() -> None:
     # Nothing but answers may reach the harness through the original stdout.
     os.dup2(2, 1)
     out.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        req = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            out.close()
-            _child(req)
-        answer = _wait(pid, float(req.get("timeout", 600)))
-        answer["id"] = req["id"]
-        out.write(json.dumps(answer) + "\n")
+    stdin = sys.stdin.fileno()
+    sel = selectors.DefaultSelector()
+    sel.register(stdin, selectors.EVENT_READ)
+    # Several jobs may run at once (the harness overlaps e.g. input generation with a build);
+    # each answer carries its request's id.
+    running: dict[int, tuple[int, float]] = {}  # pid -> (request id, deadline)
+    buffer = b""
+    open_input = True
+    delay = 0.0005
+    while open_input or running:
+        events = sel.select(delay if running else None) if open_input else time.sleep(delay)
+        if events:
+            chunk = os.read(stdin, 65536)
+            if not chunk:
+                open_input = False
+                sel.unregister(stdin)
+                for pid in list(running):
+                    _kill(pid)
+                running.clear()
+                break
+            buffer += chunk
+            while b"\n" in buffer:
+                line, _, buffer = buffer.partition(b"\n")
+                if not line.strip():
+                    continue
+                req = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    out.close()
+                    sel.close()
+                    _child(req)
+                running[pid] = (req["id"], time.monotonic() + float(req.get("timeout", 600)))
+            delay = 0.0005
+        finished = False
+        for pid, (req_id, deadline) in list(running.items()):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                answer = _reap(pid, status)
+            elif time.monotonic() > deadline:
+                _kill(pid)
+                answer = {"status": "timeout", "returncode": None, "signal": int(signal.SIGKILL)}
+            else:
+                continue
+            del running[pid]
+            finished = True
+            answer["id"] = req_id
+            out.write(json.dumps(answer) + "\n")
+        if not finished and not events:
+            delay = min(delay * 2, 0.01)
 
 
 def main(argv: list[str]) -> int:

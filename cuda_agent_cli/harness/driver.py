@@ -13,13 +13,14 @@ import secrets
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cuda_agent_cli import resources
 from cuda_agent_cli.errors import BadInput, EnvironmentMissing, WorkspaceError
 from cuda_agent_cli.harness import scoring
-from cuda_agent_cli.harness.pool import JobOutcome, WorkerPool, clean_env, shared_pool
+from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_env, shared_pool
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.workspace import Workspace, cache_dir, external_workspace, pair_workspace
 
@@ -37,6 +38,12 @@ def _nvcc_present(env: dict[str, str]) -> bool:
 # candidate that caches or skips work is wrong on nearly all of them and 3 draws catch it; each
 # check costs a saved output and a comparison, which is what a round pays for this defence.
 TIMED_CHECKS = 3
+
+@dataclass
+class _PendingBaselines:
+    ticket: Ticket
+    go: Path  # created when the baselines may start timing
+
 
 class Harness:
     """One workspace's trusted pipeline; cheap to call again and again from a long-lived process."""
@@ -141,17 +148,25 @@ class Harness:
 
     def _compile_into(self, result: HarnessResult, run_dir: Path) -> str | None:
         """Build the extension; returns the directory holding cuda_extension.so (None: no build)."""
+        return self._collect_compile(result, self._submit_compile(result, run_dir))
+
+    def _submit_compile(self, result: HarnessResult, run_dir: Path) -> tuple[Ticket, float] | None:
         if self.workspace.kind == "kernelbench":
             result.compiled = True  # load_inline builds while model_new.py is imported
             return None
-        start = time.perf_counter()
         spec = {
             "device": self.device,
             "build_dir": str(self.workspace.build_dir / self.device),
             "binding_dir": str(self.workspace.binding_dir),
             "kernels_dir": str(self.workspace.kernels_dir),
         }
-        outcome = self._run("compile", spec, run_dir, timeout=self.compile_timeout)
+        return self.pool.submit("compile", spec, run_dir / "compile", self.compile_timeout), time.perf_counter()
+
+    def _collect_compile(self, result: HarnessResult, submitted: tuple[Ticket, float] | None) -> str | None:
+        if submitted is None:
+            return None
+        ticket, start = submitted
+        outcome = self.pool.wait(ticket)
         result.stage_seconds["compile"] = time.perf_counter() - start
         if not outcome.ok:
             detail = outcome.describe_failure()
@@ -211,27 +226,46 @@ class Harness:
         start = time.perf_counter()
         static_ok = self._static_check(result, model_new)
         result.stage_seconds["static"] = time.perf_counter() - start
-        module_dir = self._compile_into(result, run_dir)
-        if not result.compiled or not static_ok or result.failed_checks():
+        if not static_ok or result.failed_checks():
+            self._compile_into(result, run_dir)  # compiler errors are worth reporting too
             return self._finish(result)
 
         # The candidate runs from a snapshot: exactly the text that was checked.
         snapshot = run_dir / "model_new.py"
         snapshot.write_text(model_new)
         seeds = [secrets.randbelow(2**31 - 2) for _ in range(SEEDS)]
-        dirs = {name: run_dir / name for name in ("tensors_in", "tensors_cand", "tensors_ref")}
+        dirs = {name: run_dir / name for name in ("tensors_in", "tensors_cand")}
         for d in dirs.values():
             d.mkdir(mode=0o700)
 
-        start = time.perf_counter()
-        inputs = self._run("inputs", {"reference": str(self.workspace.reference), "device": self.device,
-                                      "seeds": seeds, "out_dir": str(dirs["tensors_in"])}, run_dir)
+        # Inputs come from the reference alone, so they are made while the extension builds; on
+        # a first profile the baselines compile beside the build too and time once it is done.
+        inputs_ticket = self.pool.submit("inputs", {"reference": str(self.workspace.reference), "device": self.device,
+                                                    "seeds": seeds, "out_dir": str(dirs["tensors_in"])},
+                                         run_dir / "inputs", self.timeout)
+        baselines: _PendingBaselines | None = None
+        base_record: dict[str, Any] | None = None
+        try:
+            compiling = self._submit_compile(result, run_dir)
+            inputs = self.pool.wait(inputs_ticket)
+            if timed and inputs.ok and "error" not in (inputs.result or {}):
+                baselines = self._submit_baselines(run_dir, seeds[0], dirs["tensors_in"], len(seeds))
+            module_dir = self._collect_compile(result, compiling)
+            compiled_at = time.perf_counter()
+        finally:
+            if baselines is not None:
+                # Timing starts only now, on an otherwise idle machine, and is cached for later rounds.
+                base_record = self._collect_baselines(baselines)
+        result.phase_seconds["inputs.job"] = inputs.seconds
         if not inputs.ok:
             raise WorkspaceError(f"the reference {self.workspace.reference} could not produce inputs: "
                                  f"{inputs.describe_failure()}", "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs")
         if "error" in (inputs.result or {}):
             raise WorkspaceError(inputs.result["error"], "a reference needs class Model, get_inputs() and optionally get_init_inputs()")
-        result.stage_seconds["inputs"] = time.perf_counter() - start
+        if baselines is not None:
+            result.stage_seconds["baselines (after compile)"] = time.perf_counter() - compiled_at
+        if not result.compiled:
+            return self._finish(result)
 
         rng = secrets.SystemRandom()
         save_at = sorted(rng.sample(range(self.trials), min(TIMED_CHECKS, self.trials))) if timed else []
@@ -249,6 +283,7 @@ class Harness:
         timeout = self.timeout + (self.compile_timeout if self.workspace.kind == "kernelbench" else 0)
         cand = self._run("candidate", cand_spec, run_dir, timeout=timeout)
         result.stage_seconds["candidate"] = time.perf_counter() - start
+        self._record_phases(result, "candidate", cand.result)
         if not cand.ok:
             name = "timeout" if cand.status == "timeout" else "crash"
             detail = cand.describe_failure()
@@ -267,19 +302,19 @@ class Harness:
             return self._finish(result)
 
         start = time.perf_counter()
-        ref = self._run("reference", {"reference": str(self.workspace.reference), "device": self.device,
-                                      "inputs_dir": str(dirs["tensors_in"]), "out_dir": str(dirs["tensors_ref"]),
-                                      "n": len(seeds), "seeds": seeds,
-                                      "timed": [[i, order[i], scales[i]] for i in save_at]}, run_dir)
-        if not ref.ok:
-            raise WorkspaceError(f"the reference model failed on its own inputs: {ref.describe_failure()}",
+        judge = self._run("judge", {"reference": str(self.workspace.reference), "device": self.device,
+                                    "inputs_dir": str(dirs["tensors_in"]), "cand_dir": str(dirs["tensors_cand"]),
+                                    "n": len(seeds), "seeds": seeds, "atol": self.atol, "rtol": self.rtol,
+                                    "evidence": info.get("evidence") or [],
+                                    "fingerprints": (inputs.result or {}).get("fingerprints") or [],
+                                    "timed": [[i, order[i], scales[i]] for i in save_at]}, run_dir)
+        result.stage_seconds["judge"] = time.perf_counter() - start
+        self._record_phases(result, "judge", judge.result)
+        if judge.ok and (judge.result or {}).get("reference_error"):
+            raise WorkspaceError(f"the reference model failed on its own inputs: {judge.result['reference_error']}",
                                  "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs")
-        judge = self._run("judge", {"inputs_dir": str(dirs["tensors_in"]), "ref_dir": str(dirs["tensors_ref"]),
-                                    "cand_dir": str(dirs["tensors_cand"]), "n": len(seeds), "atol": self.atol,
-                                    "rtol": self.rtol, "timed": [[i, order[i], scales[i]] for i in save_at]}, run_dir)
-        result.stage_seconds["reference+judge"] = time.perf_counter() - start
         if not judge.ok:
-            result.checks.append(Check("crash", False, judge.describe_failure()))
+            result.checks.append(Check("crash", False, f"judging the outputs failed: {judge.describe_failure()}"))
             return self._finish(result)
         for c in (judge.result or {}).get("checks", []):
             result.checks.append(Check(c["name"], c["passed"], c["detail"]))
@@ -291,8 +326,14 @@ class Harness:
 
         if timed and not result.failed_checks():
             self._time(result, run_dir, info, seeds[0], dirs["tensors_in"], int((inputs.result or {}).get("input_bytes", 0)),
-                       len(seeds))
+                       len(seeds), base_record)
         return self._finish(result, timed)
+
+    @staticmethod
+    def _record_phases(result: HarnessResult, job: str, info: dict[str, Any] | None) -> None:
+        for name, seconds in ((info or {}).get("phases") or {}).items():
+            if isinstance(seconds, (int, float)):
+                result.phase_seconds[f"{job}.{name}"] = float(seconds)
 
     def _finish(self, result: HarnessResult, timed: bool = False) -> HarnessResult:
         failed = result.failed_checks()
@@ -318,48 +359,70 @@ class Harness:
                  env.get("torch") or "", env.get("gpu") or "", str(self.trials), str(self.warmup), "v3"]
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
-    def _baselines(self, run_dir: Path, seed: int, inputs_dir: Path, n_sets: int) -> dict[str, Any]:
-        path = self._cache / "baselines" / f"{self._baseline_key()}.json"
-        if path.is_file():
-            try:
-                return json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError):
-                pass
-        outcome = self._run("baselines", {"reference": str(self.workspace.reference), "device": self.device,
-                                          "inputs_dir": str(inputs_dir), "seed": seed, "trials": self.trials,
-                                          "warmup": self.warmup, "n": n_sets,
-                                          "order": [secrets.randbelow(n_sets) for _ in range(self.trials)],
-                                          "scales": [round(secrets.SystemRandom().uniform(0.9, 1.1), 6)
-                                                     for _ in range(self.trials)]},
-                             run_dir, timeout=self.compile_timeout)
+    def _baseline_path(self) -> Path:
+        return self._cache / "baselines" / f"{self._baseline_key()}.json"
+
+    def _cached_baselines(self) -> dict[str, Any] | None:
+        path = self._baseline_path()
+        try:
+            return json.loads(path.read_text()) if path.is_file() else None
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def _submit_baselines(self, run_dir: Path, seed: int, inputs_dir: Path, n_sets: int) -> _PendingBaselines | None:
+        """Start the baselines job unless cached; it prepares (torch.compile included) right away
+        but times only once `_collect_baselines` says the machine is otherwise idle."""
+        if self._cached_baselines() is not None:
+            return None
+        go = run_dir / "baselines-go"
+        rng = secrets.SystemRandom()
+        spec = {"reference": str(self.workspace.reference), "device": self.device, "inputs_dir": str(inputs_dir),
+                "seed": seed, "trials": self.trials, "warmup": self.warmup, "n": n_sets, "go_file": str(go),
+                "order": [rng.randrange(n_sets) for _ in range(self.trials)],
+                "scales": [round(rng.uniform(0.9, 1.1), 6) for _ in range(self.trials)]}
+        return _PendingBaselines(self.pool.submit("baselines", spec, run_dir / "baselines", self.compile_timeout), go)
+
+    def _collect_baselines(self, pending: _PendingBaselines) -> dict[str, Any]:
+        """The record (also cached), or {"error": why} when timing the reference failed."""
+        pending.go.touch()
+        outcome = self.pool.wait(pending.ticket)
         if not outcome.ok:
-            raise WorkspaceError(f"timing the reference failed: {outcome.describe_failure()}",
-                                 "make sure the reference runs on this device")
+            return {"error": outcome.describe_failure(), "seconds": outcome.seconds}
         raw = outcome.result or {}
         eager_us = scoring.median_us(raw["eager"]["times_us"])
-        record = {"eager_us": eager_us, "method": raw["eager"]["method"]}
+        record: dict[str, Any] = {"eager_us": eager_us, "method": raw["eager"]["method"]}
         if "compile" in raw:
             record["compile_us"] = scoring.median_us(raw["compile"]["times_us"])
         else:
             record["compile_us"] = eager_us
             record["compile_error"] = raw.get("compile_error", "torch.compile failed")
+        path = self._baseline_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
         os.replace(tmp, path)
-        record["fresh"] = True
-        return record
+        return {**record, "fresh": True, "seconds": outcome.seconds}
+
+    def _baselines(self, run_dir: Path, seed: int, inputs_dir: Path, n_sets: int) -> dict[str, Any]:
+        pending = self._submit_baselines(run_dir, seed, inputs_dir, n_sets)
+        return self._cached_baselines() or {} if pending is None else self._collect_baselines(pending)
 
     def _time(self, result: HarnessResult, run_dir: Path, cand: dict[str, Any], seed: int,
-              inputs_dir: Path, input_bytes: int, n_sets: int) -> None:
+              inputs_dir: Path, input_bytes: int, n_sets: int, base: dict[str, Any] | None = None) -> None:
         measured = cand.get("timing") or {}
         times = measured.get("times_us") or []
         if not times:
             result.checks.append(Check("crash", False, "the candidate produced no timings"))
             return
-        start = time.perf_counter()
-        base = self._baselines(run_dir, seed, inputs_dir, n_sets)
-        result.stage_seconds["baselines" + ("" if base.get("fresh") else " (cached)")] = time.perf_counter() - start
+        if base is None:
+            start = time.perf_counter()
+            base = self._baselines(run_dir, seed, inputs_dir, n_sets)
+            result.stage_seconds["baselines" + ("" if base.get("fresh") else " (cached)")] = time.perf_counter() - start
+        if "seconds" in base:
+            result.phase_seconds["baselines.job"] = float(base["seconds"])
+        if "error" in base:
+            raise WorkspaceError(f"timing the reference failed: {base['error']}",
+                                 "make sure the reference runs on this device")
         if "compile_error" in base:
             result.warnings.append(f"torch.compile baseline unavailable, eager time used instead: {base['compile_error'][:200]}")
         cand_us = scoring.median_us(times)

@@ -112,6 +112,21 @@ def _tail(path: Path, limit: int = 4000) -> str:
 
 
 @dataclass
+class Ticket:
+    """A submitted job: what `WorkerPool.wait` needs to collect it."""
+
+    id: int
+    job: str
+    result_path: Path
+    log_path: Path
+    timeout: float
+    started: float
+    generation: int
+    lost: bool = False
+    outcome: JobOutcome | None = None
+
+
+@dataclass
 class WorkerPool:
     tools_dir: Path
     env: dict[str, str]
@@ -119,7 +134,10 @@ class WorkerPool:
     _proc: subprocess.Popen | None = None
     _buffer: bytes = b""
     _ids: Any = field(default_factory=lambda: itertools.count(1))
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _answers: dict[Any, dict] = field(default_factory=dict)
+    # Bumped whenever the zygote is replaced: tickets of an older one can never be answered.
+    _generation: int = 0
     probes: dict[str, dict] = field(default_factory=dict)
 
     def _start(self) -> None:
@@ -161,6 +179,10 @@ class WorkerPool:
 
     def run(self, job: str, spec: dict[str, Any], job_dir: Path, timeout: float) -> JobOutcome:
         """Run one job in a fresh forked process; never raises for what the job itself does."""
+        return self.wait(self.submit(job, spec, job_dir, timeout))
+
+    def submit(self, job: str, spec: dict[str, Any], job_dir: Path, timeout: float) -> "Ticket":
+        """Start a job and return at once; `wait(ticket)` collects it. Jobs may overlap."""
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
@@ -171,36 +193,62 @@ class WorkerPool:
             req_id = next(self._ids)
             request = {"id": req_id, "job": job, "spec": str(spec_path), "result": str(result_path),
                        "log": str(log_path), "timeout": timeout}
-            start = time.perf_counter()
+            ticket = Ticket(req_id, job, result_path, log_path, timeout, time.perf_counter(), self._generation)
             assert self._proc is not None and self._proc.stdin is not None
             try:
                 self._proc.stdin.write((json.dumps(request) + "\n").encode())
                 self._proc.stdin.flush()
-                line = self._readline(timeout + 60)
-                # An answer to an abandoned earlier request (e.g. after Ctrl-C) is skipped.
-                while line is not None and json.loads(line).get("id") != req_id:
-                    line = self._readline(timeout + 60)
             except (BrokenPipeError, OSError):
-                line = None
-            except BaseException:
-                # Interrupted mid-job: the zygote's state is unknown, so it is replaced.
-                self.close()
-                raise
-            seconds = time.perf_counter() - start
-            if line is None:
+                ticket.lost = True
+            return ticket
+
+    def wait(self, ticket: "Ticket") -> JobOutcome:
+        """The outcome of a submitted job, once it has ended (the same object when asked again)."""
+        if ticket.outcome is not None:
+            return ticket.outcome
+        ticket.outcome = self._collect(ticket)
+        return ticket.outcome
+
+    def _collect(self, ticket: "Ticket") -> JobOutcome:
+        with self._lock:
+            answer = self._answers.pop(ticket.id, None)
+            if answer is None and not ticket.lost and ticket.generation == self._generation:
+                try:
+                    answer = self._read_answer(ticket)
+                except BaseException:
+                    # Interrupted mid-job: the zygote's state is unknown, so it is replaced.
+                    self.close()
+                    raise
+            seconds = time.perf_counter() - ticket.started
+            if answer is None:
                 # The zygote itself is gone or stuck: it is replaced on the next job.
                 self.close()
-                return JobOutcome(job, "crash", None, _tail(log_path), seconds=seconds)
-            answer = json.loads(line)
+                return JobOutcome(ticket.job, "crash", None, _tail(ticket.log_path), seconds=seconds)
             result = None
-            if answer["status"] == "ok" and result_path.is_file():
+            if answer["status"] == "ok" and ticket.result_path.is_file():
                 try:
-                    result = json.loads(result_path.read_text())
+                    result = json.loads(ticket.result_path.read_text())
                 except (OSError, json.JSONDecodeError):
                     answer["status"] = "crash"
             status = answer["status"] if result is not None or answer["status"] != "ok" else "crash"
-            return JobOutcome(job, status, result, _tail(log_path), answer.get("signal"),
+            return JobOutcome(ticket.job, status, result, _tail(ticket.log_path), answer.get("signal"),
                               answer.get("returncode"), seconds)
+
+    def _read_answer(self, ticket: "Ticket") -> dict | None:
+        # Answers to other submitted jobs are kept for their own wait(); an answer to an
+        # abandoned request (e.g. after Ctrl-C) is never collected and does no harm.
+        deadline = ticket.started + ticket.timeout + 60
+        while True:
+            try:
+                line = self._readline(max(1.0, deadline - time.perf_counter()))
+            except OSError:
+                return None
+            if line is None:
+                return None
+            answer = json.loads(line)
+            if answer.get("id") == ticket.id:
+                return answer
+            self._answers[answer.get("id")] = answer
 
     def probe(self, device: str, scratch: Path) -> dict:
         """Torch version and, for cuda, the GPU, as a forked worker sees them (cached)."""
@@ -213,6 +261,8 @@ class WorkerPool:
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
+        self._generation += 1
+        self._answers.clear()
         if proc is None:
             return
         try:

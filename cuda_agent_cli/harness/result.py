@@ -53,6 +53,8 @@ class HarnessResult:
     # Not part of the JSON object: where the full compiler log is and how long each stage took.
     compile_log: str | None = None
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    # Inside the candidate and judge jobs, as they reported it ("candidate.timing": seconds).
+    phase_seconds: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Exactly the DESIGN §3 object."""

@@ -67,6 +67,7 @@ ADVERSARIAL: list[Case] = [
     Case("r_patch_clock_through_pybind", "harness_integrity", 2, kernels="cpu_tricks"),
     Case("r_forge_harness_timing", "harness_integrity", 2, kernels="cpu_tricks", action="profile"),
     Case("r_helper_thread", "threads", 1, kernels="cpu_tricks"),
+    Case("r_rewrite_input_files", "input_files", 8, kernels="cpu_tricks", policy="hybrid"),
     Case("r_ghost_kernel", "extension_kernel", 15, policy="hybrid"),
     Case("r_forged_result_line", "correctness", 3),
     Case("r_exit_early", "crash", 3),

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -157,6 +158,32 @@ torch::Tensor relu_on_helper_thread(torch::Tensor x) {
   return out;
 }
 
+// Same route, to the files the harness hands between its processes: on the first call every
+// input set the reference wrote is rewritten as zeros, so the judge's reference computes relu(0).
+// The kernel then does no work at all: it zeroes its own input and returns zeros, and every
+// output check agrees with the tampered reference.
+torch::Tensor relu_rewriting_inputs(torch::Tensor x) {
+  static bool done = false;
+  if (!done) {
+    pyb::object globals = python_globals(x);
+    pyb::object imp = globals["__builtins__"]["__import__"];
+    pyb::object path = imp("os").attr("path");
+    pyb::object me = imp("sys").attr("modules")["model_new"];
+    pyb::object folder = path.attr("join")(path.attr("dirname")(me.attr("__file__")), "tensors_in");
+    pyb::object tensors = globals["torch"];
+    for (pyb::handle file : imp("glob").attr("glob")(path.attr("join")(folder, "inputs_*.pt"))) {
+      pyb::object payload = tensors.attr("load")(file, pyb::arg("weights_only") = true);
+      for (pyb::handle t : payload["inputs"]) t.attr("zero_")();
+      tensors.attr("save")(payload, file);
+    }
+    done = true;
+  }
+  std::memset(floats(x), 0, sizeof(float) * x.numel());
+  auto out = torch::empty_like(x);
+  std::memset(floats(out), 0, sizeof(float) * out.numel());
+  return out;
+}
+
 void noop(torch::Tensor) {}
 
 void register_tricks(pybind11::module& m) {
@@ -169,6 +196,7 @@ void register_tricks(pybind11::module& m) {
   m.def("relu_with_fast_clock", &relu_with_fast_clock);
   m.def("relu_with_forged_timing", &relu_with_forged_timing);
   m.def("relu_on_helper_thread", &relu_on_helper_thread);
+  m.def("relu_rewriting_inputs", &relu_rewriting_inputs);
   m.def("noop", &noop);
 }
 

@@ -1,0 +1,144 @@
+"""Locked: small, exact evidence about one candidate call, and the judge's checks on it.
+
+The candidate process records raw facts right after a call returns (and after a device-wide
+sync): a bit-exact fingerprint of every input it was handed, and the byte range of every input
+and output. The facts travel in the result JSON, a few hundred bytes, instead of the inputs
+themselves, which for a large task are hundreds of megabytes per seed. The judge computes the
+same fingerprints on its own pristine copy of the inputs and decides; nothing here decides in
+the candidate's process.
+
+Fingerprint: shape, dtype and two sums over the tensor's bytes read as 64-bit words, a plain
+one and one weighted by position, both in wrapping int64 arithmetic. Modular sums are exact
+whatever the reduction order, so equal tensors always agree, and any changed, swapped or moved
+word changes the weighted sum. It runs on the tensor's own device: a 64 MB input costs well
+under a millisecond on a GPU and a few tens of milliseconds on a CPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+# Captured at import, before any candidate code runs in this process.
+_Tensor = torch.Tensor
+_DisableTorchFunction = torch._C.DisableTorchFunction
+_arange = torch.arange
+_stack = torch.stack
+_sum = torch.sum
+_mul = torch.mul
+_bitwise_or = torch.bitwise_or
+_int64, _uint8 = torch.int64, torch.uint8
+
+_CHUNK = 1 << 22
+_MASK = (1 << 64) - 1
+_weights: dict[str, Any] = {}
+
+
+def _position_weights(device: Any) -> Any:
+    """Odd, scrambled int64 weights for word positions within a chunk (made once per device)."""
+    key = str(device)
+    if key not in _weights:
+        index = _arange(_CHUNK, device=device, dtype=_int64)
+        # Wrapping int64 multiply by a 64-bit odd constant scatters the positions.
+        _weights[key] = _bitwise_or(_mul(index, -7046029254386353131), 1)
+    return _weights[key]
+
+
+def _as_words(t: Any) -> tuple[Any, Any]:
+    """The tensor's bytes as int64 words, and the 0-7 bytes left over as int64 values."""
+    flat = t.detach().contiguous().reshape(-1).view(_uint8)
+    body = flat.numel() // 8 * 8
+    try:
+        words = flat[:body].view(_int64)
+    except RuntimeError:  # a view starting at an offset that is not 8-byte aligned
+        words = flat[:body].clone().view(_int64)
+    return words, flat[body:].to(_int64)
+
+
+def fingerprint(obj: Any) -> Any:
+    """A JSON-able, bit-exact digest of one input (tensors) or its repr (anything else)."""
+    if isinstance(obj, (list, tuple)):
+        return [fingerprint(o) for o in obj]
+    if not isinstance(obj, _Tensor):
+        return {"value": repr(obj)}
+    with _DisableTorchFunction(), torch.no_grad():
+        words, tail = _as_words(obj)
+        sums = [_sum(tail), _sum(_mul(tail, _arange(1, tail.numel() + 1, device=tail.device, dtype=_int64)))]
+        if words.numel():
+            weights = _position_weights(words.device)
+            for start in range(0, words.numel(), _CHUNK):
+                part = words[start:start + _CHUNK]
+                sums.append(_sum(part))
+                sums.append(_sum(_mul(part, weights[:part.numel()])))
+        values = [int(v) for v in _stack(sums).tolist()]
+    plain = weighted = 0
+    for i in range(0, len(values), 2):
+        plain = (plain + values[i]) & _MASK
+        weighted = (weighted * 1_000_003 + values[i + 1]) & _MASK
+    return {"shape": list(obj.shape), "dtype": str(obj.dtype), "sum": plain, "weighted": weighted}
+
+
+def _flat_tensors(obj: Any) -> list[Any]:
+    if isinstance(obj, _Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _flat_tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in _flat_tensors(o)]
+    return []
+
+
+def _byte_range(t: Any) -> list[Any]:
+    """[device, first byte, one past the last byte] of the memory the tensor can read."""
+    size = t.element_size()
+    start = t.data_ptr()
+    start += sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st < 0) * size
+    extent = (sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride())) + 1) * size if t.numel() else 0
+    return [str(t.device), start, start + extent]
+
+
+def call_evidence(inputs_after: Sequence[Any], output: Any) -> dict[str, Any]:
+    """What the judge needs to check inputs and aliasing for one call: raw facts, no verdicts."""
+    with _DisableTorchFunction():
+        return {
+            "inputs_after": fingerprint(list(inputs_after)),
+            "input_ranges": [_byte_range(t) for t in _flat_tensors(list(inputs_after))],
+            "output_ranges": [_byte_range(t) for t in _flat_tensors(output) if type(t) is _Tensor],
+        }
+
+
+def _result(name: str, passed: bool, detail: str) -> dict:
+    return {"name": name, "passed": bool(passed), "detail": detail}
+
+
+def check_inputs_unchanged(before: list[Any], after: list[Any]) -> dict:
+    """inputs_unchanged: the fingerprints of the pristine inputs against those after the call."""
+    if not isinstance(after, list) or len(before) != len(after):
+        return _result("inputs_unchanged", False, "the number of inputs changed")
+    for i, (b, a) in enumerate(zip(before, after)):
+        if isinstance(b, list):
+            inner = check_inputs_unchanged(b, a if isinstance(a, list) else [])
+            if not inner["passed"]:
+                return inner
+        elif "value" in b:
+            if b != a:
+                return _result("inputs_unchanged", False, f"input {i} changed from {b['value']} to "
+                               f"{a.get('value') if isinstance(a, dict) else a!r}")
+        elif not isinstance(a, dict) or a.get("shape") != b["shape"] or a.get("dtype") != b["dtype"]:
+            return _result("inputs_unchanged", False, f"input {i} changed shape or dtype")
+        elif a != b:
+            return _result("inputs_unchanged", False, f"input {i} was modified in place; inputs must be read-only")
+    return _result("inputs_unchanged", True, "inputs are bit-identical to the saved copies")
+
+
+def check_aliasing(output_ranges: list[list[Any]], input_ranges: list[list[Any]]) -> dict:
+    """aliasing: no output may share a byte with an input."""
+    for o_index, (o_dev, o_lo, o_hi) in enumerate(output_ranges):
+        if o_hi <= o_lo:
+            continue
+        for i_index, (i_dev, i_lo, i_hi) in enumerate(input_ranges):
+            if i_dev == o_dev and i_hi > i_lo and o_lo < i_hi and i_lo < o_hi:
+                return _result("aliasing", False, f"output {o_index} shares memory with input {i_index}; "
+                               "return a new tensor")
+    return _result("aliasing", True, "outputs do not share memory with inputs")
