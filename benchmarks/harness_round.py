@@ -2,7 +2,8 @@
 
 A round is what the agent pays per attempt: compile + verify + profile of the current candidate.
 Cold: a new cache dir and a new worker (torch import, first CUDA init, full build, eager and
-torch.compile baselines). Warm: the same Harness after editing one kernel file, so one object
+torch.compile baselines); torch's files are read once beforehand so the OS page cache is warm
+(--cold-disk skips that). Warm: the same Harness after editing one kernel file, so one object
 rebuilds, and the baselines come from the cache.
 
     python benchmarks/harness_round.py --gpu          # H200: axpby and gemm_epilogue on cuda
@@ -61,6 +62,9 @@ def run_task(name: str, device: str, warm_rounds: int) -> list[dict]:
         rows = [one_round(harness, "cold")]
         rows[0]["total_s"] += setup
         rows[0]["stages"] = {"worker start": round(setup, 3), **rows[0]["stages"]}
+        boot = harness.pool.boot
+        rows[0]["phases"] = {"worker.boot": boot.get("seconds", 0.0), "worker.import_torch": boot.get("import_s", 0.0),
+                             "worker.warm_up": boot.get("warm_up_s", 0.0), **rows[0]["phases"]}
         for i in range(1, warm_rounds + 1):
             touch_kernel(ws, name, device, i)
             rows.append(one_round(harness, f"warm{i}"))
@@ -77,7 +81,15 @@ def main() -> int:
     p.add_argument("--tasks", default=None, help="comma-separated: axpby,gemm_epilogue")
     p.add_argument("--warm-rounds", type=int, default=3)
     p.add_argument("--json", type=Path, default=None, help="also write all rows here")
+    p.add_argument("--cold-disk", action="store_true",
+                   help="skip reading torch's files once beforehand (a machine that never ran torch)")
     a = p.parse_args()
+    if not a.cold_disk:
+        # The harness's caches start empty either way; this only puts torch's own files in the
+        # OS page cache, as on any machine that has imported torch before.
+        import subprocess
+
+        subprocess.run([sys.executable, "-c", "import torch, torch._dynamo, torch.utils.cpp_extension"], check=False)
     device = "cuda" if a.gpu else (a.device or "cpu")
     names = a.tasks.split(",") if a.tasks else [n for n, t in TASKS.items() if t[device] is not None]
 

@@ -74,6 +74,7 @@ def time_calls(fn: Callable[..., Any], input_sets: list[list[Any]], device: str,
     times: list[float] = []
     wall: list[float] = []
     wanted = set(save_at)
+    save_s = 0.0
     with torch.no_grad():
         if device == "cuda":
             flush = torch.empty(flush_bytes, dtype=torch.int8, device="cuda") if flush_bytes else None
@@ -92,7 +93,9 @@ def time_calls(fn: Callable[..., Any], input_sets: list[list[Any]], device: str,
                 ends[i].record()
                 torch.cuda.synchronize()
                 if i in wanted:
+                    t0 = time.perf_counter()
                     saved[i] = to_cpu(out)
+                    save_s += time.perf_counter() - t0
                 del out, args
             times = [s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)]
             # Audit calls: the end event is recorded only after the whole device is idle, so work
@@ -122,5 +125,5 @@ def time_calls(fn: Callable[..., Any], input_sets: list[list[Any]], device: str,
                 if i in wanted:
                     saved[i] = to_cpu(out)
                 del out, args
-    return {"times_us": times, "wall_us": wall, "saved": saved,
+    return {"times_us": times, "wall_us": wall, "saved": saved, "save_s": save_s,
             "method": method_string(device, trials, warmup, flush_bytes if device == "cuda" else 0)}

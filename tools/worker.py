@@ -136,21 +136,24 @@ def serve() -> None:
     # Importing torch here is the whole point: children start with it already loaded.
     import selectors
 
+    began = time.perf_counter()
     import torch  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401
 
     import guards
 
+    imported = time.perf_counter()
     # The first op under a dispatch mode imports ~800 modules (most of a second); paying it
     # once here keeps it out of every forked candidate job.
     guards.warm_up()
+    boot = {"import_s": round(imported - began, 3), "warm_up_s": round(time.perf_counter() - imported, 3)}
     if torch.cuda.is_initialized():
         raise SystemExit("harness worker: CUDA was initialized before forking; children could not use it")
 
     out = os.fdopen(os.dup(1), "w", buffering=1)
     # Nothing but answers may reach the harness through the original stdout.
     os.dup2(2, 1)
-    out.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    out.write(json.dumps({"ready": True, "pid": os.getpid(), **boot}) + "\n")
     stdin = sys.stdin.fileno()
     sel = selectors.DefaultSelector()
     sel.register(stdin, selectors.EVENT_READ)

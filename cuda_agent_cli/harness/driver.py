@@ -63,6 +63,9 @@ class Harness:
         self._env = clean_env({
             "TORCHINDUCTOR_CACHE_DIR": str(self._cache / "inductor"),
             "TRITON_CACHE_DIR": str(self._cache / "triton"),
+            # The torch.compile baseline builds beside the extension's build: a pool of one
+            # compiler process per core (each importing torch) would starve nvcc.
+            "TORCHINDUCTOR_COMPILE_THREADS": "1",
         })
         self.pool: WorkerPool = shared_pool(resources.tools_dir(), self._env, self._cache / "worker" / "worker.log")
         self.device = device or self._default_device()

@@ -139,6 +139,8 @@ class WorkerPool:
     # Bumped whenever the zygote is replaced: tickets of an older one can never be answered.
     _generation: int = 0
     probes: dict[str, dict] = field(default_factory=dict)
+    # How the latest zygote start went: seconds, and its own import and warm-up times.
+    boot: dict[str, Any] = field(default_factory=dict)
 
     def _start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,8 +154,10 @@ class WorkerPool:
         finally:
             log.close()
         self._buffer = b""
+        began = time.perf_counter()
         ready = self._readline(timeout=300)
-        if ready is None or not json.loads(ready).get("ready"):
+        self.boot = {**(json.loads(ready) if ready else {}), "seconds": round(time.perf_counter() - began, 3)}
+        if ready is None or not self.boot.get("ready"):
             self.close()
             raise EnvironmentMissing(
                 "the harness worker could not start (torch failed to import in a clean environment)",
