@@ -64,7 +64,7 @@ def run_task(name: str, device: str, warm_rounds: int) -> list[dict]:
         rows[0]["stages"] = {"worker start": round(setup, 3), **rows[0]["stages"]}
         boot = harness.pool.boot
         rows[0]["phases"] = {"worker.boot": boot.get("seconds", 0.0), "worker.import_torch": boot.get("import_s", 0.0),
-                             "worker.warm_up": boot.get("warm_up_s", 0.0), **rows[0]["phases"]}
+                             **rows[0]["phases"]}
         for i in range(1, warm_rounds + 1):
             touch_kernel(ws, name, device, i)
             rows.append(one_round(harness, f"warm{i}"))

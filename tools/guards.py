@@ -144,6 +144,10 @@ class IntegritySnapshot:
 _warmed = False
 
 
+def is_warm() -> bool:
+    return _warmed
+
+
 def warm_up() -> None:
     """Run one op under a dispatch mode so torch's lazy imports happen now, not mid-check.
 
@@ -534,6 +538,12 @@ def _check_output_type(ref: Any, cand: Any) -> tuple[dict, list[tuple[str, Any, 
             return _result("output_type", False, f"{path}: {problem}"), []
         pairs.append((path, r, c))
     return _result("output_type", True, f"{len(pairs)} plain tensor output(s) matching the reference"), pairs
+
+
+def tensor_problem(t: Any) -> str | None:
+    """Why `t` is not a plain, materialized tensor (THREATS 6), or None."""
+    with _DisableTorchFunction():
+        return _tensor_problem(t)
 
 
 def _tensor_problem(t: Any) -> str | None:

@@ -35,6 +35,7 @@ from worker_common import (
 
 import evidence
 import guards
+import tensor_files
 # Imported before any candidate code runs, so the integrity snapshot covers it and the timing
 # loop is the harness's own, not a module a candidate imported first and then edited.
 import timing
@@ -140,11 +141,14 @@ def _build_model(cls: type, payload: dict, device: str, seed: int) -> tuple[torc
 # ---------------------------------------------------------------------------------------------
 
 def _plain_outputs(out: Any) -> str | None:
-    """Why `out` is not a plain tensor (or a tuple/list of them), else None."""
+    """Why `out` is not a plain tensor (or a tuple/list of them) that can be handed over, else None."""
     items = out if isinstance(out, (tuple, list)) else [out]
     for t in items:
         if type(t) is not torch.Tensor:
             return f"output is {type(t).__module__}.{type(t).__name__}, expected torch.Tensor"
+        problem = guards.tensor_problem(t)
+        if problem:
+            return f"output {problem}"
     return None
 
 
@@ -268,7 +272,7 @@ def run_candidate_job(spec: dict) -> dict:
         # Facts for the judge, taken before anything else runs: what the inputs hold now and
         # where inputs and outputs live (aliasing). The output is saved as it is, device included.
         result.setdefault("evidence", []).append(evidence.call_evidence(args, out))
-        torch.save({"output": out}, out_dir / f"cand_{i}.pt")
+        tensor_files.save_outputs(out, out_dir / f"cand_{i}")
         del args
         if i == 0:
             model0, seed0_inputs = model, inputs
@@ -277,7 +281,7 @@ def run_candidate_job(spec: dict) -> dict:
                 again = model(*fresh_clone(inputs))
             device_sync(device)
             if _plain_outputs(again) is None:
-                torch.save({"output": again}, out_dir / "cand_0_again.pt")
+                tensor_files.save_outputs(again, out_dir / "cand_0_again")
             del again
             determinism_s = _clock() - since
         del out
@@ -308,7 +312,7 @@ def run_candidate_job(spec: dict) -> dict:
                                      timing_spec.get("scales"))
         since = _clock()
         for idx, out in measured.pop("saved").items():
-            torch.save({"output": out}, out_dir / f"timed_{idx}.pt")
+            tensor_files.save_outputs(out, out_dir / f"timed_{idx}")
         # Part of "timing": copying the checked calls' outputs off the device and saving them.
         result.setdefault("phases", {})["timed_saves"] = round(_clock() - since + measured.pop("save_s", 0.0), 4)
         result["timing"] = measured
@@ -340,9 +344,9 @@ def run_candidate_job(spec: dict) -> dict:
 # judge
 # ---------------------------------------------------------------------------------------------
 
-def _load_output(path: Path) -> Any:
-    # No map_location: each tensor comes back on the device the candidate returned it on.
-    return torch.load(path, weights_only=True, mmap=True)["output"]
+def _load_output(base: Path) -> Any:
+    # Each tensor comes back on the device the candidate returned it on.
+    return tensor_files.load_outputs(base)
 
 
 def run_judge_job(spec: dict) -> dict:
@@ -390,8 +394,8 @@ def run_judge_job(spec: dict) -> dict:
             result["reference_error"] = f"seed {i}: {trim_exception(exc, 600)}"
             return result
         try:
-            got = _load_output(cand_dir / f"cand_{i}.pt")
-        except Exception as exc:  # e.g. a tensor subclass refused by weights_only loading
+            got = _load_output(cand_dir / f"cand_{i}")
+        except Exception as exc:  # files the candidate process left malformed
             checks.append(_check("output_type", False, f"seed {i}: candidate output unreadable: {trim_exception(exc, 300)}"))
             return result
         proof = proofs[i] if i < len(proofs) else {}
@@ -407,8 +411,8 @@ def run_judge_job(spec: dict) -> dict:
         checks.insert(0, _check("input_files", True, "inputs and weights are the ones the reference wrote"))
     mark = _phase(result, "seeds", mark)
 
-    again = cand_dir / "cand_0_again.pt"
-    if again.is_file():
+    again = cand_dir / "cand_0_again"
+    if again.with_name("cand_0_again.json").is_file():
         same = guards.all_close(first_output, _load_output(again), atol, rtol)
         checks.append(_check("determinism", same, "two runs on the same inputs agree" if same
                              else "two runs on the same inputs disagree (uninitialized memory or a race?)"))
@@ -424,8 +428,8 @@ def run_judge_job(spec: dict) -> dict:
             with torch.no_grad():
                 expected = model0(*scaled_inputs(device_inputs[k], scale))
             device_sync(device)
-            path = cand_dir / f"timed_{i}.pt"
-            if not path.is_file() or not guards.all_close(expected, _load_output(path), atol, rtol):
+            path = cand_dir / f"timed_{i}"
+            if not path.with_name(f"timed_{i}.json").is_file() or not guards.all_close(expected, _load_output(path), atol, rtol):
                 bad.append(i)
         calls = [i for i, _, _ in timed]
         checks.append(_check("timed_outputs", not bad,
