@@ -39,6 +39,10 @@ def _nvcc_present(env: dict[str, str]) -> bool:
 # check costs a saved output and a comparison, which is what a round pays for this defence.
 TIMED_CHECKS = 3
 
+# CPU priority of the inputs job, which runs beside a build and times nothing.
+_BESIDE_BUILD = 10
+
+
 @dataclass
 class _PendingBaselines:
     ticket: Ticket
@@ -250,7 +254,7 @@ class Harness:
         compiling = self._submit_compile(result, run_dir)
         inputs_ticket = self.pool.submit("inputs", {"reference": str(self.workspace.reference), "device": self.device,
                                                     "seeds": seeds, "out_dir": str(dirs["tensors_in"])},
-                                         run_dir / "inputs", self.timeout)
+                                         run_dir / "inputs", self.timeout, nice=_BESIDE_BUILD if compiling else 0)
         baselines: _PendingBaselines | None = None
         base_record: dict[str, Any] | None = None
         try:
@@ -387,6 +391,8 @@ class Harness:
                 "seed": seed, "trials": self.trials, "warmup": self.warmup, "n": n_sets, "go_file": str(go),
                 "order": [rng.randrange(n_sets) for _ in range(self.trials)],
                 "scales": [round(rng.uniform(0.9, 1.1), 6) for _ in range(self.trials)]}
+        # Not niced although it prepares beside the build: its timing must run at the same
+        # priority as the candidate's, or a busy machine would slow the baselines more.
         return _PendingBaselines(self.pool.submit("baselines", spec, run_dir / "baselines", self.compile_timeout), go)
 
     def _collect_baselines(self, pending: _PendingBaselines) -> dict[str, Any]:

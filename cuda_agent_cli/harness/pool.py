@@ -185,8 +185,9 @@ class WorkerPool:
         """Run one job in a fresh forked process; never raises for what the job itself does."""
         return self.wait(self.submit(job, spec, job_dir, timeout))
 
-    def submit(self, job: str, spec: dict[str, Any], job_dir: Path, timeout: float) -> "Ticket":
-        """Start a job and return at once; `wait(ticket)` collects it. Jobs may overlap."""
+    def submit(self, job: str, spec: dict[str, Any], job_dir: Path, timeout: float, nice: int = 0) -> "Ticket":
+        """Start a job and return at once; `wait(ticket)` collects it. Jobs may overlap; `nice`
+        lowers the job's CPU priority (for work that runs beside a build)."""
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
@@ -196,7 +197,7 @@ class WorkerPool:
             result_path.unlink(missing_ok=True)
             req_id = next(self._ids)
             request = {"id": req_id, "job": job, "spec": str(spec_path), "result": str(result_path),
-                       "log": str(log_path), "timeout": timeout}
+                       "log": str(log_path), "timeout": timeout, "nice": int(nice)}
             ticket = Ticket(req_id, job, result_path, log_path, timeout, time.perf_counter(), self._generation)
             assert self._proc is not None and self._proc.stdin is not None
             try:
