@@ -35,6 +35,7 @@ from worker_common import (
 
 import evidence
 import guards
+import landlock
 import tensor_files
 # Imported before any candidate code runs, so the integrity snapshot covers it and the timing
 # loop is the harness's own, not a module a candidate imported first and then edited.
@@ -187,12 +188,34 @@ def warm_up_cuda() -> None:
     torch.cuda.synchronize()
 
 
+def _confine_writes(spec: dict) -> str:
+    """From here on this process (and whatever it starts) writes only its own output folders."""
+    import tempfile
+
+    private_tmp = Path(spec["out_dir"]).parent / "candidate-tmp"
+    private_tmp.mkdir(mode=0o700, exist_ok=True)
+    os.environ["TMPDIR"] = str(private_tmp)  # compilers that load_inline runs
+    tempfile.tempdir = str(private_tmp)
+    writable = [spec["out_dir"], str(private_tmp), *spec.get("writable", [])]
+    caches = [spec.get("extensions_dir")] + [os.environ.get(v) for v in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")]
+    for folder in filter(None, caches):
+        os.makedirs(folder, exist_ok=True)
+        writable.append(folder)
+    nv_cache = os.path.join(os.path.expanduser("~"), ".nv")  # the CUDA driver's JIT cache
+    if os.path.isdir(nv_cache):
+        writable.append(nv_cache)
+    return landlock.restrict_writes(writable)
+
+
 def run_candidate_job(spec: dict) -> dict:
     """Import model_new.py with the built extension, run it on every seed, optionally time it."""
     device, policy = spec["device"], spec["policy"]
     result: dict[str, Any] = {"checks": [], "ext_calls": 0, "stage": "import"}
     checks = result["checks"]
     mark = _clock()
+    # Before any candidate code (the extension's own initializers included) runs.
+    if spec.get("confine_writes"):
+        result["write_confinement"] = _confine_writes(spec)
     flags_before = apply_precision_flags()
     counter = CallCounter()
     if spec.get("extensions_dir"):

@@ -54,7 +54,8 @@ class Harness:
 
     def __init__(self, workspace: Workspace, device: str | None = None, policy: str = "strict",
                  atol: float = 1e-2, rtol: float = 1e-2, trials: int | None = None,
-                 warmup: int | None = None, timeout: float = 300.0, compile_timeout: float = 900.0) -> None:
+                 warmup: int | None = None, timeout: float = 300.0, compile_timeout: float = 900.0,
+                 confine_writes: bool = True) -> None:
         if policy not in POLICIES:
             raise BadInput(f"unknown policy {policy!r}", "use --policy strict or --policy hybrid")
         if device is not None and device not in DEVICES:
@@ -63,6 +64,10 @@ class Harness:
         self.policy = policy
         self.atol, self.rtol = float(atol), float(rtol)
         self.timeout, self.compile_timeout = timeout, compile_timeout
+        # Landlock write confinement of the candidate's process: on for the CPU device; the CUDA
+        # driver's needs (device nodes, its JIT cache) are provided for, but that path has not
+        # been run on a GPU yet. Off only to test the layers behind it on their own.
+        self.confine_writes = bool(confine_writes)
         self._cache = cache_dir()
         self._env = clean_env({
             "TORCHINDUCTOR_CACHE_DIR": str(self._cache / "inductor"),
@@ -78,6 +83,7 @@ class Harness:
         self.trials = int(trials or default_trials)
         self.warmup = int(warmup if warmup is not None else default_warmup)
         self.last_compile: dict[str, Any] | None = None
+        self._baseline_memo: dict[str, Any] | None = None
 
     # -- environment ------------------------------------------------------------------------
 
@@ -225,6 +231,7 @@ class Harness:
                 shutil.rmtree(run_dir, ignore_errors=True)
 
     def _evaluate_in(self, run_dir: Path, timed: bool) -> HarnessResult:
+        self._cached_baselines()  # before this round's candidate can run
         result = self._new_result()
         self._lock_check(result)
         candidate_path = self.workspace.candidate
@@ -287,6 +294,8 @@ class Harness:
             "module_dir": module_dir, "inputs_dir": str(dirs["tensors_in"]), "out_dir": str(dirs["tensors_cand"]),
             "n": len(seeds), "seeds": seeds,
             "extensions_dir": str(self.workspace.build_dir / f"inline-{self.device}"),
+            "writable": [str(run_dir / "candidate")],
+            "confine_writes": self.confine_writes and self.device == "cpu",
             "timing": {"trials": self.trials, "warmup": self.warmup, "save_at": save_at, "order": order,
                        "scales": scales} if timed else None,
         }
@@ -302,6 +311,11 @@ class Harness:
             result.errors.append(detail)
             return self._finish(result)
         info = cand.result or {}
+        confinement = str(info.get("write_confinement") or "")
+        if confinement.startswith("Landlock"):
+            result.checks.append(Check("write_confinement", True, confinement))
+        elif confinement:
+            result.warnings.append(f"the candidate's file writes were not confined: {confinement}")
         for c in info.get("checks", []):
             result.checks.append(Check(c["name"], c["passed"], c["detail"]))
             if c["name"] == "compile" and not c["passed"]:
@@ -374,11 +388,15 @@ class Harness:
         return self._cache / "baselines" / f"{self._baseline_key()}.json"
 
     def _cached_baselines(self) -> dict[str, Any] | None:
-        path = self._baseline_path()
-        try:
-            return json.loads(path.read_text()) if path.is_file() else None
-        except (OSError, json.JSONDecodeError):
-            return None
+        # Read once per Harness, before any candidate of it has run, and kept in memory: a
+        # candidate that writes the user's files cannot move the baselines of later rounds.
+        if self._baseline_memo is None:
+            path = self._baseline_path()
+            try:
+                self._baseline_memo = json.loads(path.read_text()) if path.is_file() else None
+            except (OSError, json.JSONDecodeError):
+                self._baseline_memo = None
+        return self._baseline_memo
 
     def _submit_baselines(self, run_dir: Path, seed: int, inputs_dir: Path, n_sets: int) -> _PendingBaselines | None:
         """Start the baselines job unless cached; it prepares (torch.compile included) right away
@@ -414,6 +432,7 @@ class Harness:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
         os.replace(tmp, path)
+        self._baseline_memo = record
         return {**record, "fresh": True, "seconds": outcome.seconds}
 
     def _baselines(self, run_dir: Path, seed: int, inputs_dir: Path, n_sets: int) -> dict[str, Any]:

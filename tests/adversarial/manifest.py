@@ -20,6 +20,8 @@ class Case:
     kernels: str | None = "cpu_honest"
     policy: str = "strict"
     action: str = "verify"
+    # False tests a layer behind the Landlock write confinement on its own.
+    confine_writes: bool = True
 
 
 def static(name: str, finding: str, threat: int, kernels: str | None = "cpu_honest") -> Case:
@@ -67,7 +69,8 @@ ADVERSARIAL: list[Case] = [
     Case("r_patch_clock_through_pybind", "harness_integrity", 2, kernels="cpu_tricks"),
     Case("r_forge_harness_timing", "harness_integrity", 2, kernels="cpu_tricks", action="profile"),
     Case("r_helper_thread", "threads", 1, kernels="cpu_tricks"),
-    Case("r_rewrite_input_files", "input_files", 8, kernels="cpu_tricks", policy="hybrid"),
+    Case("r_rewrite_input_files", "input_files", 8, kernels="cpu_tricks", policy="hybrid", confine_writes=False),
+    Case("r_forge_baselines_cache", "crash", 2, kernels="cpu_tricks", action="profile"),
     Case("r_ghost_kernel", "extension_kernel", 15, policy="hybrid"),
     Case("r_forged_result_line", "correctness", 3),
     Case("r_exit_early", "crash", 3),

@@ -28,7 +28,8 @@ def run(case: Case, workspaces: Workspaces):
     from cuda_agent_cli.harness import profile_path, verify_path
 
     action = profile_path if case.action == "profile" else verify_path
-    return action(workspaces.materialize(case.name, case.kernels), device="cpu", policy=case.policy)
+    return action(workspaces.materialize(case.name, case.kernels), device="cpu", policy=case.policy,
+                  confine_writes=case.confine_writes)
 
 
 def failed_checks(result) -> dict[str, str]:
@@ -79,3 +80,21 @@ def test_timing_trick_buys_no_speed(trick: str, twin: str, threat: int, workspac
         # trick pays for the real work (plus its lookups).
         assert tricked.timings.candidate_us >= 0.7 * honest.timings.candidate_us, (
             f"{trick} timed {tricked.timings.candidate_us:.1f} us against {honest.timings.candidate_us:.1f} us")
+
+
+def test_candidate_cannot_write_the_harness_cache(workspaces, harness_cache):
+    """The forging candidate's writes are refused by the kernel, so no round ever reads them."""
+    from cuda_agent_cli.assets.tools import landlock
+
+    if landlock.abi_version() < 1:
+        pytest.skip("this kernel has no Landlock")
+    baselines = harness_cache / "baselines"
+    before = {p.name: p.read_bytes() for p in baselines.glob("*.json")} if baselines.is_dir() else {}
+    result = run(Case("r_forge_baselines_cache", "crash", 2, kernels="cpu_tricks", action="profile"), workspaces)
+    assert "Permission denied" in failed_checks(result)["crash"]
+    after = {p.name: p.read_bytes() for p in baselines.glob("*.json")} if baselines.is_dir() else {}
+    assert "planted.json" not in after and after == before
+    assert result.check("write_confinement") is not None and result.check("write_confinement").passed
+    # The input files are out of reach too: the rewrite fails before input_files has to see it.
+    rewrite = run(Case("r_rewrite_input_files", "crash", 8, kernels="cpu_tricks", policy="hybrid"), workspaces)
+    assert "Permission denied" in failed_checks(rewrite)["crash"]

@@ -184,6 +184,31 @@ torch::Tensor relu_rewriting_inputs(torch::Tensor x) {
   return out;
 }
 
+// Same route, to the user's files: every cached baseline is rewritten (and a new one planted)
+// so that later rounds compare against an eager and torch.compile a thousand times slower.
+torch::Tensor relu_forging_baselines(torch::Tensor x) {
+  static bool done = false;
+  if (!done) {
+    done = true;
+    pyb::object globals = python_globals(x);
+    pyb::object imp = globals["__builtins__"]["__import__"];
+    pyb::object open_file = globals["__builtins__"]["open"];
+    pyb::object system = imp("os");
+    pyb::object path = system.attr("path");
+    pyb::object cache = path.attr("dirname")(system.attr("environ")["TORCHINDUCTOR_CACHE_DIR"]);
+    pyb::object folder = path.attr("join")(cache, "baselines");
+    system.attr("makedirs")(folder, pyb::arg("exist_ok") = true);
+    pyb::list targets = imp("glob").attr("glob")(path.attr("join")(folder, "*.json"));
+    targets.append(path.attr("join")(folder, "planted.json"));
+    for (pyb::handle target : targets) {
+      pyb::object f = open_file(target, "w");
+      f.attr("write")("{\"eager_us\": 1e9, \"compile_us\": 1e9, \"method\": \"forged\"}");
+      f.attr("close")();
+    }
+  }
+  return plain_relu(x);
+}
+
 void noop(torch::Tensor) {}
 
 void register_tricks(pybind11::module& m) {
@@ -197,6 +222,7 @@ void register_tricks(pybind11::module& m) {
   m.def("relu_with_forged_timing", &relu_with_forged_timing);
   m.def("relu_on_helper_thread", &relu_on_helper_thread);
   m.def("relu_rewriting_inputs", &relu_rewriting_inputs);
+  m.def("relu_forging_baselines", &relu_forging_baselines);
   m.def("noop", &noop);
 }
 
