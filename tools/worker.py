@@ -167,15 +167,12 @@ def serve() -> None:
     # each answer carries its request's id.
     running: dict[int, tuple[int, float]] = {}  # pid -> (request id, deadline)
     buffer = b""
-    open_input = True
     delay = 0.0005
-    while open_input or running:
-        events = sel.select(delay if running else None) if open_input else time.sleep(delay)
+    while True:
+        events = sel.select(delay if running else None)
         if events:
             chunk = os.read(stdin, 65536)
             if not chunk:
-                open_input = False
-                sel.unregister(stdin)
                 for pid in list(running):
                     _kill(pid)
                 running.clear()
