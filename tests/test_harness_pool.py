@@ -40,7 +40,7 @@ def run_probe_job(spec):
     time.sleep(spec.get("sleep", 0))
     if spec.get("exit") is not None:
         os._exit(spec["exit"])
-    return {"pid": os.getpid(), "start": start, "end": time.time()}
+    return {"pid": os.getpid(), "start": start, "end": time.time(), "nice": os.nice(0)}
 '''
 
 
@@ -94,3 +94,10 @@ def test_one_job_timing_out_or_crashing_leaves_the_others_alone(slow_pool) -> No
     hung = pool.wait(hang)
     assert hung.status == "timeout" and "time limit" in hung.describe_failure()
     assert pool.run("probe", {}, tmp / "after", 60).ok
+
+
+def test_work_beside_a_build_can_run_at_lower_priority(slow_pool) -> None:
+    pool, tmp = slow_pool
+    normal = pool.run("probe", {}, tmp / "normal", 60).result["nice"]
+    lowered = pool.wait(pool.submit("probe", {}, tmp / "lowered", 60, nice=5)).result["nice"]
+    assert lowered == min(19, normal + 5)
