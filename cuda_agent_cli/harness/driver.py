@@ -255,33 +255,7 @@ class Harness:
         for d in dirs.values():
             d.mkdir(mode=0o700)
 
-        # Inputs come from the reference alone, so they are made while the extension builds; on
-        # a first profile the baselines compile beside the build too and time once it is done.
-        # The build is submitted first: a fresh worker finishes its own warm-up beside it.
-        compiling = self._submit_compile(result, run_dir)
-        inputs_ticket = self.pool.submit("inputs", {"reference": str(self.workspace.reference), "device": self.device,
-                                                    "seeds": seeds, "out_dir": str(dirs["tensors_in"])},
-                                         run_dir / "inputs", self.timeout, nice=_BESIDE_BUILD if compiling else 0)
-        baselines: _PendingBaselines | None = None
-        base_record: dict[str, Any] | None = None
-        try:
-            inputs = self.pool.wait(inputs_ticket)
-            if timed and inputs.ok and "error" not in (inputs.result or {}):
-                baselines = self._submit_baselines(run_dir, seeds[0], dirs["tensors_in"], len(seeds))
-            module_dir = self._collect_compile(result, compiling)
-            compiled_at = time.perf_counter()
-        finally:
-            if baselines is not None:
-                # Timing starts only now, on an otherwise idle machine, and is cached for later rounds.
-                base_record = self._collect_baselines(baselines)
-        result.phase_seconds["inputs.job"] = inputs.seconds
-        if not inputs.ok:
-            raise WorkspaceError(f"the reference {self.workspace.reference} could not produce inputs: "
-                                 f"{inputs.describe_failure()}", "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs")
-        if "error" in (inputs.result or {}):
-            raise WorkspaceError(inputs.result["error"], "a reference needs class Model, get_inputs() and optionally get_init_inputs()")
-        if baselines is not None:
-            result.stage_seconds["baselines (after compile)"] = time.perf_counter() - compiled_at
+        module_dir, inputs, base_record = self._build_and_prepare(result, run_dir, seeds, dirs["tensors_in"], timed)
         if not result.compiled:
             return self._finish(result)
 
@@ -353,6 +327,37 @@ class Harness:
             self._time(result, run_dir, info, seeds[0], dirs["tensors_in"], int((inputs.result or {}).get("input_bytes", 0)),
                        len(seeds), base_record)
         return self._finish(result, timed)
+
+    def _build_and_prepare(self, result: HarnessResult, run_dir: Path, seeds: list[int], inputs_dir: Path,
+                           timed: bool) -> tuple[str | None, JobOutcome, dict[str, Any] | None]:
+        """Build the extension while the inputs are made (and, on a first profile, while the
+        baselines prepare); returns the module dir, the inputs job and fresh baselines if any."""
+        # The build is submitted first: a fresh worker finishes its own warm-up beside it.
+        compiling = self._submit_compile(result, run_dir)
+        inputs_ticket = self.pool.submit("inputs", {"reference": str(self.workspace.reference), "device": self.device,
+                                                    "seeds": seeds, "out_dir": str(inputs_dir)},
+                                         run_dir / "inputs", self.timeout, nice=_BESIDE_BUILD if compiling else 0)
+        baselines: _PendingBaselines | None = None
+        base_record: dict[str, Any] | None = None
+        try:
+            inputs = self.pool.wait(inputs_ticket)
+            if timed and inputs.ok and "error" not in (inputs.result or {}):
+                baselines = self._submit_baselines(run_dir, seeds[0], inputs_dir, len(seeds))
+            module_dir = self._collect_compile(result, compiling)
+            compiled_at = time.perf_counter()
+        finally:
+            if baselines is not None:
+                # Timing starts only now, on an otherwise idle machine, and is cached for later rounds.
+                base_record = self._collect_baselines(baselines)
+        result.phase_seconds["inputs.job"] = inputs.seconds
+        if not inputs.ok:
+            raise WorkspaceError(f"the reference {self.workspace.reference} could not produce inputs: "
+                                 f"{inputs.describe_failure()}", "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs")
+        if "error" in (inputs.result or {}):
+            raise WorkspaceError(inputs.result["error"], "a reference needs class Model, get_inputs() and optionally get_init_inputs()")
+        if baselines is not None:
+            result.stage_seconds["baselines (after compile)"] = time.perf_counter() - compiled_at
+        return module_dir, inputs, base_record
 
     @staticmethod
     def _record_phases(result: HarnessResult, job: str, info: dict[str, Any] | None) -> None:
