@@ -123,8 +123,21 @@ def run_checks(device: str, model: str | None, model_source: str = "default",
     checks.append(Check("bubblewrap", bw_ok, bw_detail,
                         "apt-get install bubblewrap (needed to sandbox the agent's shell)"))
 
+    checks.append(landlock_check())
     checks.extend(model_checks(model, model_source, api_base))
     return checks
+
+
+def landlock_check() -> Check:
+    """Whether the harness can confine a candidate's file writes (optional: a layer, not a gate)."""
+    from cuda_agent_cli.assets.tools import landlock
+
+    abi = landlock.abi_version()
+    if abi >= 1:
+        return Check("landlock", True, f"ABI {abi}: candidates' file writes are confined (cpu device)", required=False)
+    return Check("landlock", False, "not available in this kernel: candidates' file writes are not confined",
+                 "Linux 5.13 or newer with Landlock enabled (lsm=...,landlock on the kernel command line)",
+                 required=False)
 
 
 def model_checks(model: str | None, source: str, api_base: str | None = None) -> list[Check]:
