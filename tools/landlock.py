@@ -113,4 +113,5 @@ def restrict_writes(writable: Iterable[str]) -> str:
     finally:
         os.close(ruleset)
     folders = [p for p in allowed if os.path.isdir(p)]
-    return f"Landlock ABI {abi}: files written only beneath {', '.join(folders)} and to device nodes"
+    return (f"Landlock ABI {abi}: the candidate's process may write only its own {len(folders)} output, "
+            "temp and cache folders and device nodes")

@@ -285,10 +285,6 @@ class Harness:
             result.errors.append(detail)
             return self._finish(result)
         info = cand.result or {}
-        # Recorded where it took effect; `cuda-agent doctor` says when the kernel cannot do it.
-        confinement = str(info.get("write_confinement") or "")
-        if confinement.startswith("Landlock"):
-            result.checks.append(Check("write_confinement", True, confinement))
         for c in info.get("checks", []):
             result.checks.append(Check(c["name"], c["passed"], c["detail"]))
             if c["name"] == "compile" and not c["passed"]:
@@ -296,6 +292,10 @@ class Harness:
         if self.workspace.kind == "kernelbench" and result.compiled and info.get("stage") != "import":
             result.checks.insert(len(result.checks) - len(info.get("checks", [])),
                                  Check("compile", True, "model_new.py built its extension with load_inline"))
+        # Recorded where it took effect; `cuda-agent doctor` says when the kernel cannot do it.
+        confinement = str(info.get("write_confinement") or "")
+        if confinement.startswith("Landlock"):
+            result.checks.append(Check("write_confinement", True, confinement))
         if info.get("stage") != "done":
             return self._finish(result)
 
