@@ -98,14 +98,19 @@ def _byte_range(t: Any) -> list[Any]:
     return [str(t.device), start, start + extent]
 
 
+def byte_ranges(obj: Any) -> list[list[Any]]:
+    """The byte range of every plain tensor in `obj` (a tensor, or nested lists/tuples/dicts)."""
+    with _DisableTorchFunction():
+        return [_byte_range(t) for t in _flat_tensors(obj) if type(t) is _Tensor]
+
+
 def call_evidence(inputs_after: Sequence[Any], output: Any) -> dict[str, Any]:
     """What the judge needs to check inputs and aliasing for one call: raw facts, no verdicts."""
-    with _DisableTorchFunction():
-        return {
-            "inputs_after": fingerprint(list(inputs_after)),
-            "input_ranges": [_byte_range(t) for t in _flat_tensors(list(inputs_after))],
-            "output_ranges": [_byte_range(t) for t in _flat_tensors(output) if type(t) is _Tensor],
-        }
+    return {
+        "inputs_after": fingerprint(list(inputs_after)),
+        "input_ranges": byte_ranges(list(inputs_after)),
+        "output_ranges": byte_ranges(output),
+    }
 
 
 def _result(name: str, passed: bool, detail: str) -> dict:

@@ -22,10 +22,15 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+try:  # as the harness's jobs import it: a module in the tools folder
+    import evidence
+except ImportError:  # as part of the installed package (tests, the benchmarks)
+    from . import evidence
 
 # Captured at import, before any candidate code runs in this process.
 _Tensor = torch.Tensor
@@ -462,8 +467,11 @@ def compare_outputs(ref: Any, cand: Any, inputs_before: Sequence[Any], inputs_af
     with _DisableTorchFunction():
         type_check, values = compare_values(ref, cand, atol, rtol)
         cand_tensors = [c for _, c in _leaves(cand) if _tensor_problem(c) is None]
-        return [type_check, _check_aliasing(cand_tensors, candidate_inputs),
-                _check_inputs_unchanged(inputs_before, inputs_after)] + values
+    # The same decisions the judge reaches from a candidate process's evidence.
+    aliasing = evidence.check_aliasing(evidence.byte_ranges(cand_tensors), evidence.byte_ranges(list(candidate_inputs)))
+    unchanged = evidence.check_inputs_unchanged(evidence.fingerprint(list(inputs_before)),
+                                                evidence.fingerprint(list(inputs_after)))
+    return [type_check, aliasing, unchanged] + values
 
 
 def compare_values(ref: Any, cand: Any, atol: float, rtol: float) -> tuple[dict, list[dict]]:
@@ -569,73 +577,6 @@ def _extent_bytes(t: Any) -> int:
         return 0
     last = sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()))
     return (last + 1) * t.element_size()
-
-
-def _byte_range(t: Any) -> tuple[int, int]:
-    start = t.data_ptr()
-    neg = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st < 0)
-    start += neg * t.element_size()
-    return start, start + _extent_bytes(t)
-
-
-def _check_aliasing(outputs: list[Any], candidate_inputs: Sequence[Any]) -> dict:
-    inputs = [(i, t) for i, t in enumerate(_flat_tensors(candidate_inputs))]
-    for o_index, out in enumerate(outputs):
-        if out.numel() == 0 or out.device.type == "meta":
-            continue
-        o_lo, o_hi = _byte_range(out)
-        for i_index, inp in inputs:
-            if inp.numel() == 0 or inp.device != out.device:
-                continue
-            i_lo, i_hi = _byte_range(inp)
-            if o_lo < i_hi and i_lo < o_hi:
-                return _result("aliasing", False, f"output {o_index} shares memory with input {i_index}; "
-                               "return a new tensor")
-    return _result("aliasing", True, "outputs do not share memory with inputs")
-
-
-def _flat_tensors(items: Iterable[Any]) -> list[Any]:
-    out: list[Any] = []
-    for item in items:
-        if isinstance(item, _Tensor):
-            out.append(item)
-        elif isinstance(item, (tuple, list)):
-            out.extend(_flat_tensors(item))
-        elif isinstance(item, dict):
-            out.extend(_flat_tensors(item.values()))
-    return out
-
-
-def _check_inputs_unchanged(before: Sequence[Any], after: Sequence[Any]) -> dict:
-    if len(before) != len(after):
-        return _result("inputs_unchanged", False, "the number of inputs changed")
-    for i, (b, a) in enumerate(zip(before, after)):
-        if isinstance(b, _Tensor):
-            if not isinstance(a, _Tensor) or tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
-                return _result("inputs_unchanged", False, f"input {i} changed shape or dtype")
-            if not _bitwise_equal(b, a):
-                return _result("inputs_unchanged", False, f"input {i} was modified in place; inputs "
-                               "must be read-only")
-        elif isinstance(b, (tuple, list)):
-            inner = _check_inputs_unchanged(b, a if isinstance(a, (tuple, list)) else [])
-            if not inner["passed"]:
-                return inner
-        elif b != a:
-            return _result("inputs_unchanged", False, f"input {i} changed from {b!r} to {a!r}")
-    return _result("inputs_unchanged", True, "inputs are bit-identical to the saved copies")
-
-
-_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def _bitwise_equal(a: Any, b: Any) -> bool:
-    # Comparing bits treats NaN as equal to itself and tells -0.0 from 0.0.
-    if a.device != b.device:
-        b = b.to(a.device)
-    if a.is_floating_point() and a.element_size() in _SAME_SIZE_INT:
-        kind = _SAME_SIZE_INT[a.element_size()]
-        return _equal(a.view(kind), b.view(kind))
-    return _equal(a, b)
 
 
 def _compute_dtype(t: Any) -> Any:

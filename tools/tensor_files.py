@@ -74,6 +74,11 @@ def save_outputs(obj: Any, base: Path) -> None:
     header.write_text(json.dumps({"structure": structure, "tensors": entries, "size": offset}))
 
 
+def exists(base: Path) -> bool:
+    """Whether save_outputs wrote BASE (its header is written last)."""
+    return _paths(base)[1].is_file()
+
+
 def _rebuild(node: Any, tensors: list[Any], depth: int = 0) -> Any:
     if depth > _MAX_DEPTH or not isinstance(node, dict) or len(node) != 1:
         raise UnreadableOutput("malformed structure")

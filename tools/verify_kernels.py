@@ -6,8 +6,9 @@ extension, writes its outputs and records evidence about each call (fingerprints
 afterwards, byte ranges for aliasing); it never sees the reference's outputs, which do not exist
 yet. `judge` then imports the pristine reference, computes the expected outputs on the device
 from the same input files and decides every output check there, in a process the candidate's
-code never ran in. Tensors travel as torch.save files in a directory only the harness hands
-out, and are read back with weights_only=True.
+code never ran in. Inputs travel as torch.save files (read back with weights_only=True), the
+candidate's outputs as raw tensor files (tensor_files.py), all in a directory only the harness
+hands out.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def run_inputs_job(spec: dict) -> dict:
         state = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
         payload = {"init": to_cpu(init), "inputs": to_cpu(inputs), "state": state}
         torch.save(payload, out_dir / f"inputs_{i}.pt")
-        fingerprints.append(_payload_fingerprints(payload))
+        fingerprints.append(_payload_fingerprints(payload, payload["inputs"], "cpu"))
         if i == 0:
             total_bytes = _nbytes(inputs)
             described = ", ".join(
@@ -117,8 +118,10 @@ def run_inputs_job(spec: dict) -> dict:
     return {"n": len(spec["seeds"]), "inputs": described, "input_bytes": total_bytes, "fingerprints": fingerprints}
 
 
-def _payload_fingerprints(payload: dict, device: str = "cpu") -> dict:
-    return {"inputs": evidence.fingerprint(to_device(payload["inputs"], device)),
+def _payload_fingerprints(payload: dict, inputs: list[Any], device: str) -> dict:
+    """Fingerprints of one input set (`inputs`: payload["inputs"], already on `device`) and of
+    the init arguments and weights it came with."""
+    return {"inputs": evidence.fingerprint(list(inputs)),
             "model": evidence.fingerprint(to_device([payload["init"], list(payload["state"].values())], device))}
 
 
@@ -367,16 +370,11 @@ def run_candidate_job(spec: dict) -> dict:
 # judge
 # ---------------------------------------------------------------------------------------------
 
-def _load_output(base: Path) -> Any:
-    # Each tensor comes back on the device the candidate returned it on.
-    return tensor_files.load_outputs(base)
-
-
 def run_judge_job(spec: dict) -> dict:
     """Expected outputs from the pristine reference, compared with the candidate's on the device.
 
-    The candidate's code never ran in this process; its outputs arrive as plain tensors through
-    weights_only loading and its evidence as JSON numbers.
+    The candidate's code never ran in this process; its outputs arrive as raw tensor files, each
+    tensor back on the device the candidate returned it on, and its evidence as JSON numbers.
     """
     apply_precision_flags()
     device = spec["device"]
@@ -403,9 +401,9 @@ def run_judge_job(spec: dict) -> dict:
         model, _ = _build_model(ref.Model, payload, device, spec["seeds"][i])
         inputs = to_device(payload["inputs"], device)
         device_inputs.append(inputs)  # the checked timed calls ran on these, rescaled
-        before = evidence.fingerprint(list(inputs))
-        model_fp = evidence.fingerprint(to_device([payload["init"], list(payload["state"].values())], device))
-        if i < len(originals) and originals[i] != {"inputs": before, "model": model_fp}:
+        found = _payload_fingerprints(payload, inputs, device)
+        before = found["inputs"]
+        if i < len(originals) and originals[i] != found:
             checks.append(_check("input_files", False, f"seed {i}: the inputs or weights on disk changed after the "
                                  "reference wrote them; something outside the harness rewrote its files"))
             return result
@@ -417,7 +415,7 @@ def run_judge_job(spec: dict) -> dict:
             result["reference_error"] = f"seed {i}: {trim_exception(exc, 600)}"
             return result
         try:
-            got = _load_output(cand_dir / f"cand_{i}")
+            got = tensor_files.load_outputs(cand_dir / f"cand_{i}")
         except Exception as exc:  # files the candidate process left malformed
             checks.append(_check("output_type", False, f"seed {i}: candidate output unreadable: {trim_exception(exc, 300)}"))
             return result
@@ -435,8 +433,8 @@ def run_judge_job(spec: dict) -> dict:
     mark = _phase(result, "seeds", mark)
 
     again = cand_dir / "cand_0_again"
-    if again.with_name("cand_0_again.json").is_file():
-        same = guards.all_close(first_output, _load_output(again), atol, rtol)
+    if tensor_files.exists(again):
+        same = guards.all_close(first_output, tensor_files.load_outputs(again), atol, rtol)
         checks.append(_check("determinism", same, "two runs on the same inputs agree" if same
                              else "two runs on the same inputs disagree (uninitialized memory or a race?)"))
     del first_output
@@ -452,7 +450,7 @@ def run_judge_job(spec: dict) -> dict:
                 expected = model0(*scaled_inputs(device_inputs[k], scale))
             device_sync(device)
             path = cand_dir / f"timed_{i}"
-            if not path.with_name(f"timed_{i}.json").is_file() or not guards.all_close(expected, _load_output(path), atol, rtol):
+            if not tensor_files.exists(path) or not guards.all_close(expected, tensor_files.load_outputs(path), atol, rtol):
                 bad.append(i)
         calls = [i for i, _, _ in timed]
         checks.append(_check("timed_outputs", not bad,

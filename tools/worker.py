@@ -115,8 +115,9 @@ def _child(req: dict) -> None:
         os._exit(code)
 
 
-# Jobs that run code under the strict op guard or take integrity snapshots.
-_NEEDS_WARM_UP = ("candidate", "judge", "baselines")
+# Jobs that use what the warm-up imports: the strict op guard and integrity snapshot
+# (candidate), torch.compile (baselines).
+_NEEDS_WARM_UP = ("candidate", "baselines")
 
 
 def _reap(pid: int, status: int) -> dict:

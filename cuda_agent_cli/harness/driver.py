@@ -323,14 +323,13 @@ class Harness:
             scoring.kernel_names_in_sources(kernel_sources), info.get("cuda_kernels_error")))
 
         if timed and not result.failed_checks():
-            self._time(result, run_dir, info, seeds[0], dirs["tensors_in"], int((inputs.result or {}).get("input_bytes", 0)),
-                       len(seeds), base_record)
+            self._time(result, info, int((inputs.result or {}).get("input_bytes", 0)), base_record)
         return self._finish(result, timed)
 
     def _build_and_prepare(self, result: HarnessResult, run_dir: Path, seeds: list[int], inputs_dir: Path,
                            timed: bool) -> tuple[str | None, JobOutcome, dict[str, Any] | None]:
         """Build the extension while the inputs are made (and, on a first profile, while the
-        baselines prepare); returns the module dir, the inputs job and fresh baselines if any."""
+        baselines prepare); returns the module dir, the inputs job and, when timed, the baselines."""
         # The build is submitted first: a fresh worker finishes its own warm-up beside it.
         compiling = self._submit_compile(result, run_dir)
         inputs_ticket = self.pool.submit("inputs", {"reference": str(self.workspace.reference), "device": self.device,
@@ -342,6 +341,9 @@ class Harness:
             inputs = self.pool.wait(inputs_ticket)
             if timed and inputs.ok and "error" not in (inputs.result or {}):
                 baselines = self._submit_baselines(run_dir, seeds[0], inputs_dir, len(seeds))
+                if baselines is None:
+                    base_record = self._cached_baselines()
+                    result.stage_seconds["baselines (cached)"] = 0.0
             module_dir = self._collect_compile(result, compiling)
             compiled_at = time.perf_counter()
         finally:
@@ -437,23 +439,14 @@ class Harness:
         tmp.write_text(json.dumps(record))
         os.replace(tmp, path)
         self._baseline_memo = record
-        return {**record, "fresh": True, "seconds": outcome.seconds}
+        return {**record, "seconds": outcome.seconds}
 
-    def _baselines(self, run_dir: Path, seed: int, inputs_dir: Path, n_sets: int) -> dict[str, Any]:
-        pending = self._submit_baselines(run_dir, seed, inputs_dir, n_sets)
-        return self._cached_baselines() or {} if pending is None else self._collect_baselines(pending)
-
-    def _time(self, result: HarnessResult, run_dir: Path, cand: dict[str, Any], seed: int,
-              inputs_dir: Path, input_bytes: int, n_sets: int, base: dict[str, Any] | None = None) -> None:
+    def _time(self, result: HarnessResult, cand: dict[str, Any], input_bytes: int, base: dict[str, Any]) -> None:
         measured = cand.get("timing") or {}
         times = measured.get("times_us") or []
         if not times:
             result.checks.append(Check("crash", False, "the candidate produced no timings"))
             return
-        if base is None:
-            start = time.perf_counter()
-            base = self._baselines(run_dir, seed, inputs_dir, n_sets)
-            result.stage_seconds["baselines" + ("" if base.get("fresh") else " (cached)")] = time.perf_counter() - start
         if "seconds" in base:
             result.phase_seconds["baselines.job"] = float(base["seconds"])
         if "error" in base:
