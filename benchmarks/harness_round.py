@@ -119,13 +119,15 @@ def main() -> int:
         print(f"  {'':<21}" + ", ".join(f"{k} {v:.2f}" for k, v in r.get("phases", {}).items()))
     failed = [r for r in rows if not r["correct"]]
     print()
-    for name in names:
-        cold = next(r["total_s"] for r in rows if r["task"] == name and r["round"] == "cold")
+    for name in dict.fromkeys(names):  # a task named twice is run twice: every cold round counts
+        cold = [r["total_s"] for r in rows if r["task"] == name and r["round"] == "cold"]
         warm = [r["total_s"] for r in rows if r["task"] == name and r["round"].startswith("warm")]
         warm_med = statistics.median(warm) if warm else float("nan")
+        met = warm_med < GOALS["warm"] and max(cold) < GOALS["cold"]
         goal = f"(goals: warm < {GOALS['warm']:.0f} s, cold < {GOALS['cold']:.0f} s: " \
-               f"{'met' if warm_med < GOALS['warm'] and cold < GOALS['cold'] else 'NOT met'})" if device == "cuda" else ""
-        print(f"{name}: cold {cold:.2f} s, warm median {warm_med:.2f} s over {len(warm)} rounds {goal}")
+               f"{'met' if met else 'NOT met'})" if device == "cuda" else ""
+        print(f"{name}: cold {' / '.join(f'{c:.2f}' for c in cold)} s, warm median {warm_med:.2f} s "
+              f"over {len(warm)} rounds {goal}")
     if a.json:
         a.json.write_text(json.dumps(rows, indent=2))
     for r in failed:

@@ -64,9 +64,9 @@ class Harness:
         self.policy = policy
         self.atol, self.rtol = float(atol), float(rtol)
         self.timeout, self.compile_timeout = timeout, compile_timeout
-        # Landlock write confinement of the candidate's process: on for the CPU device; the CUDA
-        # driver's needs (device nodes, its JIT cache) are provided for, but that path has not
-        # been run on a GPU yet. Off only to test the layers behind it on their own.
+        # Landlock write confinement of the candidate's process, on both devices (the CUDA
+        # driver's needs, its device nodes and JIT cache, stay writable). Off only to test the
+        # layers behind it on their own.
         self.confine_writes = bool(confine_writes)
         self._cache = cache_dir()
         self._env = clean_env({
@@ -269,7 +269,7 @@ class Harness:
             "n": len(seeds), "seeds": seeds,
             "extensions_dir": str(self.workspace.build_dir / f"inline-{self.device}"),
             "writable": [str(run_dir / "candidate")],
-            "confine_writes": self.confine_writes and self.device == "cpu",
+            "confine_writes": self.confine_writes,
             "timing": {"trials": self.trials, "warmup": self.warmup, "save_at": save_at, "order": order,
                        "scales": scales} if timed else None,
         }

@@ -106,6 +106,7 @@ GPU_ADVERSARIAL: list[Case] = [
     Case("g_shrinking_events", "harness_integrity", 2, kernels="cuda_tricks", action="profile"),
     Case("g_aten_via_adl", "torch_ops", 14, kernels="cuda_tricks"),
     Case("g_ghost_kernel", "extension_kernel", 15, kernels="cuda_tricks", policy="hybrid"),
+    Case("g_forge_baselines_cache", "crash", 2, kernels="cuda_tricks", action="profile"),
 ]
 
 GPU_HONEST: list[Case] = [

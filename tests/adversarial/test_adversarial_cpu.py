@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from adversarial.cache_check import assert_not_forged, baseline_files
 from adversarial.manifest import ADVERSARIAL, HONEST, TIMING_TRICKS, Case
 from adversarial.workspaces import Workspaces
 
@@ -88,12 +89,10 @@ def test_candidate_cannot_write_the_harness_cache(workspaces, harness_cache):
 
     if landlock.abi_version() < 1:
         pytest.skip("this kernel has no Landlock")
-    baselines = harness_cache / "baselines"
-    before = {p.name: p.read_bytes() for p in baselines.glob("*.json")} if baselines.is_dir() else {}
+    before = baseline_files(harness_cache)
     result = run(Case("r_forge_baselines_cache", "crash", 2, kernels="cpu_tricks", action="profile"), workspaces)
     assert "Permission denied" in failed_checks(result)["crash"]
-    after = {p.name: p.read_bytes() for p in baselines.glob("*.json")} if baselines.is_dir() else {}
-    assert "planted.json" not in after and after == before
+    assert_not_forged(before, baseline_files(harness_cache))
     assert result.check("write_confinement") is not None and result.check("write_confinement").passed
     # The input files are out of reach too: the rewrite fails before input_files has to see it.
     rewrite = run(Case("r_rewrite_input_files", "crash", 8, kernels="cpu_tricks", policy="hybrid"), workspaces)

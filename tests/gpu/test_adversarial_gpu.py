@@ -19,6 +19,7 @@ pytestmark = pytest.mark.gpu
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 
+from adversarial.cache_check import assert_not_forged, baseline_files  # noqa: E402
 from adversarial.manifest import GPU_ADVERSARIAL, GPU_HONEST, Case  # noqa: E402
 from adversarial.workspaces import Workspaces  # noqa: E402
 
@@ -90,12 +91,21 @@ def test_gpu_manifest_matches_the_candidate_directories():
     assert listed == {p.name for p in CANDIDATES.iterdir() if p.is_dir()}
 
 
+def _landlock_abi() -> int:
+    from cuda_agent_cli.assets.tools import landlock
+
+    return landlock.abi_version()
+
+
 @pytest.mark.parametrize("case", GPU_HONEST, ids=lambda c: c.name)
 def test_honest_cuda_candidate_passes(case: Case, gpu, workspaces, tmp_path_factory):
     result = run(case, workspaces, tmp_path_factory.getbasetemp())
     assert failed_checks(result) == {}
     assert result.correct
     assert any(c.name == "extension_kernel" and c.passed for c in result.checks)
+    if _landlock_abi() >= 1:
+        # Confined writes leave CUDA, cuBLAS, cuDNN and load_inline's build working.
+        assert result.check("write_confinement") is not None and result.check("write_confinement").passed
 
 
 @pytest.mark.parametrize("case", GPU_ADVERSARIAL, ids=lambda c: c.name)
@@ -104,6 +114,18 @@ def test_gpu_trick_is_rejected(case: Case, gpu, workspaces, tmp_path_factory):
     failed = failed_checks(result)
     assert not result.correct and result.reward == -1
     assert case.expected in failed, f"expected {case.expected} to fail; failed: {failed}"
+
+
+def test_cuda_candidate_cannot_write_the_harness_cache(gpu, workspaces, tmp_path_factory, harness_cache_root):
+    """The forging candidate's writes are refused by the kernel on the GPU path too."""
+    if _landlock_abi() < 1:
+        pytest.skip("this kernel has no Landlock")
+    cache = harness_cache_root / "cuda-agent"
+    before = baseline_files(cache)
+    case = next(c for c in GPU_ADVERSARIAL if c.name == "g_forge_baselines_cache")
+    result = run(case, workspaces, tmp_path_factory.getbasetemp())
+    assert "Permission denied" in failed_checks(result)["crash"]
+    assert_not_forged(before, baseline_files(cache))
 
 
 def test_side_stream_cannot_fake_a_speedup(gpu, workspaces, tmp_path_factory):

@@ -108,6 +108,32 @@ torch::Tensor linear_relu_adl(torch::Tensor x, torch::Tensor w, torch::Tensor b)
   return relu(addmm(b, x, w.t()));
 }
 
+// C++ that reaches Python to rewrite the cached baselines (and plant a new one), so that later
+// rounds compare against an eager and torch.compile a thousand times slower.
+torch::Tensor relu_forging_baselines(torch::Tensor x) {
+  static bool done = false;
+  if (!done) {
+    done = true;
+    pyb::object builtins = pyb::cast(x).attr("__class__").attr("__repr__").attr("__globals__")["__builtins__"];
+    pyb::object imp = builtins["__import__"];
+    pyb::object system = imp("os");
+    pyb::object path = system.attr("path");
+    pyb::object cache = path.attr("dirname")(system.attr("environ")["TORCHINDUCTOR_CACHE_DIR"]);
+    pyb::object folder = path.attr("join")(cache, "baselines");
+    system.attr("makedirs")(folder, pyb::arg("exist_ok") = true);
+    pyb::list targets = imp("glob").attr("glob")(path.attr("join")(folder, "*.json"));
+    targets.append(path.attr("join")(folder, "planted.json"));
+    for (pyb::handle target : targets) {
+      pyb::object f = builtins["open"](target, "w");
+      f.attr("write")("{\"eager_us\": 1e9, \"compile_us\": 1e9, \"method\": \"forged\"}");
+      f.attr("close")();
+    }
+  }
+  auto out = torch::empty_like(x);
+  launch_relu(x.data_ptr<float>(), out.data_ptr<float>(), x.numel(), at::cuda::getCurrentCUDAStream());
+  return out;
+}
+
 void noop(torch::Tensor) {}
 
 void register_tricks(pybind11::module& m) {
@@ -117,6 +143,7 @@ void register_tricks(pybind11::module& m) {
   m.def("reuse_freed_memory", &reuse_freed_memory);
   m.def("relu_shrinking_events", &relu_shrinking_events);
   m.def("linear_relu_adl", &linear_relu_adl);
+  m.def("relu_forging_baselines", &relu_forging_baselines);
   m.def("noop", &noop);
 }
 

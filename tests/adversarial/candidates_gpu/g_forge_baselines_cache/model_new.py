@@ -1,0 +1,10 @@
+import torch
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+
+    def forward(self, x):
+        return cuda_extension.relu_forging_baselines(x)
