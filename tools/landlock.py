@@ -5,8 +5,8 @@ open any file the user can: the cached baselines that later rounds read, the bui
 of the next round, the user's repository. Landlock lets an unprivileged process give up that
 right for itself and every process it starts, irreversibly: after `restrict_writes(dirs)` files
 may be created, written, truncated, renamed or removed only beneath `dirs` (and character
-devices such as /dev/null and the GPU's nodes may be opened for writing, which the driver needs). Reading stays allowed
-everywhere. Kernels without Landlock (before 5.13, or with it disabled) leave the process as it
+devices such as /dev/null and the GPU's nodes may be opened for writing, as may the process's own
+thread files under /proc, which the CUDA driver needs). Reading stays allowed everywhere. Kernels without Landlock (before 5.13, or with it disabled) leave the process as it
 was; `restrict_writes` then says so and the harness records it.
 """
 
@@ -72,6 +72,7 @@ def device_nodes() -> list[str]:
 
 def restrict_writes(writable: Iterable[str]) -> str:
     """Allow file writes only beneath `writable` (plus device nodes); returns what was done."""
+    writable = list(writable)
     abi = abi_version()
     if abi < 1:
         return "not available (Landlock is not enabled in this kernel)"
@@ -91,6 +92,10 @@ def restrict_writes(writable: Iterable[str]) -> str:
         allowed = []
         file_rights = _WRITE_FILE | (_TRUNCATE if abi >= 3 else 0)
         rules = [(path, handled) for path in writable] + [(path, file_rights) for path in device_nodes()]
+        # The CUDA driver names its helper threads through /proc/self/task/<tid>/comm and fails
+        # to initialize (error 304) when it cannot. This is the process's own directory, resolved
+        # now; Landlock forbids reaching other processes' memory through /proc regardless.
+        rules.append(("/proc/self/task", file_rights))
         for path, rights in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -112,6 +117,6 @@ def restrict_writes(writable: Iterable[str]) -> str:
             return f"not applied (restrict_self failed: {os.strerror(ctypes.get_errno())})"
     finally:
         os.close(ruleset)
-    folders = [p for p in allowed if os.path.isdir(p)]
+    folders = [p for p in allowed if p in set(writable) and os.path.isdir(p)]
     return (f"Landlock ABI {abi}: the candidate's process may write only its own {len(folders)} output, "
             "temp and cache folders and device nodes")
