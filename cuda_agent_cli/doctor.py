@@ -134,7 +134,7 @@ def landlock_check() -> Check:
 
     abi = landlock.abi_version()
     if abi >= 1:
-        return Check("landlock", True, f"ABI {abi}: candidates' file writes are confined (cpu device)", required=False)
+        return Check("landlock", True, f"ABI {abi}: candidates' file writes are confined", required=False)
     return Check("landlock", False, "not available in this kernel: candidates' file writes are not confined",
                  "Linux 5.13 or newer with Landlock enabled (lsm=...,landlock on the kernel command line)",
                  required=False)
