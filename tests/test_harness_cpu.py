@@ -135,6 +135,19 @@ def test_profile_of_a_correct_kernel_earns_a_positive_reward(ws: Workspace) -> N
     assert data["reward"] == result.reward and data["environment"]["torch"]
 
 
+def test_baselines_file_that_appears_after_the_first_round_is_never_read(ws: Workspace) -> None:
+    # Trials no other test uses: nothing is cached for this key when the first round reads it.
+    harness = Harness(ws, device="cpu", trials=9, warmup=1)
+    assert harness.verify().correct
+    # As a candidate without write confinement could: plant baselines a thousand times slower.
+    planted = harness._baseline_path()
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.write_text(json.dumps({"eager_us": 1e9, "compile_us": 1e9, "method": "forged"}))
+    result = harness.profile()
+    assert result.timings is not None and result.timings.eager_us < 1e8, result.summary()
+    assert "forged" not in planted.read_text()
+
+
 def test_wrong_kernel_gets_minus_one_naming_correctness(ws: Workspace) -> None:
     ws.candidate.write_text(WRONG)
     result = Harness(ws, device="cpu").verify()

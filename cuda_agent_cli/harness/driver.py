@@ -84,6 +84,7 @@ class Harness:
         self.warmup = int(warmup if warmup is not None else default_warmup)
         self.last_compile: dict[str, Any] | None = None
         self._baseline_memo: dict[str, Any] | None = None
+        self._baselines_read = False
 
     # -- environment ------------------------------------------------------------------------
 
@@ -395,8 +396,10 @@ class Harness:
 
     def _cached_baselines(self) -> dict[str, Any] | None:
         # Read once per Harness, before any candidate of it has run, and kept in memory: a
-        # candidate that writes the user's files cannot move the baselines of later rounds.
-        if self._baseline_memo is None:
+        # candidate that writes the user's files cannot move the baselines of later rounds, not
+        # even by creating the file when there was none.
+        if not self._baselines_read:
+            self._baselines_read = True
             path = self._baseline_path()
             try:
                 self._baseline_memo = json.loads(path.read_text()) if path.is_file() else None
