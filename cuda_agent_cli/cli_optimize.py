@@ -108,14 +108,13 @@ def run_and_review(req: Any, opts: ReviewOptions) -> int:
     err_console = Console(stderr=True)
     out_console = Console(stderr=opts.json_out)  # with --json stdout holds the JSON object only
     try:
+        banner = _unsafe_banner(req.allow_unsafe)
         if opts.batch or not sys.stdout.isatty():
             progress: Any = ui.PlainProgress(sys.stderr)
-            banner = _unsafe_banner(req.allow_unsafe)
             if banner:
                 err_console.print(f"[bold red]{banner}[/bold red]")
             outcome = run_optimize(req, sink=progress, on_stage=progress.stage, precheck=_precheck(opts))
         else:
-            banner = _unsafe_banner(req.allow_unsafe)
             with ui.LiveProgress(out_console, banner) as live:
                 outcome = run_optimize(req, sink=live, on_stage=live.stage, precheck=_precheck(opts))
         return _review(outcome, opts, out_console, err_console, exit_code_for(outcome))

@@ -89,13 +89,19 @@ def _flat_tensors(obj: Any) -> list[Any]:
     return []
 
 
+def extent_bytes(t: Any) -> int:
+    """How many bytes the tensor's elements span, from its lowest to its highest address."""
+    if t.numel() == 0:
+        return 0
+    last = sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()))
+    return (last + 1) * t.element_size()
+
+
 def _byte_range(t: Any) -> list[Any]:
     """[device, first byte, one past the last byte] of the memory the tensor can read."""
-    size = t.element_size()
     start = t.data_ptr()
-    start += sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st < 0) * size
-    extent = (sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride())) + 1) * size if t.numel() else 0
-    return [str(t.device), start, start + extent]
+    start += sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st < 0) * t.element_size()
+    return [str(t.device), start, start + extent_bytes(t)]
 
 
 def byte_ranges(obj: Any) -> list[list[Any]]:

@@ -567,16 +567,9 @@ def _tensor_problem(t: Any) -> str | None:
         nbytes = storage.nbytes()
     except Exception as exc:
         return f"has no real storage ({type(exc).__name__})"
-    if t.numel() and _extent_bytes(t) + t.storage_offset() * t.element_size() > nbytes:
+    if t.numel() and evidence.extent_bytes(t) + t.storage_offset() * t.element_size() > nbytes:
         return "points outside its storage"
     return None
-
-
-def _extent_bytes(t: Any) -> int:
-    if t.numel() == 0:
-        return 0
-    last = sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()))
-    return (last + 1) * t.element_size()
 
 
 def _compute_dtype(t: Any) -> Any:

@@ -442,12 +442,10 @@ def run_judge_job(spec: dict) -> dict:
     # [call index, input set, scale]: which timed calls were kept and which inputs they got.
     timed = sorted((int(i), int(k), float(s)) for i, k, s in spec.get("timed", []))
     if timed and model0 is not None:
-        from timing import scaled_inputs
-
         bad = []
         for i, k, scale in timed:
             with torch.no_grad():
-                expected = model0(*scaled_inputs(device_inputs[k], scale))
+                expected = model0(*timing.scaled_inputs(device_inputs[k], scale))
             device_sync(device)
             path = cand_dir / f"timed_{i}"
             if not tensor_files.exists(path) or not guards.all_close(expected, tensor_files.load_outputs(path), atol, rtol):
