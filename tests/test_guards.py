@@ -230,13 +230,18 @@ def test_integrity_is_quiet_after_normal_torch_use():
     assert guards.verify_integrity(snap) == []
 
 
-def test_precision_flags_report_changes(monkeypatch):
+def test_precision_flags_report_changes():
+    # Set and restored by hand: torch's backend flags are properties of a module object, which
+    # monkeypatch cannot always restore (it depends on the pytest and torch versions).
+    matmul = torch.backends.cuda.matmul
     before = guards.precision_flags()
     assert before["cuda.matmul.allow_tf32"] is False
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
-    changed = guards.diff_precision_flags(before, guards.precision_flags())
-    assert any(c.startswith("cuda.matmul.allow_tf32: False -> True") for c in changed)
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    try:
+        matmul.allow_tf32 = True
+        changed = guards.diff_precision_flags(before, guards.precision_flags())
+        assert any(c.startswith("cuda.matmul.allow_tf32: False -> True") for c in changed)
+    finally:
+        matmul.allow_tf32 = False
     assert guards.diff_precision_flags(before, guards.precision_flags()) == []
 
 
