@@ -11,6 +11,9 @@ from cuda_agent_cli.harness.scoring import (
     relative_spread,
     review_warnings,
     reward_for,
+    reward_for_intervals,
+    side_by_side,
+    uncertain,
 )
 
 
@@ -24,10 +27,54 @@ def test_reward_follows_the_papers_rule() -> None:
 
 
 def test_review_flags_implausible_speedups_but_not_ordinary_ones() -> None:
-    assert review_warnings(2.0, 1.5, 50.0, 10.0, 70.0, 50.0) == []
-    assert any("beyond 10x" in w for w in review_warnings(12.0, 3.0, 50.0, None, None, 50.0))
-    assert any("roofline" in w for w in review_warnings(2.0, 2.0, 5.0, 20.0, None, 5.0))
-    assert any("another stream" in w for w in review_warnings(2.0, 2.0, 5.0, None, 400.0, 5.0))
+    assert review_warnings(2.0, 1.5, 50.0, 10.0) == []
+    assert any("beyond 10x" in w for w in review_warnings(12.0, 3.0, 50.0, None))
+    assert any("roofline" in w for w in review_warnings(2.0, 2.0, 5.0, 20.0))
+
+
+def test_reward_is_decided_on_the_intervals() -> None:
+    assert reward_for_intervals((1.2, 1.4), (1.1, 1.3)) == 3
+    assert reward_for_intervals((1.2, 1.4), (1.0, 1.3)) == 2  # the compile interval reaches below 1.05
+    assert reward_for_intervals((1.04, 1.4), (1.2, 1.3)) == 1
+    assert uncertain((1.04, 1.4), (1.2, 1.3)) and uncertain(None, (1.0, 1.1))
+    assert not uncertain((1.2, 1.4), (0.5, 0.9))
+
+
+def _block(round_: int, events: list[float], block_us: float) -> dict:
+    return {"round": round_, "events_us": events, "walls_us": events, "block_us": block_us, "n": len(events)}
+
+
+def _window(cand_events: float, cand_block: float, rounds: int = 8, jitter: float = 0.0) -> dict:
+    # Baselines: 100 µs (eager) and 80 µs (compile) calls, each block's wall 20 µs a call above.
+    out: dict[str, list[dict]] = {"eager": [], "compile": [], "candidate": []}
+    for r in range(rounds):
+        j = 1 + jitter * ((r % 3) - 1)
+        out["eager"].append(_block(r, [100.0 * j] * 4, 4 * (100.0 * j + 20)))
+        out["compile"].append(_block(r, [80.0 * j] * 4, 4 * (80.0 * j + 20)))
+        out["candidate"].append(_block(r, [cand_events * j] * 4, 4 * cand_block * j))
+    return out
+
+
+def test_side_by_side_believes_an_honest_kernels_own_clock() -> None:
+    stats = side_by_side(_window(50.0, 70.0))
+    assert stats.candidate_us == 50.0 and stats.clamped_blocks == 0
+    assert stats.speedup_vs_eager == 2.0 and stats.speedup_vs_compile == 1.6
+    assert stats.eager_interval == (2.0, 2.0)
+
+
+def test_side_by_side_bounds_a_lying_clock_by_the_harness_clock() -> None:
+    # The candidate's process claims 1 µs calls, but its blocks took 70 µs a call from outside:
+    # the bound (70 - 20 µs of harness overhead) is what counts.
+    stats = side_by_side(_window(1.0, 70.0))
+    assert stats.clamped_blocks == 8
+    assert abs(stats.candidate_us - 50.0) < 1e-9 and abs(stats.speedup_vs_eager - 2.0) < 1e-9
+
+
+def test_side_by_side_intervals_widen_with_noise_and_are_reproducible() -> None:
+    noisy = side_by_side(_window(50.0, 70.0, jitter=0.3), seed=1)
+    lo, hi = noisy.eager_interval
+    assert lo <= noisy.speedup_vs_eager <= hi
+    assert noisy == side_by_side(_window(50.0, 70.0, jitter=0.3), seed=1)
 
 
 def test_kernel_names_are_read_from_global_functions() -> None:
@@ -48,9 +95,14 @@ def test_extension_kernel_check_on_cuda_needs_a_kernel_from_the_sources() -> Non
     assert not extension_kernel_check("cuda", 3, None, {"relu_kernel"}, "CUPTI missing").passed
 
 
-def test_extension_kernel_check_on_cpu_counts_extension_calls() -> None:
-    assert extension_kernel_check("cpu", 2, None, set()).passed
+def test_extension_kernel_check_on_cpu_needs_the_extension_to_do_the_work() -> None:
+    assert extension_kernel_check("cpu", 2, None, set(), ext_shares=[0.9, 0.95, 0.1]).passed
     assert not extension_kernel_check("cpu", 0, None, set()).passed
+    # Entered, but almost all of forward's time is spent elsewhere: a no-op call.
+    noop = extension_kernel_check("cpu", 5, None, set(), ext_shares=[0.001, 0.002, 0.9])
+    assert not noop.passed and "do the work" in noop.detail
+    # hybrid allows torch ops beside the kernel, so a smaller share is enough there.
+    assert extension_kernel_check("cpu", 5, None, set(), ext_shares=[0.1, 0.1], policy="hybrid").passed
 
 
 def test_reference_problems_name_what_is_missing() -> None:
@@ -118,6 +170,8 @@ def test_result_json_has_exactly_the_design_keys() -> None:
     assert list(j) == ["compiled", "correct", "reward", "device", "policy", "errors", "warnings", "checks",
                        "timings", "environment"]
     assert set(j["timings"]) == {"eager_us", "compile_us", "candidate_us", "speedup_vs_eager",
-                                 "speedup_vs_compile", "method", "trials"}
+                                 "speedup_vs_compile", "method", "trials", "speedup_vs_eager_interval",
+                                 "speedup_vs_compile_interval", "uncertain"}
+    assert HarnessResult.from_json(j).to_json() == j
     assert j["environment"] == {"gpu": None, "torch": "2.13.0", "cuda": None}
     assert "reward 2" in r.summary() and "2.00x" in r.summary()

@@ -7,9 +7,14 @@ initialized here, so every child may initialize it freshly. A child starts its o
 timeout kills its whole process group), points its stdout/stderr at a log file and never sees
 the zygote's pipes: nothing a candidate prints can reach the harness.
 
-Request:  {"id": int, "job": "compile"|"inputs"|"candidate"|"judge"|"baselines"|"probe",
-           "spec": path of a JSON spec, "result": path to write, "log": path, "timeout": seconds}
-Answer:   {"id": int, "status": "ok"|"crash"|"timeout", "returncode": int|null, "signal": int|null}
+Request:  {"id": int, "job": "compile"|"inputs"|"evaluate"|"judge"|"probe",
+           "spec": path of a JSON spec, "log": path, "timeout": seconds}
+Answer:   {"id": int, "status": "ok"|"crash"|"timeout", "returncode": int|null, "signal": int|null,
+           "result": the job's result object or null}
+The result travels through a pipe the zygote makes before it forks the job, never through a
+file. The zygote is the subreaper of everything its jobs start: when a job ends, its process
+group is killed, and so is every process it left behind, however it detached itself
+(double fork, setsid, raw clone), since orphans are reparented here.
 A job may also run without the zygote: `python worker.py --job NAME --spec S --result R`.
 """
 
@@ -42,12 +47,9 @@ def _job_function(name: str):
     if name in ("inputs", "judge"):
         import verify_kernels
         return getattr(verify_kernels, f"run_{name}_job")
-    if name == "candidate":
-        from verify_kernels import run_candidate_job
-        return run_candidate_job
-    if name == "baselines":
-        from profile_kernels import run_baselines_job
-        return run_baselines_job
+    if name == "evaluate":
+        from controller import run_evaluate_job
+        return run_evaluate_job
     raise ValueError(f"unknown job {name!r}")
 
 
@@ -60,16 +62,26 @@ def _fast_tensor_files() -> None:
         torch.serialization.set_crc32_options(False)
 
 
-def run_job(name: str, spec_path: str, result_path: str) -> int:
+def _result_of(name: str, spec_path: str) -> dict:
     with open(spec_path) as f:
         spec = json.load(f)
     _fast_tensor_files()
-    result = _job_function(name)(spec)
+    return _job_function(name)(spec)
+
+
+def run_job(name: str, spec_path: str, result_path: str) -> int:
+    result = _result_of(name, spec_path)
     tmp = result_path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(result, f)
     os.replace(tmp, result_path)
     return 0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _die_with_parent() -> None:
@@ -82,7 +94,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _child(req: dict) -> None:
+def _child(req: dict, result_fd: int) -> None:
     os.setsid()
     _die_with_parent()
     if req.get("nice"):
@@ -103,7 +115,9 @@ def _child(req: dict) -> None:
     sys.stderr = os.fdopen(2, "w", buffering=1)
     code = 1
     try:
-        code = run_job(req["job"], req["spec"], req["result"])
+        _write_all(result_fd, json.dumps(_result_of(req["job"], req["spec"])).encode())
+        os.close(result_fd)
+        code = 0
     except BaseException:  # the log is the only place a child's failure can go
         import traceback
 
@@ -117,7 +131,54 @@ def _child(req: dict) -> None:
 
 # Jobs that use what the warm-up imports: the strict op guard and integrity snapshot
 # (candidate), torch.compile (baselines).
-_NEEDS_WARM_UP = ("candidate", "baselines")
+_NEEDS_WARM_UP = ("evaluate",)
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> bool:
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _my_children() -> list[int]:
+    me = os.getpid()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                    found.append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def sweep_orphans(running: dict) -> int:
+    """Kill and reap every child of this zygote that is not a running job: what ended jobs left
+    behind, reparented here because the zygote is their subreaper. Returns how many."""
+    killed = 0
+    for _ in range(50):
+        strays = [pid for pid in _my_children() if pid not in running]
+        if not strays:
+            break
+        for pid in strays:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+            killed += 1
+        time.sleep(0.001)
+    return killed
 
 
 def _reap(pid: int, status: int) -> dict:
@@ -160,23 +221,48 @@ def serve() -> None:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     # Nothing but answers may reach the harness through the original stdout.
     os.dup2(2, 1)
-    out.write(json.dumps({"ready": True, "pid": os.getpid(), **boot}) + "\n")
+    reaper = _become_subreaper()
+    out.write(json.dumps({"ready": True, "pid": os.getpid(), "subreaper": reaper, **boot}) + "\n")
     stdin = sys.stdin.fileno()
     sel = selectors.DefaultSelector()
     sel.register(stdin, selectors.EVENT_READ)
     # Several jobs may run at once (the harness overlaps e.g. input generation with a build);
     # each answer carries its request's id.
-    running: dict[int, tuple[int, float]] = {}  # pid -> (request id, deadline)
+    running: dict[int, tuple[int, float, int]] = {}  # pid -> (request id, deadline, result fd)
+    results: dict[int, bytearray] = {}  # result fd -> what the job has written so far
     buffer = b""
     delay = 0.0005
+
+    def drain(fd: int, final: bool) -> None:
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                chunk = None
+            if not chunk:
+                break
+            results[fd] += chunk
+            if not final:
+                break
+        if final:
+            try:
+                sel.unregister(fd)
+            except (KeyError, ValueError):
+                pass
+            os.close(fd)
+
     while True:
         events = sel.select(delay if running else None)
-        if events:
+        for key, _ in events:
+            if key.fd != stdin:
+                drain(key.fd, final=False)
+        if any(key.fd == stdin for key, _ in events):
             chunk = os.read(stdin, 65536)
             if not chunk:
                 for pid in list(running):
                     _kill(pid)
                 running.clear()
+                sweep_orphans(running)
                 break
             buffer += chunk
             while b"\n" in buffer:
@@ -189,17 +275,26 @@ def serve() -> None:
                 # paid lazily, while the first build already runs, not before "ready".
                 if not guards.is_warm() and req["job"] in _NEEDS_WARM_UP:
                     guards.warm_up()
+                read_fd, write_fd = os.pipe()
                 pid = os.fork()
                 if pid == 0:
                     out.close()
                     sel.close()
-                    _child(req)
-                running[pid] = (req["id"], time.monotonic() + float(req.get("timeout", 600)))
+                    os.close(read_fd)
+                    for fd in list(results):
+                        os.close(fd)  # other jobs' result pipes
+                    _child(req, write_fd)
+                os.close(write_fd)
+                os.set_blocking(read_fd, False)
+                results[read_fd] = bytearray()
+                sel.register(read_fd, selectors.EVENT_READ)
+                running[pid] = (req["id"], time.monotonic() + float(req.get("timeout", 600)), read_fd)
                 if not guards.is_warm() and req["job"] != "probe":
                     guards.warm_up()
+        if events:
             delay = 0.0005
         finished = False
-        for pid, (req_id, deadline) in list(running.items()):
+        for pid, (req_id, deadline, read_fd) in list(running.items()):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 answer = _reap(pid, status)
@@ -209,6 +304,15 @@ def serve() -> None:
             else:
                 continue
             del running[pid]
+            sweep_orphans(running)
+            drain(read_fd, final=True)
+            data = bytes(results.pop(read_fd))
+            answer["result"] = None
+            if answer["status"] == "ok":
+                try:
+                    answer["result"] = json.loads(data)
+                except ValueError:
+                    answer["status"] = "crash"
             finished = True
             answer["id"] = req_id
             out.write(json.dumps(answer) + "\n")

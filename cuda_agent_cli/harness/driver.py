@@ -6,14 +6,12 @@ numbers they hand back through harness-owned files, computes the statistics and 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +22,14 @@ from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_en
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.workspace import Workspace, cache_dir, external_workspace, pair_workspace
 
-DEFAULT_TRIALS = {"cuda": (100, 10), "cpu": (20, 3)}  # (timed calls, warm-up calls)
+DEFAULT_TRIALS = {"cuda": (100, 10), "cpu": (30, 3)}  # (timed calls, warm-up calls)
+_BLOCK = {"cuda": 10, "cpu": 5}  # calls per side per round of the side-by-side window
+_MIN_TRIALS = 10
+# Every timed output stays in the candidate's process until the checked ones are chosen.
+_KEPT_OUTPUT_BYTES = {"cuda": 8 * 2**30, "cpu": 2 * 2**30}
+_LOAD_WARNING_CORES = 0.3
 SEEDS = 5
+TIMED_SETS = 3  # fresh input sets (not the verification ones) the timed calls are drawn from
 POLICIES = ("strict", "hybrid")
 DEVICES = ("cuda", "cpu")
 
@@ -41,12 +45,6 @@ TIMED_CHECKS = 3
 
 # CPU priority of the inputs job, which runs beside a build and times nothing.
 _BESIDE_BUILD = 10
-
-
-@dataclass
-class _PendingBaselines:
-    ticket: Ticket
-    go: Path  # created when the baselines may start timing
 
 
 class Harness:
@@ -83,8 +81,13 @@ class Harness:
         self.trials = int(trials or default_trials)
         self.warmup = int(warmup if warmup is not None else default_warmup)
         self.last_compile: dict[str, Any] | None = None
-        self._baseline_memo: dict[str, Any] | None = None
-        self._baselines_read = False
+        # Both sides of a CPU comparison run with the same number of threads: half the cores,
+        # so that a busy machine does not leave a parallel region waiting on a thread that has
+        # no core (torch.compile's OpenMP code took 10 ms instead of 60 µs that way).
+        self.threads: int | None = None
+        if self.device == "cpu":
+            cores = int(self.pool.probe("cpu", self._scratch()).get("cpu_threads") or os.cpu_count() or 1)
+            self.threads = max(1, cores // 2)
 
     # -- environment ------------------------------------------------------------------------
 
@@ -232,7 +235,6 @@ class Harness:
                 shutil.rmtree(run_dir, ignore_errors=True)
 
     def _evaluate_in(self, run_dir: Path, timed: bool) -> HarnessResult:
-        self._cached_baselines()  # before this round's candidate can run
         result = self._new_result()
         self._lock_check(result)
         candidate_path = self.workspace.candidate
@@ -251,62 +253,76 @@ class Harness:
         # The candidate runs from a snapshot: exactly the text that was checked.
         snapshot = run_dir / "model_new.py"
         snapshot.write_text(model_new)
-        seeds = [secrets.randbelow(2**31 - 2) for _ in range(SEEDS)]
+        n_sets = SEEDS + (TIMED_SETS if timed else 0)
+        seeds = [secrets.randbelow(2**31 - 2) for _ in range(n_sets)]
         dirs = {name: run_dir / name for name in ("tensors_in", "tensors_cand")}
         for d in dirs.values():
             d.mkdir(mode=0o700)
-
-        module_dir, inputs, base_record = self._build_and_prepare(result, run_dir, seeds, dirs["tensors_in"], timed)
-        if not result.compiled:
-            return self._finish(result)
-
-        rng = secrets.SystemRandom()
-        save_at = sorted(rng.sample(range(self.trials), min(TIMED_CHECKS, self.trials))) if timed else []
-        order = [rng.randrange(len(seeds)) for _ in range(self.trials)]
-        scales = [round(rng.uniform(0.9, 1.1), 6) for _ in range(self.trials)]
-        cand_spec = {
+        go = run_dir / "go.json"
+        spec: dict[str, Any] = {
             "device": self.device, "policy": self.policy, "candidate": str(snapshot),
-            "module_dir": module_dir, "inputs_dir": str(dirs["tensors_in"]), "out_dir": str(dirs["tensors_cand"]),
-            "n": len(seeds), "seeds": seeds,
+            "reference": str(self.workspace.reference),
+            "inputs_dir": str(dirs["tensors_in"]), "out_dir": str(dirs["tensors_cand"]),
+            "n": SEEDS, "seeds": seeds, "timed_sets": list(range(SEEDS, n_sets)),
             "extensions_dir": str(self.workspace.build_dir / f"inline-{self.device}"),
-            "writable": [str(run_dir / "candidate")],
-            "confine_writes": self.confine_writes,
-            "timing": {"trials": self.trials, "warmup": self.warmup, "save_at": save_at, "order": order,
-                       "scales": scales} if timed else None,
+            "writable": [str(run_dir / "evaluate")],
+            "confine_writes": self.confine_writes, "threads": self.threads,
+            "checks": TIMED_CHECKS, "call_timeout": self.timeout, "go_file": str(go),
+            "go_timeout": self.compile_timeout + 60,
         }
-        start = time.perf_counter()
-        timeout = self.timeout + (self.compile_timeout if self.workspace.kind == "kernelbench" else 0)
-        cand = self._run("candidate", cand_spec, run_dir, timeout=timeout)
-        result.stage_seconds["candidate"] = time.perf_counter() - start
-        self._record_phases(result, "candidate", cand.result)
-        if not cand.ok:
-            name = "timeout" if cand.status == "timeout" else "crash"
-            detail = cand.describe_failure()
+        evaluating, inputs = self._build_and_prepare(result, run_dir, spec)
+        if evaluating is None:
+            return self._finish(result)
+        outcome = self.pool.wait(evaluating)
+        result.stage_seconds["candidate"] = outcome.seconds
+        self._record_phases(result, "candidate", outcome.result)
+        if not outcome.ok:
+            name = "timeout" if outcome.status == "timeout" else "crash"
+            detail = outcome.describe_failure()
             result.checks.append(Check(name, False, detail))
             result.errors.append(detail)
             return self._finish(result)
-        info = cand.result or {}
-        for c in info.get("checks", []):
-            result.checks.append(Check(c["name"], c["passed"], c["detail"]))
+        info = outcome.result or {}
+        if info.get("stage") == "not_compiled":
+            return self._finish(result)
+        claims = info.get("claims") or {}
+        for c in claims.get("checks", []):
+            result.checks.append(Check(c["name"], bool(c["passed"]), str(c["detail"])))
             if c["name"] == "compile" and not c["passed"]:
                 result.compiled = False
         if self.workspace.kind == "kernelbench" and result.compiled and info.get("stage") != "import":
-            result.checks.insert(len(result.checks) - len(info.get("checks", [])),
+            result.checks.insert(len(result.checks) - len(claims.get("checks", [])),
                                  Check("compile", True, "model_new.py built its extension with load_inline"))
         # Recorded where it took effect; `cuda-agent doctor` says when the kernel cannot do it.
-        confinement = str(info.get("write_confinement") or "")
+        confinement = str(claims.get("write_confinement") or "")
         if confinement.startswith("Landlock"):
             result.checks.append(Check("write_confinement", True, confinement))
+        if info.get("baselines_failed"):
+            raise WorkspaceError(f"timing the reference failed: {info.get('error', '')}",
+                                 "make sure the reference runs on this device")
+        if info.get("channel_error") and not any(c.name == "crash" and not c.passed for c in result.checks):
+            if info.get("timed_out"):
+                result.checks.append(Check("timeout", False, f"the candidate process ran past its time limit "
+                                           f"({self.timeout:.0f} s for one request) and was killed"))
+            else:
+                how = (info.get("exits") or {}).get("candidate", "ended")
+                tail = " | ".join(outcome.log_tail.strip().splitlines()[-4:])
+                result.checks.append(Check("crash", False, f"the candidate process {how}"
+                                           + (f": {tail}" if tail else "")))
         if info.get("stage") != "done":
+            if "error" in info and not result.failed_checks():
+                result.checks.append(Check("crash", False, str(info["error"])))
             return self._finish(result)
 
+        calls = [{**c, "role": "verify"} for c in info["verify_calls"][:-1]]
+        calls.append({**info["verify_calls"][-1], "role": "again"})
+        calls += [{**c, "role": "timed"} for c in info.get("checked_calls") or []]
         start = time.perf_counter()
         judge = self._run("judge", {"reference": str(self.workspace.reference), "device": self.device,
                                     "inputs_dir": str(dirs["tensors_in"]), "cand_dir": str(dirs["tensors_cand"]),
-                                    "n": len(seeds), "seeds": seeds, "atol": self.atol, "rtol": self.rtol,
-                                    "evidence": info.get("evidence") or [],
-                                    "fingerprints": (inputs.result or {}).get("fingerprints") or [],
-                                    "timed": [[i, order[i], scales[i]] for i in save_at]}, run_dir)
+                                    "n": SEEDS, "seeds": seeds, "atol": self.atol, "rtol": self.rtol,
+                                    "calls": calls, "commits": info.get("commits") or {},
+                                    "fingerprints": (inputs.result or {}).get("fingerprints") or []}, run_dir)
         result.stage_seconds["judge"] = time.perf_counter() - start
         self._record_phases(result, "judge", judge.result)
         if judge.ok and (judge.result or {}).get("reference_error"):
@@ -320,46 +336,66 @@ class Harness:
 
         kernel_sources = list(self._cpp_sources().values()) + [model_new]
         result.checks.append(scoring.extension_kernel_check(
-            self.device, int(info.get("ext_calls", 0)), info.get("cuda_kernels"),
-            scoring.kernel_names_in_sources(kernel_sources), info.get("cuda_kernels_error")))
+            self.device, int(claims.get("ext_calls", 0)), info.get("cuda_kernels"),
+            scoring.kernel_names_in_sources(kernel_sources), info.get("cuda_kernels_error"),
+            ext_shares=[float(x) for x in claims.get("ext_shares") or [] if isinstance(x, (int, float))],
+            policy=self.policy))
 
         if timed and not result.failed_checks():
-            self._time(result, info, int((inputs.result or {}).get("input_bytes", 0)), base_record)
+            self._time(result, info, claims, int((inputs.result or {}).get("input_bytes", 0)))
         return self._finish(result, timed)
 
-    def _build_and_prepare(self, result: HarnessResult, run_dir: Path, seeds: list[int], inputs_dir: Path,
-                           timed: bool) -> tuple[str | None, JobOutcome, dict[str, Any] | None]:
-        """Build the extension while the inputs are made (and, on a first profile, while the
-        baselines prepare); returns the module dir, the inputs job and, when timed, the baselines."""
+    def _build_and_prepare(self, result: HarnessResult, run_dir: Path,
+                           spec: dict[str, Any]) -> tuple[Ticket | None, JobOutcome]:
+        """Build the extension while the inputs are made and (profile) the baselines prepare;
+        returns the submitted evaluation (None: nothing to evaluate) and the inputs job."""
+        timed = bool(spec["timed_sets"])
         # The build is submitted first: a fresh worker finishes its own warm-up beside it.
         compiling = self._submit_compile(result, run_dir)
-        inputs_ticket = self.pool.submit("inputs", {"reference": str(self.workspace.reference), "device": self.device,
-                                                    "seeds": seeds, "out_dir": str(inputs_dir)},
+        inputs_ticket = self.pool.submit("inputs", {"reference": spec["reference"], "device": self.device,
+                                                    "seeds": spec["seeds"], "models": spec["n"],
+                                                    "out_dir": spec["inputs_dir"]},
                                          run_dir / "inputs", self.timeout, nice=_BESIDE_BUILD if compiling else 0)
-        baselines: _PendingBaselines | None = None
-        base_record: dict[str, Any] | None = None
+        evaluating: Ticket | None = None
+        go = Path(spec["go_file"])
+        module_dir = None
         try:
             inputs = self.pool.wait(inputs_ticket)
-            if timed and inputs.ok and "error" not in (inputs.result or {}):
-                baselines = self._submit_baselines(run_dir, seeds[0], inputs_dir, len(seeds))
-                if baselines is None:
-                    base_record = self._cached_baselines()
-                    result.stage_seconds["baselines (cached)"] = 0.0
+            result.phase_seconds["inputs.job"] = inputs.seconds
+            if not inputs.ok:
+                raise WorkspaceError(f"the reference {self.workspace.reference} could not produce inputs: "
+                                     f"{inputs.describe_failure()}", "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs")
+            if "error" in (inputs.result or {}):
+                raise WorkspaceError(inputs.result["error"], "a reference needs class Model, get_inputs() and optionally get_init_inputs()")
+            if timed:
+                spec["timing"] = self._timing_plan(int((inputs.result or {}).get("input_bytes", 0)))
+            # Submitted now: on a profile the baselines (torch.compile included) prepare while the
+            # extension still builds; the candidate's process starts only once `go` exists.
+            evaluating = self.pool.submit("evaluate", spec, run_dir / "evaluate",
+                                          self.timeout * 3 + self.compile_timeout
+                                          + (self.compile_timeout if self.workspace.kind == "kernelbench" else 0))
             module_dir = self._collect_compile(result, compiling)
-            compiled_at = time.perf_counter()
+            compiling = None
         finally:
-            if baselines is not None:
-                # Timing starts only now, on an otherwise idle machine, and is cached for later rounds.
-                base_record = self._collect_baselines(baselines)
-        result.phase_seconds["inputs.job"] = inputs.seconds
-        if not inputs.ok:
-            raise WorkspaceError(f"the reference {self.workspace.reference} could not produce inputs: "
-                                 f"{inputs.describe_failure()}", "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs")
-        if "error" in (inputs.result or {}):
-            raise WorkspaceError(inputs.result["error"], "a reference needs class Model, get_inputs() and optionally get_init_inputs()")
-        if baselines is not None:
-            result.stage_seconds["baselines (after compile)"] = time.perf_counter() - compiled_at
-        return module_dir, inputs, base_record
+            if compiling is not None:
+                self.pool.wait(compiling[0])
+            tmp = go.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"compiled": bool(result.compiled), "module_dir": module_dir}))
+            os.replace(tmp, go)
+        if not result.compiled:
+            self.pool.wait(evaluating)
+            return None, inputs
+        return evaluating, inputs
+
+    def _timing_plan(self, input_bytes: int) -> dict[str, int]:
+        """Timed calls, warm-up calls and the block size. Every timed output is kept until the
+        checked ones are chosen, so the calls are as many as fit the memory set aside for them."""
+        budget = _KEPT_OUTPUT_BYTES[self.device]
+        trials = self.trials
+        if input_bytes > 0:
+            trials = max(_MIN_TRIALS, min(trials, budget // input_bytes))
+        block = max(1, min(_BLOCK[self.device], trials))
+        return {"trials": trials, "warmup": self.warmup, "block": block}
 
     @staticmethod
     def _record_phases(result: HarnessResult, job: str, info: dict[str, Any] | None) -> None:
@@ -378,95 +414,55 @@ class Harness:
             result.reward = -1
         elif result.timings is not None:
             t = result.timings
-            result.reward = scoring.reward_for(True, t.speedup_vs_eager, t.speedup_vs_compile)
+            result.reward = scoring.reward_for_intervals(t.speedup_vs_eager_interval, t.speedup_vs_compile_interval)
         else:
             result.reward = None
         return result
 
     # -- timing -----------------------------------------------------------------------------
 
-    def _baseline_key(self) -> str:
-        env = self.environment()
-        parts = [hashlib.sha256(self.workspace.reference.read_bytes()).hexdigest(), self.device,
-                 env.get("torch") or "", env.get("gpu") or "", str(self.trials), str(self.warmup), "v3"]
-        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
-
-    def _baseline_path(self) -> Path:
-        return self._cache / "baselines" / f"{self._baseline_key()}.json"
-
-    def _cached_baselines(self) -> dict[str, Any] | None:
-        # Read once per Harness, before any candidate of it has run, and kept in memory: a
-        # candidate that writes the user's files cannot move the baselines of later rounds, not
-        # even by creating the file when there was none.
-        if not self._baselines_read:
-            self._baselines_read = True
-            path = self._baseline_path()
-            try:
-                self._baseline_memo = json.loads(path.read_text()) if path.is_file() else None
-            except (OSError, json.JSONDecodeError):
-                self._baseline_memo = None
-        return self._baseline_memo
-
-    def _submit_baselines(self, run_dir: Path, seed: int, inputs_dir: Path, n_sets: int) -> _PendingBaselines | None:
-        """Start the baselines job unless cached; it prepares (torch.compile included) right away
-        but times only once `_collect_baselines` says the machine is otherwise idle."""
-        if self._cached_baselines() is not None:
-            return None
-        go = run_dir / "baselines-go"
-        rng = secrets.SystemRandom()
-        spec = {"reference": str(self.workspace.reference), "device": self.device, "inputs_dir": str(inputs_dir),
-                "seed": seed, "trials": self.trials, "warmup": self.warmup, "n": n_sets, "go_file": str(go),
-                "order": [rng.randrange(n_sets) for _ in range(self.trials)],
-                "scales": [round(rng.uniform(0.9, 1.1), 6) for _ in range(self.trials)]}
-        # Not niced although it prepares beside the build: its timing must run at the same
-        # priority as the candidate's, or a busy machine would slow the baselines more.
-        return _PendingBaselines(self.pool.submit("baselines", spec, run_dir / "baselines", self.compile_timeout), go)
-
-    def _collect_baselines(self, pending: _PendingBaselines) -> dict[str, Any]:
-        """The record (also cached), or {"error": why} when timing the reference failed."""
-        pending.go.touch()
-        outcome = self.pool.wait(pending.ticket)
-        if not outcome.ok:
-            return {"error": outcome.describe_failure(), "seconds": outcome.seconds}
-        raw = outcome.result or {}
-        eager_us = scoring.median_us(raw["eager"]["times_us"])
-        record: dict[str, Any] = {"eager_us": eager_us, "method": raw["eager"]["method"]}
-        if "compile" in raw:
-            record["compile_us"] = scoring.median_us(raw["compile"]["times_us"])
-        else:
-            record["compile_us"] = eager_us
-            record["compile_error"] = raw.get("compile_error", "torch.compile failed")
-        path = self._baseline_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, path)
-        self._baseline_memo = record
-        return {**record, "seconds": outcome.seconds}
-
-    def _time(self, result: HarnessResult, cand: dict[str, Any], input_bytes: int, base: dict[str, Any]) -> None:
-        measured = cand.get("timing") or {}
-        times = measured.get("times_us") or []
-        if not times:
+    def _time(self, result: HarnessResult, info: dict[str, Any], claims: dict[str, Any], input_bytes: int) -> None:
+        window = info.get("timing") or {}
+        blocks = window.get("blocks") or {}
+        if not blocks.get("candidate"):
             result.checks.append(Check("crash", False, "the candidate produced no timings"))
             return
-        if "seconds" in base:
-            result.phase_seconds["baselines.job"] = float(base["seconds"])
-        if "error" in base:
-            raise WorkspaceError(f"timing the reference failed: {base['error']}",
-                                 "make sure the reference runs on this device")
-        if "compile_error" in base:
-            result.warnings.append(f"torch.compile baseline unavailable, eager time used instead: {base['compile_error'][:200]}")
-        cand_us = scoring.median_us(times)
-        eager_us, compile_us = float(base["eager_us"]), float(base["compile_us"])
-        result.timings = Timings(eager_us, compile_us, cand_us, eager_us / cand_us, compile_us / cand_us,
-                                 measured.get("method", ""), len(times))
-        bandwidth = cand.get("bandwidth")
+        base_info = info.get("baselines_info") or {}
+        if "compile_error" in base_info:
+            result.warnings.append("torch.compile baseline unavailable, eager time used instead: "
+                                   f"{str(base_info['compile_error'])[:200]}")
+        stats = scoring.side_by_side(blocks)
+        method = timing_method(self.device, int(window.get("trials", 0)), int(window.get("warmup", 0)),
+                               int(window.get("block", 0)), self.threads)
+        result.timings = Timings(stats.eager_us, stats.compile_us, stats.candidate_us,
+                                 stats.speedup_vs_eager, stats.speedup_vs_compile, method, stats.trials,
+                                 speedup_vs_eager_interval=stats.eager_interval,
+                                 speedup_vs_compile_interval=stats.compile_interval,
+                                 uncertain=scoring.uncertain(stats.eager_interval, stats.compile_interval))
+        if stats.clamped_blocks * 2 >= len(blocks["candidate"]):
+            result.warnings.append(
+                f"timing_bound: the kernel's own clock read less than the harness's clock allows in "
+                f"{stats.clamped_blocks} of {len(blocks['candidate'])} blocks; the harness's bound was used")
+        if base_info.get("recompiles_in_window"):
+            result.warnings.append(f"torch.compile recompiled {base_info['recompiles_in_window']} time(s) while timed: "
+                                   "its time may include compilation")
+        for label, cores in (("before", window.get("load_before")), ("during", window.get("load_during"))):
+            if isinstance(cores, (int, float)) and cores > _LOAD_WARNING_CORES:
+                result.warnings.append(f"machine_load: other processes kept {cores:.1f} core(s) busy {label} the "
+                                       "timing window; the numbers may be off")
+        bandwidth = claims.get("bandwidth")
         floor = (input_bytes / bandwidth * 1e6) if bandwidth and input_bytes else None
-        wall = measured.get("wall_us") or None
         result.warnings.extend(scoring.review_warnings(
-            eager_us / cand_us, compile_us / cand_us, cand_us, floor,
-            scoring.median_us(wall) if wall and self.device == "cuda" else None, cand_us))
+            stats.speedup_vs_eager, stats.speedup_vs_compile, stats.candidate_us, floor))
+
+
+def timing_method(device: str, trials: int, warmup: int, block: int, threads: int | None) -> str:
+    side = f"eager, torch.compile and the kernel interleaved in blocks of {block}, bounded by the harness's clock"
+    if device == "cuda":
+        return (f"cuda-events+device-sync+l2flush(256MB)+fresh-inputs; {side}; "
+                f"median of {trials} after {warmup} warm-up")
+    return (f"perf_counter+fresh-inputs+fixed-malloc-threshold, {threads} thread(s) each side; {side}; "
+            f"median of {trials} after {warmup} warm-up")
 
 
 # -- entry points for `cuda-agent verify|profile` -------------------------------------------------

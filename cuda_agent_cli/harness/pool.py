@@ -71,7 +71,7 @@ def clean_env(extra: Mapping[str, str] | None = None, source: Mapping[str, str] 
 
 @dataclass
 class JobOutcome:
-    """How a forked job ended; `result` is what it wrote through the harness's result file."""
+    """How a forked job ended; `result` is what it sent through the pipe the zygote made for it."""
 
     job: str
     status: str  # "ok" | "crash" | "timeout"
@@ -117,7 +117,6 @@ class Ticket:
 
     id: int
     job: str
-    result_path: Path
     log_path: Path
     timeout: float
     started: float
@@ -192,13 +191,12 @@ class WorkerPool:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
             job_dir.mkdir(parents=True, exist_ok=True)
-            spec_path, result_path, log_path = job_dir / "spec.json", job_dir / "result.json", job_dir / "log.txt"
+            spec_path, log_path = job_dir / "spec.json", job_dir / "log.txt"
             spec_path.write_text(json.dumps(spec))
-            result_path.unlink(missing_ok=True)
             req_id = next(self._ids)
-            request = {"id": req_id, "job": job, "spec": str(spec_path), "result": str(result_path),
-                       "log": str(log_path), "timeout": timeout, "nice": int(nice)}
-            ticket = Ticket(req_id, job, result_path, log_path, timeout, time.perf_counter(), self._generation)
+            request = {"id": req_id, "job": job, "spec": str(spec_path), "log": str(log_path),
+                       "timeout": timeout, "nice": int(nice)}
+            ticket = Ticket(req_id, job, log_path, timeout, time.perf_counter(), self._generation)
             assert self._proc is not None and self._proc.stdin is not None
             try:
                 self._proc.stdin.write((json.dumps(request) + "\n").encode())
@@ -229,12 +227,9 @@ class WorkerPool:
                 # The zygote itself is gone or stuck: it is replaced on the next job.
                 self.close()
                 return JobOutcome(ticket.job, "crash", None, _tail(ticket.log_path), seconds=seconds)
-            result = None
-            if answer["status"] == "ok" and ticket.result_path.is_file():
-                try:
-                    result = json.loads(ticket.result_path.read_text())
-                except (OSError, json.JSONDecodeError):
-                    answer["status"] = "crash"
+            result = answer.get("result") if answer["status"] == "ok" else None
+            if result is not None and not isinstance(result, dict):
+                result = None
             status = answer["status"] if result is not None or answer["status"] != "ok" else "crash"
             return JobOutcome(ticket.job, status, result, _tail(ticket.log_path), answer.get("signal"),
                               answer.get("returncode"), seconds)

@@ -25,8 +25,17 @@ class Timings:
     speedup_vs_compile: float
     method: str
     trials: int
+    # 95% intervals of the ratios (bootstrap over the rounds of the side-by-side window), and
+    # whether one of them straddles a reward threshold.
+    speedup_vs_eager_interval: tuple[float, float] | None = None
+    speedup_vs_compile_interval: tuple[float, float] | None = None
+    uncertain: bool = False
 
     def to_json(self) -> dict[str, Any]:
+        def interval(iv: tuple[float, float] | None, point: float) -> list[float]:
+            lo, hi = iv if iv is not None else (point, point)
+            return [round(lo, 4), round(hi, 4)]
+
         return {
             "eager_us": round(self.eager_us, 3),
             "compile_us": round(self.compile_us, 3),
@@ -35,7 +44,21 @@ class Timings:
             "speedup_vs_compile": round(self.speedup_vs_compile, 4),
             "method": self.method,
             "trials": self.trials,
+            "speedup_vs_eager_interval": interval(self.speedup_vs_eager_interval, self.speedup_vs_eager),
+            "speedup_vs_compile_interval": interval(self.speedup_vs_compile_interval, self.speedup_vs_compile),
+            "uncertain": self.uncertain,
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Timings":
+        def interval(key: str) -> tuple[float, float] | None:
+            value = data.get(key)
+            return (float(value[0]), float(value[1])) if isinstance(value, (list, tuple)) and len(value) == 2 else None
+
+        return cls(float(data["eager_us"]), float(data["compile_us"]), float(data["candidate_us"]),
+                   float(data["speedup_vs_eager"]), float(data["speedup_vs_compile"]), str(data.get("method", "")),
+                   int(data.get("trials", 0)), interval("speedup_vs_eager_interval"),
+                   interval("speedup_vs_compile_interval"), bool(data.get("uncertain", False)))
 
 
 @dataclass
@@ -71,6 +94,18 @@ class HarnessResult:
             "environment": {k: self.environment.get(k) for k in ("gpu", "torch", "cuda")},
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "HarnessResult":
+        """The inverse of to_json (transcripts, bench results, the manifest keep this object)."""
+        timings = data.get("timings")
+        return cls(compiled=bool(data.get("compiled")), correct=bool(data.get("correct")), reward=data.get("reward"),
+                   device=str(data.get("device", "")), policy=str(data.get("policy", "")),
+                   errors=list(data.get("errors") or []), warnings=list(data.get("warnings") or []),
+                   checks=[Check(str(c["name"]), bool(c["passed"]), str(c.get("detail", "")))
+                           for c in data.get("checks") or []],
+                   timings=Timings.from_json(timings) if isinstance(timings, dict) else None,
+                   environment=dict(data.get("environment") or {}))
+
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
 
@@ -92,9 +127,12 @@ class HarnessResult:
             lines.append(f"warning: {w}")
         if self.timings:
             t = self.timings
+            ev = t.speedup_vs_eager_interval or (t.speedup_vs_eager, t.speedup_vs_eager)
+            cv = t.speedup_vs_compile_interval or (t.speedup_vs_compile, t.speedup_vs_compile)
             lines.append(
-                f"candidate {t.candidate_us:.1f} us | eager {t.eager_us:.1f} us ({t.speedup_vs_eager:.2f}x) | "
-                f"torch.compile {t.compile_us:.1f} us ({t.speedup_vs_compile:.2f}x) | {t.method}"
+                f"candidate {t.candidate_us:.1f} us | eager {t.eager_us:.1f} us ({t.speedup_vs_eager:.2f}x, "
+                f"{ev[0]:.2f}-{ev[1]:.2f}) | torch.compile {t.compile_us:.1f} us ({t.speedup_vs_compile:.2f}x, "
+                f"{cv[0]:.2f}-{cv[1]:.2f}){' | uncertain' if t.uncertain else ''} | {t.method}"
             )
         if self.stage_seconds:
             lines.append("stages: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.stage_seconds.items()))

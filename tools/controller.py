@@ -1,0 +1,370 @@
+"""Locked: the trusted process of one evaluation. It runs no candidate code and no model.
+
+It forks the executors (tools/executor.py) before CUDA is initialized anywhere, talks to each
+over a channel made before the fork, and decides everything a candidate could want to steer:
+
+- which calls are made, with which input set and which seed, sent only when a block starts;
+- the clock: every block of calls is timed here, from the request to the reply, and the
+  candidate's process is stopped (SIGSTOP, its whole process group) while a baseline block runs,
+  so its threads can neither load the machine nor see the baselines' calls;
+- which timed outputs are looked at: chosen at random after every timed call has returned and
+  committed to its output's fingerprint;
+- the load on the machine before and during the window, from /proc, for the record.
+
+Eager, torch.compile and the candidate are timed side by side: rounds of one block each, in a
+rotating order, all on the same inputs. What it hands back are raw numbers; the harness turns
+them into times, ratios and intervals (harness/scoring.py).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+import channel
+
+_perf_ns = time.perf_counter_ns
+# Call ids: verification calls count up from 0, timed ones from here (warm-up ones beyond).
+TIMED_BASE = 1000
+WARM_BASE = 100000
+
+
+class _Peer:
+    def __init__(self, name: str, pid: int, chan: channel.Channel, timeout: float) -> None:
+        self.name, self.pid, self.chan, self.timeout = name, pid, chan, timeout
+        self.exit: str | None = None
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.chan.send(request)
+        return self.chan.recv(self.timeout)
+
+    def stop(self) -> None:
+        _signal_group(self.pid, signal.SIGSTOP)
+
+    def cont(self) -> None:
+        _signal_group(self.pid, signal.SIGCONT)
+
+    def end(self) -> str:
+        """Kill what is left of it and say how it ended."""
+        _signal_group(self.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 2.0
+        status = None
+        while time.monotonic() < deadline:
+            done, st = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                status = st
+                break
+            time.sleep(0.01)
+        _signal_group(self.pid, signal.SIGKILL)
+        if status is None:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                status = 0
+        self.chan.close()
+        if os.WIFSIGNALED(status):
+            try:
+                name = signal.Signals(os.WTERMSIG(status)).name
+            except ValueError:
+                name = f"signal {os.WTERMSIG(status)}"
+            self.exit = f"was killed by {name}"
+        else:
+            self.exit = f"exited with status {os.WEXITSTATUS(status)}"
+        return self.exit
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _max_fd() -> int:
+    try:
+        return os.sysconf("SC_OPEN_MAX")
+    except (ValueError, OSError):
+        return 4096
+
+
+def _spawn(name: str, target: Callable[[dict, channel.Channel], None], spec: dict, timeout: float) -> _Peer:
+    parent_ends, child_ends = channel.pipe_pair()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setpgid(0, 0)  # its own group: stopped and killed as a whole
+            keep = sorted({0, 1, 2, *child_ends})
+            # Only its own channel and the log: not the controller's result pipe, not the
+            # other executor's channel.
+            low = 3
+            for fd in keep[3:] + [_max_fd()]:
+                if fd > low:
+                    os.closerange(low, fd)
+                low = fd + 1
+            target(spec, channel.Channel(*child_ends))
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(child_ends[0])
+    os.close(child_ends[1])
+    return _Peer(name, pid, channel.Channel(*parent_ends), timeout)
+
+
+def _cpu_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine since boot."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def _process_jiffies(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+            # utime, stime, and the children's when they were reaped.
+            total += int(parts[11]) + int(parts[12]) + int(parts[13]) + int(parts[14])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+class LoadMeter:
+    """Cores kept busy by anything but this evaluation's own processes.
+
+    Only the controller and the executors themselves count as its own: a process one of them
+    started and left running is load like any other.
+    """
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = [os.getpid(), *pids]
+        self._start: tuple[int, int, int] | None = None
+
+    def _ours(self) -> int:
+        return _process_jiffies(self.pids)
+
+    def start(self) -> None:
+        busy, total = _cpu_jiffies()
+        self._start = (busy, total, self._ours())
+
+    def foreign_cores(self) -> float:
+        assert self._start is not None
+        busy, total = _cpu_jiffies()
+        ours = self._ours()
+        b0, t0, o0 = self._start
+        cores = os.cpu_count() or 1
+        elapsed = (total - t0) / cores
+        if elapsed <= 0:
+            return 0.0
+        return max(0.0, ((busy - b0) - (ours - o0)) / elapsed)
+
+
+def _idle_load(pids: list[int], seconds: float = 0.2) -> float:
+    meter = LoadMeter(pids)
+    meter.start()
+    time.sleep(seconds)
+    return meter.foreign_cores()
+
+
+def run_evaluate_job(spec: dict) -> dict:
+    import executor
+
+    result: dict[str, Any] = {"phases": {}}
+    timeout = float(spec.get("call_timeout", 300))
+    timed = spec.get("timing")
+    n_verify = int(spec["n"])
+    verify_calls = [{"id": i, "model": i, "set": i, "seed": secrets.randbits(62)} for i in range(n_verify)]
+    again = {**verify_calls[0], "id": n_verify}  # the same call again: determinism
+    result["verify_calls"] = verify_calls + [again]
+    peers: list[_Peer] = []
+    mark = time.perf_counter()
+    try:
+        base = None
+        if timed:
+            # Started first and ready before any candidate code exists: nothing of the candidate
+            # can run while the reference builds its models.
+            base = _spawn("baselines", executor.serve_baselines, spec, timeout)
+            peers.append(base)
+        if spec.get("go_file"):
+            # Prepared beside the build; the candidate exists only once the build is done.
+            go = _wait_for(spec["go_file"], float(spec.get("go_timeout", 3600)))
+            if not go.get("compiled"):
+                result["stage"] = "not_compiled"
+                return result
+            spec = {**spec, "module_dir": go.get("module_dir")}
+        cand = _spawn("candidate", executor.serve_candidate, spec, timeout)
+        peers.append(cand)
+        ready = cand.chan.recv(timeout)
+        if not ready.get("ok"):
+            result["claims"] = ready.get("claims") or {}
+            result["stage"] = "import"
+            return result
+        built = cand.ask({"op": "build", "models": list(range(n_verify))})
+        if not built.get("ok"):
+            result["claims"] = _finish(cand)
+            result["stage"] = "run"
+            return result
+        result["phases"]["import"] = round(time.perf_counter() - mark, 4)
+        mark = time.perf_counter()
+        reply = cand.ask({"op": "calls", "calls": result["verify_calls"]})
+        result["phases"]["seeds"] = round(time.perf_counter() - mark, 4)
+        if not reply.get("ok"):
+            result["claims"] = _finish(cand)
+            result["stage"] = "run"
+            return result
+        commits = {c["id"]: (fp, ev) for c, fp, ev in zip(result["verify_calls"], reply.get("fingerprints", []),
+                                                           reply.get("evidence", []))}
+        if spec["device"] == "cuda":
+            mark = time.perf_counter()
+            found = cand.ask({"op": "kernels"})
+            result["cuda_kernels"] = found.get("names")
+            result["cuda_kernels_error"] = found.get("error")
+            result["phases"]["profiler"] = round(time.perf_counter() - mark, 4)
+        checked: list[dict] = []
+        if timed and base is not None:
+            mark = time.perf_counter()
+            window = _time_side_by_side(spec, cand, base, commits)
+            if "error" in window:
+                result["claims"] = _finish(cand)
+                result.update(window)
+                result["stage"] = "time"
+                return result
+            result["timing"] = window
+            timed_calls = window.pop("calls")
+            # Chosen now, after every timed call has returned and committed to its output.
+            rng = secrets.SystemRandom()
+            checked = sorted(rng.sample(timed_calls, min(int(spec.get("checks", 3)), len(timed_calls))),
+                             key=lambda c: c["id"])
+            result["phases"]["timing"] = round(time.perf_counter() - mark, 4)
+        result["checked_calls"] = checked
+        mark = time.perf_counter()
+        ids = [c["id"] for c in result["verify_calls"] + checked]
+        revealed = cand.ask({"op": "reveal", "ids": ids})
+        if not revealed.get("ok"):
+            result["claims"] = _finish(cand)
+            result["stage"] = "run"
+            return result
+        result["commits"] = {str(i): {"fingerprint": commits[i][0], "evidence": commits[i][1]}
+                             for i in ids if i in commits}
+        result["phases"]["timed_saves"] = round(time.perf_counter() - mark, 4)
+        result["claims"] = _finish(cand, bandwidth=bool(timed))
+        if base is not None:
+            result["baselines_info"] = base.ask({"op": "finish"}).get("info", {})
+        result["stage"] = "done"
+        return result
+    except channel.ChannelClosed as exc:
+        result["stage"] = result.get("stage") or "run"
+        result["channel_error"] = str(exc)
+        result["timed_out"] = exc.timed_out
+        return result
+    finally:
+        for peer in peers:
+            result.setdefault("exits", {})[peer.name] = peer.end()
+
+
+def _wait_for(path: str, timeout: float) -> dict:
+    """The harness's word that the build is done (and where the extension is)."""
+    import json
+
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while time.monotonic() < deadline:
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+    return {"compiled": False}
+
+
+def _finish(cand: _Peer, bandwidth: bool = False) -> dict:
+    try:
+        return cand.ask({"op": "finish", "bandwidth": bandwidth}).get("claims") or {}
+    except channel.ChannelClosed:
+        return {}
+
+
+def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> dict:
+    t = spec["timing"]
+    trials, warmup, block = int(t["trials"]), int(t["warmup"]), max(1, int(t["block"]))
+    timed_sets = [int(k) for k in spec["timed_sets"]]
+    try:
+        ready = base.chan.recv(cand.timeout)
+    except channel.ChannelClosed as exc:
+        return {"error": f"the baselines could not be prepared: {exc}", "baselines_failed": True}
+    if not ready.get("ok"):
+        return {"error": "the baselines could not be prepared", "baselines_failed": True}
+    sides = ["eager", *(["compile"] if "compile" in ready.get("sides", []) else []), "candidate"]
+    rng = secrets.SystemRandom()
+
+    def new_calls(first_id: int, n: int) -> list[dict]:
+        return [{"id": first_id + j, "model": 0, "set": rng.choice(timed_sets), "seed": secrets.randbits(62)}
+                for j in range(n)]
+
+    def run(side: str, calls: list[dict]) -> tuple[dict, float]:
+        if side == "candidate":
+            t0 = _perf_ns()
+            reply = cand.ask({"op": "calls", "calls": calls})
+            return reply, (_perf_ns() - t0) / 1000.0
+        cand.stop()
+        try:
+            t0 = _perf_ns()
+            reply = base.ask({"op": "calls", "side": side, "calls": calls})
+            return reply, (_perf_ns() - t0) / 1000.0
+        finally:
+            cand.cont()
+
+    # Warm-up, every side on the same calls; the candidate's outputs are dropped at once.
+    warm = new_calls(WARM_BASE, warmup)
+    for side in sides:
+        if warmup:
+            reply, _ = run(side, warm)
+            if not reply.get("ok"):
+                return {"error": f"{side} failed during warm-up: {reply.get('error', '')}"[:600],
+                        "baselines_failed": side != "candidate"}
+    if warmup:
+        cand.ask({"op": "drop", "ids": [c["id"] for c in warm]})
+
+    load_before = _idle_load([cand.pid, base.pid])
+    meter = LoadMeter([cand.pid, base.pid])
+    meter.start()
+    blocks: dict[str, list[dict]] = {s: [] for s in sides}
+    all_calls: list[dict] = []
+    rounds = (trials + block - 1) // block
+    for r in range(rounds):
+        calls = new_calls(TIMED_BASE + r * block, min(block, trials - r * block))
+        all_calls.extend(calls)
+        order = sides[r % len(sides):] + sides[:r % len(sides)]
+        for side in order:
+            reply, wall_us = run(side, calls)
+            if not reply.get("ok"):
+                return {"error": f"{side} failed while timed: {reply.get('error', '')}"[:600],
+                        "baselines_failed": side != "candidate"}
+            events = [float(x) for x in reply.get("events_us", [])][:len(calls)]
+            walls = [float(x) for x in reply.get("walls_us", [])][:len(calls)]
+            if len(events) != len(calls):
+                return {"error": f"{side} answered for {len(events)} of {len(calls)} calls"}
+            blocks[side].append({"round": r, "events_us": events, "walls_us": walls, "block_us": wall_us,
+                                 "n": len(calls)})
+            if side == "candidate":
+                for c, fp, ev in zip(calls, reply.get("fingerprints", []), reply.get("evidence", [])):
+                    commits[c["id"]] = (fp, ev)
+    return {"blocks": blocks, "calls": all_calls, "load_before": round(load_before, 3),
+            "load_during": round(meter.foreign_cores(), 3), "trials": len(all_calls), "warmup": warmup,
+            "block": block}
