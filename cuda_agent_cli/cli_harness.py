@@ -19,18 +19,46 @@ CandOpt = Annotated[Optional[Path], typer.Option("--candidate", help="The candid
 PolicyOpt = Annotated[Optional[str], typer.Option("--policy", help="strict (default) or hybrid.")]
 AtolOpt = Annotated[Optional[float], typer.Option("--atol", help="Absolute tolerance (default 1e-2).")]
 RtolOpt = Annotated[Optional[float], typer.Option("--rtol", help="Relative tolerance (default 1e-2).")]
-TrialsOpt = Annotated[Optional[int], typer.Option("--trials", min=1, help="Timed calls (default 100 on cuda, 20 on cpu).")]
+TrialsOpt = Annotated[Optional[int], typer.Option("--trials", min=1, help="Timed calls (default 100 on cuda, 30 on cpu).")]
+RepeatOpt = Annotated[int, typer.Option("--repeat", min=1, help="Profile N times, independently; report the median and range.")]
 
 
 def _run(timed: bool, path: Path | None, ref: Path | None, candidate: Path | None, device: str | None,
-         policy: str | None, atol: float | None, rtol: float | None, trials: int | None) -> "HarnessResult":
+         policy: str | None, atol: float | None, rtol: float | None, trials: int | None,
+         repeat: int = 1) -> list["HarnessResult"]:
     from cuda_agent_cli.config import load_config
     from cuda_agent_cli.harness import Harness, open_path
 
     cfg = load_config({"device": device, "policy": policy, "atol": atol, "rtol": rtol})
     workspace = open_path(path, ref, candidate)
     harness = Harness(workspace, device=cfg.device, policy=cfg.policy, atol=cfg.atol, rtol=cfg.rtol, trials=trials)
-    return harness.profile() if timed else harness.verify()
+    if not timed:
+        return [harness.verify()]
+    return [harness.profile() for _ in range(repeat)]
+
+
+def _spread(values: list[float]) -> dict[str, float | list[float]]:
+    import statistics
+
+    return {"median": round(statistics.median(values), 4), "min": round(min(values), 4),
+            "max": round(max(values), 4), "values": [round(v, 4) for v in values]}
+
+
+def _repeat_summary(results: list["HarnessResult"]) -> dict[str, object]:
+    """Median and range of each figure over independent profiles (timed ones only)."""
+    timed = [r.timings for r in results if r.timings is not None]
+    out: dict[str, object] = {"n": len(results), "rewards": [r.reward for r in results]}
+    if timed:
+        for key in ("speedup_vs_eager", "speedup_vs_compile", "candidate_us", "eager_us", "compile_us"):
+            out[key] = _spread([float(getattr(t, key)) for t in timed])
+    return out
+
+
+def _median_result(results: list["HarnessResult"]) -> "HarnessResult":
+    timed = sorted((r for r in results if r.timings is not None), key=lambda r: r.timings.speedup_vs_eager)  # type: ignore[union-attr]
+    if len(timed) != len(results) or not timed:
+        return next((r for r in results if not r.correct), results[-1])
+    return timed[(len(timed) - 1) // 2]
 
 
 def _print_human(result: "HarnessResult", what: str) -> None:
@@ -49,25 +77,42 @@ def _print_human(result: "HarnessResult", what: str) -> None:
         typer.echo(f"  warn {w}")
     t = result.timings
     if t is not None:
+        ev = t.speedup_vs_eager_interval or (t.speedup_vs_eager, t.speedup_vs_eager)
+        cv = t.speedup_vs_compile_interval or (t.speedup_vs_compile, t.speedup_vs_compile)
         typer.echo("")
-        typer.echo(f"  {'':<14}{'median us':>12}{'candidate speedup':>20}")
-        typer.echo(f"  {'eager':<14}{t.eager_us:>12.2f}{t.speedup_vs_eager:>19.2f}x")
-        typer.echo(f"  {'torch.compile':<14}{t.compile_us:>12.2f}{t.speedup_vs_compile:>19.2f}x")
-        typer.echo(f"  {'candidate':<14}{t.candidate_us:>12.2f}")
+        typer.echo(f"  {'':<14}{'median us':>12}{'kernel speedup':>16}{'95% interval':>18}")
+        typer.echo(f"  {'eager':<14}{t.eager_us:>12.2f}{t.speedup_vs_eager:>15.2f}x{ev[0]:>10.2f}-{ev[1]:.2f}x")
+        typer.echo(f"  {'torch.compile':<14}{t.compile_us:>12.2f}{t.speedup_vs_compile:>15.2f}x{cv[0]:>10.2f}-{cv[1]:.2f}x")
+        typer.echo(f"  {'kernel':<14}{t.candidate_us:>12.2f}")
         typer.echo(f"  method: {t.method}")
+        if t.uncertain:
+            typer.echo("  uncertain: an interval straddles the 5% threshold, so the reward may be one off")
     verdict = "correct" if result.correct else ("does not compile" if not result.compiled else "NOT correct")
     reward = "" if result.reward is None else f", reward {result.reward}"
-    typer.echo(f"{verdict}{reward}")
+    from cuda_agent_cli.harness.scoring import reward_in_words
+
+    typer.echo(f"{verdict}{reward}: {reward_in_words(result.reward)}")
     if result.compile_log and not result.compiled:
         typer.echo(f"full compiler log: {result.compile_log}")
 
 
-def _report(result: "HarnessResult", as_json: bool, what: str) -> None:
+def _report(results: list["HarnessResult"], as_json: bool, what: str) -> None:
+    result = _median_result(results)
     if as_json:
-        typer.echo(json.dumps(result.to_json()))
+        payload = result.to_json()
+        if len(results) > 1:
+            payload["repeat"] = _repeat_summary(results)
+        typer.echo(json.dumps(payload))
     else:
         _print_human(result, what)
-    raise typer.Exit(0 if result.correct else 1)
+        if len(results) > 1:
+            summary = _repeat_summary(results)
+            typer.echo(f"over {len(results)} profiles (median, range): rewards {summary['rewards']}")
+            for key in ("speedup_vs_eager", "speedup_vs_compile"):
+                if key in summary:
+                    s = summary[key]
+                    typer.echo(f"  {key}: {s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f})")  # type: ignore[index]
+    raise typer.Exit(0 if all(r.correct for r in results) else 1)
 
 
 @app.command()
@@ -80,6 +125,6 @@ def verify(path: PathArg = None, ref: RefOpt = None, candidate: CandOpt = None, 
 @app.command()
 def profile(path: PathArg = None, ref: RefOpt = None, candidate: CandOpt = None, device: DeviceOpt = None,
             policy: PolicyOpt = None, atol: AtolOpt = None, rtol: RtolOpt = None, trials: TrialsOpt = None,
-            as_json: JsonOpt = False) -> None:
-    """Verify, then time the candidate against eager PyTorch and torch.compile; prints the reward."""
-    _report(_run(True, path, ref, candidate, device, policy, atol, rtol, trials), as_json, "profile")
+            repeat: RepeatOpt = 1, as_json: JsonOpt = False) -> None:
+    """Verify, then time the candidate beside eager PyTorch and torch.compile; prints the reward."""
+    _report(_run(True, path, ref, candidate, device, policy, atol, rtol, trials, repeat), as_json, "profile")

@@ -96,7 +96,7 @@ def test_extension_kernel_check_on_cuda_needs_a_kernel_from_the_sources() -> Non
 
 
 def test_extension_kernel_check_on_cpu_needs_the_extension_to_do_the_work() -> None:
-    assert extension_kernel_check("cpu", 2, None, set(), ext_shares=[0.9, 0.95, 0.1]).passed
+    assert extension_kernel_check("cpu", 2, None, set(), ext_shares=[0.9, 0.35, 0.1]).passed
     assert not extension_kernel_check("cpu", 0, None, set()).passed
     # Entered, but almost all of forward's time is spent elsewhere: a no-op call.
     noop = extension_kernel_check("cpu", 5, None, set(), ext_shares=[0.001, 0.002, 0.9])

@@ -69,3 +69,40 @@ def test_the_process_may_still_name_its_threads(confinable, tmp_path: Path) -> N
             t.join()
 
     assert _in_confined_child(tmp_path, rename_a_thread) == 0
+
+
+def test_a_confined_process_cannot_signal_others(confinable, tmp_path: Path) -> None:
+    """Where Landlock scopes signals (ABI 6), the candidate cannot stop the baselines it is timed
+    beside, or any other process outside its own domain; its own children it still may."""
+    import signal
+    import time
+
+    if landlock.abi_version() < 6:
+        pytest.skip("this kernel's Landlock does not scope signals")
+    victim = os.fork()
+    if victim == 0:  # pragma: no cover - runs in the child
+        time.sleep(30)
+        os._exit(0)
+
+    def stop_the_victim() -> int:
+        try:
+            os.kill(victim, signal.SIGSTOP)
+            return 0
+        except PermissionError:
+            return 1
+
+    def signal_own_child() -> int:
+        child = os.fork()
+        if child == 0:  # pragma: no cover
+            time.sleep(30)
+            os._exit(0)
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        return 0
+
+    try:
+        assert _in_confined_child(tmp_path, stop_the_victim) == 1
+        assert _in_confined_child(tmp_path, signal_own_child) == 0
+    finally:
+        os.kill(victim, signal.SIGKILL)
+        os.waitpid(victim, 0)

@@ -6,6 +6,12 @@ when its bytes changed, so ninja sees unchanged sources as unchanged and rebuild
 objects whose source (or included header, through depfiles) changed. binding.cpp includes only
 pybind11, so the one file every build needs is cheap, and torch-heavy kernel bindings are
 compiled once and reused until they are edited.
+
+With an `objects_dir` (the user's cache), objects are also kept by content across sessions: an
+object's name is a hash of its source, the headers beside it, the flags and the compilers, so a
+file that any earlier session built the same way (binding.cpp always, an unchanged kernel) is
+linked as it is, not compiled again. Objects are written under a temporary name and renamed,
+so a session never links half an object another one is writing.
 """
 
 from __future__ import annotations
@@ -140,8 +146,42 @@ def arch_flags(arch_list: str) -> list[str]:
     return flags
 
 
-def write_build_file(build: Path, src: Path, device: str, arch_list: str | None) -> Path:
-    """build.ninja for the snapshot in `src`; rewritten only when its text changes."""
+_HEADER_SUFFIXES = {".h", ".cuh", ".hpp", ".inl"}
+
+
+def _toolchain_identity(device: str) -> str:
+    """The compilers and torch an object was built with (part of every stored object's name)."""
+    import torch
+
+    parts = [torch.__version__, sys.version.split()[0]]
+    tools = ["c++"] + ([os.path.join(cuda_home() or "", "bin", "nvcc")] if device == "cuda" else [])
+    for tool in tools:
+        try:
+            out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30)
+            parts.append(out.stdout.strip().splitlines()[-1] if out.stdout.strip() else tool)
+        except (OSError, subprocess.TimeoutExpired):
+            parts.append(tool)
+    return "\n".join(parts)
+
+
+def _object_key(source: Path, src: Path, flags: str, toolchain: str) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for part in (flags, toolchain, source.relative_to(src).as_posix()):
+        h.update(part.encode() + b"\0")
+    h.update(source.read_bytes() + b"\0")
+    # Headers it may include: the binding registry and every header beside the kernels.
+    for header in [src / "binding_registry.h", *sorted((src / "kernels").iterdir())]:
+        if header.is_file() and (header.suffix in _HEADER_SUFFIXES):
+            h.update(header.name.encode() + b"\0" + header.read_bytes() + b"\0")
+    return h.hexdigest()[:32]
+
+
+def write_build_file(build: Path, src: Path, device: str, arch_list: str | None,
+                     objects_dir: Path | None = None) -> tuple[Path, dict[str, str]]:
+    """build.ninja for the snapshot in `src`, rewritten only when its text changes, and the
+    objects it names that live in `objects_dir` (path -> the name a build reports, obj/...)."""
     import torch.utils.cpp_extension as ce
 
     includes = " ".join(f"-I{_esc(p)}" for p in _include_paths())
@@ -167,15 +207,17 @@ def write_build_file(build: Path, src: Path, device: str, arch_list: str | None)
         ]
         lines[2] += f" {cuda_includes}"
         ldflags += f" -lc10_cuda -ltorch_cuda -L{_esc(os.path.join(home, 'lib64'))} -lcudart"
+    # $out.tmp.$$$$ is the shell's pid: objects appear under their final name only when complete.
     lines += [
         f"ldflags = {ldflags}",
         "rule cxx",
-        "  command = $cxx -MMD -MF $out.d $cflags -c $in -o $out",
+        "  command = $cxx -MMD -MT $out -MF $out.d $cflags -c $in -o $out.tmp.$$$$ && mv -f $out.tmp.$$$$ $out",
         "  depfile = $out.d",
         "  deps = gcc",
         "  description = CXX $out",
         "rule nvcc",
-        "  command = $nvcc --generate-dependencies-with-compile --dependency-output $out.d $cuda_cflags -c $in -o $out",
+        "  command = $nvcc --generate-dependencies-with-compile --dependency-output $out.d -MT $out $cuda_cflags "
+        "-c $in -o $out.tmp.$$$$ && mv -f $out.tmp.$$$$ $out",
         "  depfile = $out.d",
         "  deps = gcc",
         "  description = NVCC $out",
@@ -183,22 +225,28 @@ def write_build_file(build: Path, src: Path, device: str, arch_list: str | None)
         "  command = $cxx $in $ldflags -o $out",
         "  description = LINK $out",
     ]
+    toolchain = _toolchain_identity(device) if objects_dir is not None else ""
+    stored: dict[str, str] = {}
     objects: list[str] = []
-    for s in sources:
-        obj = "obj/" + s.relative_to(src).with_suffix(".o").as_posix()
-        objects.append(obj)
-        lines.append(f"build {_esc(obj)}: cxx {_esc(str(s))}")
-    for s in cu_sources:
-        obj = "obj/" + s.relative_to(src).with_suffix(".cu.o").as_posix()
-        objects.append(obj)
-        lines.append(f"build {_esc(obj)}: nvcc {_esc(str(s))}")
+    for rule, suffix, flags, group in (("cxx", ".o", lines[2], sources),
+                                        ("nvcc", ".cu.o", next((ln for ln in lines if ln.startswith("cuda_cflags")), ""),
+                                         cu_sources)):
+        for s in group:
+            name = "obj/" + s.relative_to(src).with_suffix(suffix).as_posix()
+            obj = name
+            if objects_dir is not None:
+                obj = str(objects_dir / f"{_object_key(s, src, rule + flags, toolchain)}{suffix}")
+                stored[obj] = name
+            objects.append(obj)
+            if objects_dir is None or not Path(obj).is_file():
+                lines.append(f"build {_esc(obj)}: {rule} {_esc(str(s))}")
     lines.append(f"build module/{MODULE}.so: link {' '.join(_esc(o) for o in objects)}")
     lines.append(f"default module/{MODULE}.so")
     text = "\n".join(lines) + "\n"
     path = build / "build.ninja"
     if not path.is_file() or path.read_text() != text:
         path.write_text(text)
-    return path
+    return path, stored
 
 
 def _ninja() -> str:
@@ -230,8 +278,11 @@ def run_compile_job(spec: dict) -> dict:
     changed = sync_sources(Path(spec["binding_dir"]), kernels_dir, src)
     arch_list = spec.get("arch_list") or os.environ.get("TORCH_CUDA_ARCH_LIST") or (detect_arch_list() if device == "cuda" else None)
     log_path = build / "compile.log"
+    objects_dir = Path(spec["objects_dir"]) if spec.get("objects_dir") else None
+    if objects_dir is not None:
+        objects_dir.mkdir(parents=True, exist_ok=True)
     try:
-        write_build_file(build, src, device, arch_list)
+        _, stored = write_build_file(build, src, device, arch_list, objects_dir)
     except RuntimeError as exc:
         log_path.write_text(str(exc))
         return {"ok": False, "errors": str(exc), "rebuilt": [], "changed": changed, "log": str(log_path),
@@ -242,7 +293,7 @@ def run_compile_job(spec: dict) -> dict:
     proc = subprocess.run([_ninja(), "-C", str(build), "-j", jobs], capture_output=True, text=True, env=env)
     log = proc.stdout + proc.stderr
     log_path.write_text(log)
-    rebuilt = [m.group(2) for m in map(_STEP.match, log.splitlines()) if m]
+    rebuilt = [stored.get(m.group(2), m.group(2)) for m in map(_STEP.match, log.splitlines()) if m]
     ok = proc.returncode == 0
     errors = "" if ok else trim_compiler_output(log, (str(src),), log_path=str(log_path))
     return {

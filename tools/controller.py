@@ -43,10 +43,25 @@ class _Peer:
         self.chan.send(request)
         return self.chan.recv(self.timeout)
 
-    def stop(self) -> None:
+    def stop(self, spare: tuple[int, ...] = ()) -> list[int]:
+        """Stop it and everything else this controller has below it (what it started, and what
+        that left behind, reparented here: the controller is their subreaper), but `spare`."""
         _signal_group(self.pid, signal.SIGSTOP)
+        keep = set(spare) | {d for pid in spare for d in _descendants(pid)} | {self.pid}
+        stopped = [pid for pid in _descendants(os.getpid()) if pid not in keep]
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except (ProcessLookupError, PermissionError):
+                pass
+        return stopped
 
-    def cont(self) -> None:
+    def cont(self, stopped: list[int] = ()) -> None:  # type: ignore[assignment]
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
         _signal_group(self.pid, signal.SIGCONT)
 
     def end(self) -> str:
@@ -123,6 +138,82 @@ def _spawn(name: str, target: Callable[[dict, channel.Channel], None], spec: dic
     return _Peer(name, pid, channel.Channel(*parent_ends), timeout)
 
 
+def _children(pid: int) -> list[int] | None:
+    """Direct children from /proc/PID/task/*/children (None where the kernel lacks the file)."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found.extend(int(x) for x in f.read().split())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _descendants(root: int) -> list[int]:
+    out: list[int] = []
+    todo = [root]
+    while todo:
+        kids = _children(todo.pop())
+        if kids is None:
+            return _descendants_by_scan(root)
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+def _descendants_by_scan(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _become_subreaper() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _kill_descendants() -> None:
+    """Whatever the executors started and left behind dies with the evaluation."""
+    for _ in range(20):
+        left = _descendants(os.getpid())
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in left:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        time.sleep(0.002)
+
+
 def _cpu_jiffies() -> tuple[int, int]:
     """(busy, total) jiffies of the whole machine since boot."""
     with open("/proc/stat") as f:
@@ -192,6 +283,7 @@ def run_evaluate_job(spec: dict) -> dict:
     again = {**verify_calls[0], "id": n_verify}  # the same call again: determinism
     result["verify_calls"] = verify_calls + [again]
     peers: list[_Peer] = []
+    _become_subreaper()
     mark = time.perf_counter()
     try:
         base = None
@@ -275,6 +367,7 @@ def run_evaluate_job(spec: dict) -> dict:
     finally:
         for peer in peers:
             result.setdefault("exits", {})[peer.name] = peer.end()
+        _kill_descendants()
 
 
 def _wait_for(path: str, timeout: float) -> dict:
@@ -322,13 +415,13 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
             t0 = _perf_ns()
             reply = cand.ask({"op": "calls", "calls": calls})
             return reply, (_perf_ns() - t0) / 1000.0
-        cand.stop()
+        stopped = cand.stop(spare=(base.pid,))
         try:
             t0 = _perf_ns()
             reply = base.ask({"op": "calls", "side": side, "calls": calls})
             return reply, (_perf_ns() - t0) / 1000.0
         finally:
-            cand.cont()
+            cand.cont(stopped)
 
     # Warm-up, every side on the same calls; the candidate's outputs are dropped at once.
     warm = new_calls(WARM_BASE, warmup)

@@ -29,8 +29,17 @@ _REFER = 1 << 13  # ABI 2: renames and links across directories
 _TRUNCATE = 1 << 14  # ABI 3
 
 
+_SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+
 class _RulesetAttr(ctypes.Structure):
     _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _ScopedRulesetAttr(ctypes.Structure):
+    # ABI 6: handled_access_net (ABI 4) and scoped follow; 0 for net leaves the network as it is.
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -83,7 +92,10 @@ def restrict_writes(writable: Iterable[str]) -> str:
         handled |= _REFER
     if abi >= 3:
         handled |= _TRUNCATE
-    attr = _RulesetAttr(handled)
+    # ABI 6 also scopes signals: the process (and what it starts) can no longer stop, kill or
+    # otherwise signal a process outside its own domain, such as the baselines being timed.
+    attr: ctypes.Structure = (_ScopedRulesetAttr(handled, 0, _SCOPE_SIGNAL)
+                              if abi >= 6 else _RulesetAttr(handled))
     ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
                            ctypes.c_uint32(0))
     if ruleset < 0:
@@ -118,5 +130,6 @@ def restrict_writes(writable: Iterable[str]) -> str:
     finally:
         os.close(ruleset)
     folders = [p for p in allowed if p in set(writable) and os.path.isdir(p)]
+    signals = "; it cannot signal processes outside it" if abi >= 6 else ""
     return (f"Landlock ABI {abi}: the candidate's process may write only its own {len(folders)} output, "
-            "temp and cache folders and device nodes")
+            f"temp and cache folders and device nodes{signals}")

@@ -53,7 +53,7 @@ class Harness:
     def __init__(self, workspace: Workspace, device: str | None = None, policy: str = "strict",
                  atol: float = 1e-2, rtol: float = 1e-2, trials: int | None = None,
                  warmup: int | None = None, timeout: float = 300.0, compile_timeout: float = 900.0,
-                 confine_writes: bool = True) -> None:
+                 confine_writes: bool = True, static_checks: bool = True) -> None:
         if policy not in POLICIES:
             raise BadInput(f"unknown policy {policy!r}", "use --policy strict or --policy hybrid")
         if device is not None and device not in DEVICES:
@@ -66,6 +66,8 @@ class Harness:
         # driver's needs, its device nodes and JIT cache, stay writable). Off only to test the
         # layers behind it on their own.
         self.confine_writes = bool(confine_writes)
+        # Off only to test the runtime layers behind the static checks on their own.
+        self.static_checks = bool(static_checks)
         self._cache = cache_dir()
         self._env = clean_env({
             "TORCHINDUCTOR_CACHE_DIR": str(self._cache / "inductor"),
@@ -145,6 +147,8 @@ class Harness:
     def _static_check(self, result: HarnessResult, model_new: str) -> bool:
         from cuda_agent_cli.harness import static_check
 
+        if not self.static_checks:
+            return True
         findings = static_check.check_sources(model_new, self._cpp_sources(), self.policy)
         errors = [f for f in findings if f.severity == "error"]
         for f in findings:
@@ -176,6 +180,9 @@ class Harness:
             "build_dir": str(self.workspace.build_dir / self.device),
             "binding_dir": str(self.workspace.binding_dir),
             "kernels_dir": str(self.workspace.kernels_dir),
+            # Objects by content, shared by every session of this user: binding.cpp and any
+            # unchanged kernel are linked, not compiled again.
+            "objects_dir": str(self._cache / "objects" / self.device),
         }
         return self.pool.submit("compile", spec, run_dir / "compile", self.compile_timeout), time.perf_counter()
 

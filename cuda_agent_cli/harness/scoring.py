@@ -42,6 +42,16 @@ def reward_for_intervals(eager: tuple[float, float] | None, compile_: tuple[floa
     return 1
 
 
+def reward_in_words(reward: int | None) -> str:
+    """One line that says what a reward means."""
+    return {
+        3: "faster than both eager and torch.compile by more than 5%",
+        2: "faster than eager by more than 5%, but not than torch.compile",
+        1: "correct, but not more than 5% faster than eager",
+        -1: "not a correct kernel",
+    }.get(reward if reward is not None else 0, "correct (not timed)")
+
+
 def uncertain(*intervals: tuple[float, float] | None) -> bool:
     """Whether an interval straddles the reward threshold (1.05): the reward may be off by one."""
     return any(iv is not None and iv[0] <= 1 + MARGIN < iv[1] for iv in intervals)
@@ -149,7 +159,9 @@ def kernel_names_in_sources(sources: list[str]) -> set[str]:
 
 
 # On the CPU, the share of forward's time that must be spent inside the extension's functions.
-EXTENSION_SHARE = {"strict": 0.5, "hybrid": 0.05}
+# Under strict, forward's own allocations pass through the op guard, which costs as much as a
+# small kernel; no torch compute can run beside the kernel there anyway.
+EXTENSION_SHARE = {"strict": 0.2, "hybrid": 0.05}
 
 
 def extension_kernel_check(device: str, ext_calls: int, profiled: list[str] | None,
@@ -158,7 +170,7 @@ def extension_kernel_check(device: str, ext_calls: int, profiled: list[str] | No
     """Did code from the built extension actually do the work of the candidate's calls?
 
     CPU: the extension's functions were wrapped before model_new.py was imported; they must be
-    entered, and forward must spend a share of its time inside them (under strict, most of it;
+    entered, and forward must spend a share of its time inside them (a fifth under strict;
     the median over the calls, so one call slowed by the machine does not decide): one call to
     a function that does nothing is not a kernel. CUDA: the profiler must show at
     least one kernel defined in the candidate's sources.

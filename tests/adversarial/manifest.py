@@ -22,6 +22,9 @@ class Case:
     action: str = "verify"
     # False tests a layer behind the Landlock write confinement on its own.
     confine_writes: bool = True
+    # False tests a runtime layer behind the static checks on its own (a spelling the static
+    # checks reject must still be caught by what runs).
+    static_checks: bool = True
 
 
 def static(name: str, finding: str, threat: int, kernels: str | None = "cpu_honest") -> Case:
@@ -74,13 +77,30 @@ ADVERSARIAL: list[Case] = [
     Case("r_ghost_kernel", "extension_kernel", 15, policy="hybrid"),
     Case("r_forged_result_line", "correctness", 3),
     Case("r_exit_early", "crash", 3),
+    # The candidate's process is untrusted end to end (threats 22-29): each a layer behind
+    # the static checks, so they run even where a static finding would stop them first.
+    Case("r_skip_timed_calls", "timed_outputs", 25, kernels="cpu_tricks", action="profile", static_checks=False),
+    Case("r_skip_after_known_calls", "timed_outputs", 25, kernels="cpu_tricks", action="profile"),
+    Case("r_tiny_zeros_when_timed", "timed_outputs", 27, kernels="cpu_tricks", action="profile",
+         static_checks=False),
+    Case("r_aliasing_when_timed", "timed_outputs", 27, kernels="cpu_tricks", action="profile", static_checks=False),
+    Case("r_torch_ops_when_timed", "torch_ops", 27, kernels="cpu_tricks", action="profile", static_checks=False),
+    Case("r_scaled_replay", "timed_outputs", 26, kernels="cpu_tricks", action="profile", static_checks=False),
+    Case("r_import_thread", "threads", 23, kernels="cpu_import", static_checks=False),
+    Case("r_import_precision", "precision_flags", 23, kernels="cpu_import", static_checks=False),
 ]
 
 # Timing tricks that stay correct, so no check fails: what matters is that they buy no speed.
 # Each is profiled beside its honest twin (candidate, twin, threat).
 TIMING_TRICKS: list[tuple[str, str, int]] = [
     ("r_content_keyed_replay", "h_matmul", 4),
+    # The times its process reports are rewritten on their way out (json, unwatched): the
+    # harness's own clock bounds them from below.
+    ("r_forge_replies", "h_relu_destination", 22),
 ]
+
+# Leaves a busy process behind (threat 29): it must not outlive its evaluation.
+ESCAPEES: list[str] = ["r_leave_a_process"]
 
 HONEST: list[Case] = [
     Case("h_add_relu", None, None),
@@ -107,6 +127,16 @@ GPU_ADVERSARIAL: list[Case] = [
     Case("g_aten_via_adl", "torch_ops", 14, kernels="cuda_tricks"),
     Case("g_ghost_kernel", "extension_kernel", 15, kernels="cuda_tricks", policy="hybrid"),
     Case("g_forge_baselines_cache", "crash", 2, kernels="cuda_tricks", action="profile"),
+    Case("g_skip_timed_calls", "timed_outputs", 25, kernels="cuda_tricks", action="profile", static_checks=False),
+    Case("g_torch_ops_when_timed", "torch_ops", 27, kernels="cuda_tricks", action="profile", static_checks=False),
+]
+
+# GPU timing tricks that stay correct, each profiled beside its honest twin (candidate, twin,
+# threat): they must not buy speed.
+GPU_TIMING_TRICKS: list[tuple[str, str, int]] = [
+    ("g_side_stream", "gh_slow_relu", 1),
+    ("g_fake_stream_join", "gh_slow_relu", 1),
+    ("g_forge_replies", "gh_slow_relu", 22),
 ]
 
 GPU_HONEST: list[Case] = [

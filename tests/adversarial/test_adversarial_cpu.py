@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from adversarial.cache_check import assert_not_forged, baseline_files
-from adversarial.manifest import ADVERSARIAL, HONEST, TIMING_TRICKS, Case
+from adversarial.manifest import ADVERSARIAL, ESCAPEES, HONEST, TIMING_TRICKS, Case
 from adversarial.workspaces import Workspaces
 
 pytestmark = pytest.mark.integration
@@ -30,7 +30,7 @@ def run(case: Case, workspaces: Workspaces):
 
     action = profile_path if case.action == "profile" else verify_path
     return action(workspaces.materialize(case.name, case.kernels), device="cpu", policy=case.policy,
-                  confine_writes=case.confine_writes)
+                  confine_writes=case.confine_writes, static_checks=case.static_checks)
 
 
 def failed_checks(result) -> dict[str, str]:
@@ -38,7 +38,7 @@ def failed_checks(result) -> dict[str, str]:
 
 
 def test_manifest_matches_the_candidate_directories():
-    listed = {c.name for c in ADVERSARIAL + HONEST} | {name for name, _, _ in TIMING_TRICKS}
+    listed = {c.name for c in ADVERSARIAL + HONEST} | {name for name, _, _ in TIMING_TRICKS} | set(ESCAPEES)
     on_disk = {p.name for p in CANDIDATES.iterdir() if p.is_dir()}
     assert listed == on_disk
     assert len(ADVERSARIAL) >= 24 and len(HONEST) >= 12
@@ -81,6 +81,28 @@ def test_timing_trick_buys_no_speed(trick: str, twin: str, threat: int, workspac
         # trick pays for the real work (plus its lookups).
         assert tricked.timings.candidate_us >= 0.7 * honest.timings.candidate_us, (
             f"{trick} timed {tricked.timings.candidate_us:.1f} us against {honest.timings.candidate_us:.1f} us")
+
+
+def _processes_named(name: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == name:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("name", ESCAPEES)
+def test_a_process_left_behind_dies_with_its_evaluation(name: str, workspaces, harness_cache):
+    honest = run(Case("h_relu_destination", None, None, action="profile"), workspaces)
+    result = run(Case(name, None, 29, kernels="cpu_escape", action="profile", static_checks=False), workspaces)
+    assert _processes_named("ca-escapee") == []
+    # It was stopped while the baselines were timed, so it bought no speed.
+    if result.correct:
+        assert result.timings is not None and honest.timings is not None
+        assert result.timings.speedup_vs_eager <= 1.5 * honest.timings.speedup_vs_eager, result.summary()
 
 
 def test_candidate_cannot_write_the_harness_cache(workspaces, harness_cache):

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
+#include <cmath>
 
 #include "../binding_registry.h"
 
@@ -96,26 +98,130 @@ torch::Tensor relu_with_fast_clock(torch::Tensor x) {
   return plain_relu(x);
 }
 
-// Same route again, this time to the harness's own timing module: every per-call time it
-// reports is divided by 100 before the harness computes its statistics.
+// Same route again, this time to the harness's own timing code in this process: every call's
+// time it reports is divided by 100.
 torch::Tensor relu_with_forged_timing(torch::Tensor x) {
   static bool done = false;
   if (!done) {
     pyb::object globals = python_globals(x);
-    pyb::object timing = globals["__builtins__"]["__import__"]("timing");
-    pyb::object real = timing.attr("time_calls");
-    timing.attr("time_calls") = pyb::cpp_function([real](pyb::args args, pyb::kwargs kwargs) {
-      pyb::dict result = real(*args, **kwargs);
-      for (const char* key : {"times_us", "wall_us"}) {
-        pyb::list faster;
-        for (auto t : result[key]) faster.append(t.cast<double>() / 100.0);
-        result[key] = faster;
-      }
-      return result;
-    });
+    pyb::object caller = globals["__builtins__"]["__import__"]("timing").attr("Caller");
+    pyb::object real = caller.attr("call");
+    pyb::object forged = globals["__builtins__"]["__import__"]("types").attr("MethodType");
+    caller.attr("call") = pyb::cpp_function(
+        [real](pyb::object self, pyb::args args) {
+          pyb::tuple r = real(self, *args);
+          return pyb::make_tuple(r[0], r[1], r[2].cast<double>() / 100.0, r[3].cast<double>() / 100.0);
+        },
+        pyb::is_method(caller));
     done = true;
   }
   return plain_relu(x);
+}
+
+// The interpreter's frames, from here up: the harness's loop that asked for this call is one
+// of them, and its locals name the call. Returns the call's id, or -1.
+int64_t current_call_id(torch::Tensor x) {
+  pyb::object globals = python_globals(x);
+  pyb::object frame = globals["__builtins__"]["__import__"]("sys").attr("_getframe")(0);
+  while (!frame.is_none()) {
+    pyb::object locals = frame.attr("f_locals");
+    if (pyb::isinstance<pyb::dict>(locals) && locals.contains("c")) {
+      pyb::object c = locals["c"];
+      if (pyb::isinstance<pyb::dict>(c) && c.contains("id")) return c["id"].cast<int64_t>();
+    }
+    frame = frame.attr("f_back");
+  }
+  return -1;
+}
+
+// Timed calls are the ones with ids of 1000 and up: do no work on them.
+torch::Tensor relu_skipping_timed(torch::Tensor x) {
+  if (current_call_id(x) >= 1000) return fill_constant(x, 0.0);
+  return plain_relu(x);
+}
+
+// y = relu(x) * scale with outputs far inside atol: zeros on timed calls pass allclose.
+torch::Tensor scaled_relu(torch::Tensor x, double scale) {
+  auto out = torch::empty_like(x);
+  float* px = floats(x);
+  float* po = floats(out);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = (px[i] > 0.0f ? px[i] : 0.0f) * static_cast<float>(scale);
+  return out;
+}
+torch::Tensor scaled_relu_zeros_when_timed(torch::Tensor x, double scale) {
+  if (current_call_id(x) >= 1000) return fill_constant(x, 0.0);
+  return scaled_relu(x, scale);
+}
+
+// While timed: relu in place on the input, handed back as the output.
+torch::Tensor relu_aliasing_when_timed(torch::Tensor x) {
+  if (current_call_id(x) >= 1000) return relu_inplace(x);
+  return plain_relu(x);
+}
+
+// While timed: ATen's relu, found by argument-dependent lookup.
+torch::Tensor relu_aten_when_timed(torch::Tensor x) {
+  if (current_call_id(x) >= 1000) return relu(x);
+  return plain_relu(x);
+}
+
+// The claims the process sends back, rewritten on their way out: json.dumps, which the channel
+// calls, is replaced by one that makes every reported time 100 times smaller.
+torch::Tensor relu_forging_replies(torch::Tensor x) {
+  static bool done = false;
+  if (!done) {
+    done = true;
+    pyb::object globals = python_globals(x);
+    pyb::object json = globals["__builtins__"]["__import__"]("json");
+    pyb::object real = json.attr("dumps");
+    json.attr("dumps") = pyb::cpp_function([real](pyb::object message, pyb::kwargs kwargs) {
+      if (pyb::isinstance<pyb::dict>(message)) {
+        pyb::dict m = message;
+        for (const char* key : {"events_us", "walls_us"}) {
+          if (m.contains(key)) {
+            pyb::list faster;
+            for (auto t : m[key]) faster.append(t.cast<double>() / 100.0);
+            m[key] = faster;
+          }
+        }
+      }
+      return real(message, **kwargs);
+    });
+  }
+  return plain_relu(x);
+}
+
+// A cache of outputs keyed on the input's pattern up to scale: relu(c * x) = c * relu(x) for
+// c > 0, so for inputs that are rescaled copies of one another the cached output, rescaled,
+// is exactly right and costs one multiply instead of the kernel.
+struct ScaledEntry {
+  std::vector<float> key;
+  torch::Tensor out;
+};
+torch::Tensor relu_scaled_replay(torch::Tensor x) {
+  static std::vector<ScaledEntry> cache;
+  float* px = floats(x);
+  const int64_t n = x.numel();
+  const int64_t probes = n < 16 ? n : 16;
+  if (n == 0 || px[0] == 0.0f) return plain_relu(x);
+  std::vector<float> key(probes);
+  for (int64_t i = 0; i < probes; ++i) key[i] = px[i] / px[0];
+  for (auto& e : cache) {
+    bool same = true;
+    for (int64_t i = 0; i < probes && same; ++i) same = std::fabs(e.key[i] - key[i]) < 1e-4f * (1.0f + std::fabs(key[i]));
+    if (same && e.out.numel() == n) {
+      const float scale = px[0] / e.key.back();
+      auto out = torch::empty_like(x);
+      float* po = floats(out);
+      const float* pc = e.out.data_ptr<float>();
+      for (int64_t i = 0; i < n; ++i) po[i] = pc[i] * scale;
+      return out;
+    }
+  }
+  auto out = plain_relu(x);
+  key.push_back(px[0]);
+  cache.push_back({key, out.clone()});
+  return out;
 }
 
 // Hands the work to a helper thread that outlives the call (spelled through a namespace
@@ -206,7 +312,11 @@ torch::Tensor relu_forging_baselines(torch::Tensor x) {
       f.attr("close")();
     }
   }
-  return plain_relu(x);
+  auto out = torch::empty_like(x);
+  const float* px = x.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = px[i] > 0.0f ? px[i] : 0.0f;
+  return out;
 }
 
 void noop(torch::Tensor) {}
@@ -224,6 +334,14 @@ void register_tricks(pybind11::module& m) {
   m.def("relu_rewriting_inputs", &relu_rewriting_inputs);
   m.def("relu_forging_baselines", &relu_forging_baselines);
   m.def("noop", &noop);
+  m.def("plain_relu", &plain_relu);
+  m.def("relu_skipping_timed", &relu_skipping_timed);
+  m.def("scaled_relu", &scaled_relu);
+  m.def("scaled_relu_zeros_when_timed", &scaled_relu_zeros_when_timed);
+  m.def("relu_aliasing_when_timed", &relu_aliasing_when_timed);
+  m.def("relu_aten_when_timed", &relu_aten_when_timed);
+  m.def("relu_forging_replies", &relu_forging_replies);
+  m.def("relu_scaled_replay", &relu_scaled_replay);
 }
 
 }  // namespace

@@ -136,7 +136,84 @@ torch::Tensor relu_forging_baselines(torch::Tensor x) {
 
 void noop(torch::Tensor) {}
 
+// The slow relu on a private non-blocking stream, "joined" by waiting on an event recorded on
+// that stream before the launch: the wait is satisfied at once, so the current stream's events
+// never see the work, and a stream rule that only asks for a join is satisfied.
+torch::Tensor slow_relu_fake_join(torch::Tensor x) {
+  static cudaStream_t priv = [] {
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    return s;
+  }();
+  static cudaEvent_t before = [] {
+    cudaEvent_t e;
+    cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    return e;
+  }();
+  auto out = torch::empty_like(x);
+  cudaEventRecord(before, priv);
+  launch_slow_relu(x.data_ptr<float>(), out.data_ptr<float>(), x.numel(), kPasses, priv);
+  cudaStreamWaitEvent(at::cuda::getCurrentCUDAStream(), before, 0);
+  return out;
+}
+
+// The id of the call the harness's loop is making, read from its frame's locals (-1: none).
+int64_t current_call_id(const torch::Tensor& x) {
+  pyb::object builtins = pyb::cast(x).attr("__class__").attr("__repr__").attr("__globals__")["__builtins__"];
+  pyb::object frame = builtins["__import__"]("sys").attr("_getframe")(0);
+  while (!frame.is_none()) {
+    pyb::object locals = frame.attr("f_locals");
+    if (pyb::isinstance<pyb::dict>(locals) && locals.contains("c")) {
+      pyb::object c = locals["c"];
+      if (pyb::isinstance<pyb::dict>(c) && c.contains("id")) return c["id"].cast<int64_t>();
+    }
+    frame = frame.attr("f_back");
+  }
+  return -1;
+}
+
+// Timed calls (ids from 1000) get an output that is never written.
+torch::Tensor slow_relu_skipping_timed(torch::Tensor x) {
+  if (current_call_id(x) >= 1000) return torch::empty_like(x);
+  return slow_relu(x);
+}
+
+// While timed: ATen's relu through argument-dependent lookup.
+torch::Tensor slow_relu_aten_when_timed(torch::Tensor x) {
+  if (current_call_id(x) >= 1000) return relu(x);
+  return slow_relu(x);
+}
+
+// The process's replies rewritten on their way out (json.dumps, which the channel calls).
+torch::Tensor slow_relu_forging_replies(torch::Tensor x) {
+  static bool done = false;
+  if (!done) {
+    done = true;
+    pyb::object builtins = pyb::cast(x).attr("__class__").attr("__repr__").attr("__globals__")["__builtins__"];
+    pyb::object json = builtins["__import__"]("json");
+    pyb::object real = json.attr("dumps");
+    json.attr("dumps") = pyb::cpp_function([real](pyb::object message, pyb::kwargs kwargs) {
+      if (pyb::isinstance<pyb::dict>(message)) {
+        pyb::dict m = message;
+        for (const char* key : {"events_us", "walls_us"}) {
+          if (m.contains(key)) {
+            pyb::list faster;
+            for (auto t : m[key]) faster.append(t.cast<double>() / 100.0);
+            m[key] = faster;
+          }
+        }
+      }
+      return real(message, **kwargs);
+    });
+  }
+  return slow_relu(x);
+}
+
 void register_tricks(pybind11::module& m) {
+  m.def("slow_relu_fake_join", &slow_relu_fake_join);
+  m.def("slow_relu_skipping_timed", &slow_relu_skipping_timed);
+  m.def("slow_relu_aten_when_timed", &slow_relu_aten_when_timed);
+  m.def("slow_relu_forging_replies", &slow_relu_forging_replies);
   m.def("slow_relu", &slow_relu);
   m.def("slow_relu_side_stream", &slow_relu_side_stream);
   m.def("slow_relu_helper_thread", &slow_relu_helper_thread);
