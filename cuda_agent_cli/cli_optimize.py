@@ -141,7 +141,8 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
         console.print(f"[bold red]{outcome.sandbox_banner}[/bold red]")
     if not opts.json_out:
         ui.render_review(console, outcome) if outcome.best else console.print(
-            f"no correct kernel in this session (stopped: {outcome.stop_reason})")
+            f"no correct kernel in this session ({ui.stop_line(outcome.stop_reason, outcome.stop_detail)})",
+            highlight=False)
     patch_path = None
     if opts.patch is not None and plan is not None:
         opts.patch.parent.mkdir(parents=True, exist_ok=True)

@@ -53,6 +53,7 @@ class OptimizeOutcome:
     best_files: list[str] = field(default_factory=list)
     plan: Any = None                  # writeback.apply.WriteBackPlan when there is a correct kernel
     sandbox_banner: str | None = None
+    stop_detail: str = ""             # e.g. "max_turns 3 from pyproject.toml"
 
     @property
     def reward(self) -> int | None:
@@ -202,7 +203,8 @@ def run_optimize(
     model = make_model(cfg.model, cfg.api_base)
     gpu = (harness.environment().get("gpu") if hasattr(harness, "environment") else None)
     limits = Limits(max_turns=cfg.max_turns, max_cost=cfg.max_cost, timeout=cfg.timeout,
-                    context_tokens=cfg.context_tokens)
+                    context_tokens=cfg.context_tokens,
+                    origins={name: cfg.origin_phrase(name) for name in ("max_turns", "max_cost", "timeout")})
     settings = {"device": device, "policy": policy, "max_turns": cfg.max_turns, "max_cost": cfg.max_cost,
                 "timeout": cfg.timeout, "inputs": task.call.describe(), "command": "optimize"}
     notes = (f"Inputs: {task.call.describe()}. Device: {device}. Policy: {policy}."
@@ -227,7 +229,7 @@ def run_optimize(
         session_id=result.session_id, transcript=result.transcript, status=status_of(best),
         stop_reason=result.stop_reason, turns=result.turns, cost_usd=result.cost_usd, device=device,
         policy=policy, target=task.target.display, best=best, best_dir=best_dir,
-        sandbox_banner=sandbox.banner if req.shell else None,
+        sandbox_banner=sandbox.banner if req.shell else None, stop_detail=result.detail,
     )
     if best_dir is not None and best and best.get("correct"):
         files = candidate_files(best_dir)

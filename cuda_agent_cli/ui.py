@@ -46,6 +46,13 @@ def harness_line(tool: str, result: dict[str, Any]) -> str:
             f"{t['speedup_vs_compile']:.2f}x vs torch.compile (reward {result.get('reward')})")
 
 
+def stop_line(reason: str, detail: str = "") -> str:
+    """"stopped: max_turns 3 from pyproject.toml"; other reasons keep their detail after a dash."""
+    if detail.startswith(reason + " "):
+        return f"stopped: {detail}"
+    return f"stopped: {reason}" + (f" — {detail}" if detail else "")
+
+
 class ProgressState:
     """What the status line shows, updated from events (kept separate so it is easy to test)."""
 
@@ -99,7 +106,7 @@ class ProgressState:
             return f"    model call failed ({event.reason}); retry {event.attempt} in {event.wait_s:.0f}s"
         elif kind == "stopped":
             self.running = None
-            return f"stopped: {event.reason}" + (f" — {event.detail}" if event.detail else "")
+            return stop_line(event.reason, event.detail)
         return None
 
 

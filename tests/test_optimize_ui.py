@@ -27,6 +27,15 @@ def test_progress_lines_follow_the_session():
     assert state.apply(Stopped("max_turns", "limit of 4 turns")) == "stopped: max_turns — limit of 4 turns"
 
 
+def test_a_limit_stop_line_names_the_limit_and_where_it_came_from():
+    state = ui.ProgressState()
+    assert state.apply(Stopped("max_turns", "max_turns 3 from pyproject.toml")) == \
+        "stopped: max_turns 3 from pyproject.toml"
+    assert ui.stop_line("timeout", "timeout 60 s from CUDA_AGENT_TIMEOUT") == "stopped: timeout 60 s from CUDA_AGENT_TIMEOUT"
+    assert ui.stop_line("error", "server gone") == "stopped: error — server gone"
+    assert ui.stop_line("done") == "stopped: done"
+
+
 def test_failed_steps_say_why_in_one_line():
     assert ui.harness_line("Compile", {"compiled": False, "errors": ["a.cu:3: error: expected ';'\nnote"]}) == \
         "Compile: compile failed — a.cu:3: error: expected ';'"
