@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from cuda_agent_cli.errors import BadInput, EnvironmentMissing, JobFailed, ModelConfigError
+from cuda_agent_cli.errors import BadInput, EnvironmentMissing, InputSpecError, JobFailed, ModelConfigError
 
 TASK_FILE = "task.json"  # in the session dir: how to rebuild the task on --resume
 
@@ -104,6 +104,32 @@ def check_model(model: str | None, api_base: str | None = None) -> None:
         raise EnvironmentMissing(f"{', '.join(missing)} is not set for {model}", f"export {missing[0]}=...")
 
 
+def check_input_devices(call: Any, cfg: Any, what: str) -> None:
+    """Refuse inputs whose devices disagree with each other or with the configured device: the
+    harness moves every input to the session's device, so a difference would be dropped silently."""
+    named = {}
+    for label, tensor in call.tensors():
+        if tensor.device:
+            named.setdefault(tensor.device.split(":")[0], label)
+    verb = "recorded" if what == "--capture" else "puts"
+    if len(named) > 1:
+        (d1, l1), (d2, l2) = sorted(named.items())[:2]
+        raise InputSpecError(f"{what} {verb} {l1} on {d1} but {l2} on {d2}; a session runs on one device",
+                             "name the same device for every tensor (or none, to use --device)")
+    if not named or cfg.device is None:
+        return
+    (device, label), = named.items()
+    if device == cfg.device:
+        return
+    origin = cfg.origin("device")
+    where = f"--device {cfg.device}" if origin == "--device" else f"device {cfg.device} from {origin}"
+    if what == "--capture":
+        hint = f"pass --device {device}, or give {cfg.device} inputs with --inputs"
+    else:
+        hint = f"drop `{device}` from --inputs (or write `{cfg.device}`), or pass --device {device}"
+    raise InputSpecError(f"{what} {verb} {label} on {device}, but {where} runs the session on {cfg.device}", hint)
+
+
 # ---------------------------------------------------------------- the run
 
 def _save_task(session_dir: Path, req: OptimizeRequest, task: Any, device: str, policy: str,
@@ -168,7 +194,11 @@ def run_optimize(
             raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName")
         stage(f"importing {req.target}")
         spec = parse_inputs_spec(req.inputs) if req.inputs else None
+        if spec is not None:
+            check_input_devices(spec, cfg, "--inputs")
         task = resolve_task(req.target, req.cwd, inputs=spec, capture_command=req.capture)
+        if req.capture:
+            check_input_devices(task.call, cfg, "--capture")
         # An explicit --device wins, then the device the inputs name; else the harness picks.
         device = cfg.device or task.call.device()
         policy = cfg.policy

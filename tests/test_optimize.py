@@ -64,6 +64,13 @@ REPLAY = ["--model", f"replay:{replay_path('cpu')}"]
     ([*REPLAY], 2, "optimize needs a TARGET"),
     (["blocks.py::Block", "--model", "replay:/nonexistent.jsonl", "--inputs", "x=float32[4]"], 2,
      "replay file /nonexistent.jsonl does not exist"),
+    # Inputs on one device, the session on another: refused, not silently moved.
+    (["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4] cuda", "--device", "cpu"], 2,
+     "--inputs puts x on cuda, but --device cpu runs the session on cpu — drop `cuda` from --inputs"),
+    (["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4] cpu", "--device", "cuda"], 2,
+     "--inputs puts x on cpu, but --device cuda runs the session on cuda"),
+    (["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4] cpu, y=float32[4] cuda:1"], 2,
+     "--inputs puts x on cpu but y on cuda; a session runs on one device"),
 ])
 def test_bad_input_gets_one_line_and_its_exit_code(project, args, code, words):
     root, cli = project
@@ -85,6 +92,22 @@ def test_json_mode_reports_errors_as_its_one_object(project):
     assert proc.returncode == 2
     out = json.loads(proc.stdout)
     assert out["status"] == "error" and out["exit_code"] == 2 and "no such file" in out["error"]
+
+
+def test_a_configured_device_that_disagrees_with_the_inputs_is_named_with_its_origin(tmp_path: Path):
+    from cuda_agent_cli.config import load_config
+    from cuda_agent_cli.errors import InputSpecError
+    from cuda_agent_cli.inputs_spec import parse_inputs_spec
+    from cuda_agent_cli.optimize import check_input_devices
+
+    cfg = load_config({}, cwd=tmp_path, env={"HOME": str(tmp_path), "CUDA_AGENT_DEVICE": "cpu"})
+    with pytest.raises(InputSpecError) as exc:
+        check_input_devices(parse_inputs_spec("a=int64[2], x=float16[8] cuda"), cfg, "--inputs")
+    assert exc.value.message == "--inputs puts x on cuda, but device cpu from CUDA_AGENT_DEVICE runs the session on cpu"
+    check_input_devices(parse_inputs_spec("x=float16[8] cpu"), cfg, "--inputs")  # agrees
+    check_input_devices(parse_inputs_spec("x=float16[8]"), cfg, "--inputs")  # names no device
+    cfg = load_config({}, cwd=tmp_path, env={"HOME": str(tmp_path)})
+    check_input_devices(parse_inputs_spec("x=float16[8] cuda"), cfg, "--inputs")  # the inputs decide
 
 
 def test_status_follows_the_reward():
