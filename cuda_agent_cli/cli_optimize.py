@@ -71,12 +71,16 @@ def _precheck(opts: ReviewOptions):
 
 
 def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note: str | None) -> dict[str, Any]:
+    """The one object of `--batch --json`; README.md lists exactly these keys (a test holds them together)."""
     t = outcome.timings or {}
+    best = outcome.best or {}
     return {
         "status": outcome.status,
         "reward": outcome.reward,
         "speedups": {"vs_eager": t.get("speedup_vs_eager"), "vs_compile": t.get("speedup_vs_compile")},
         "timings": t or None,
+        "warnings": list(best.get("warnings") or []),
+        "inputs": outcome.inputs,
         "best_candidate_files": outcome.best_files,
         "applied": bool(applied),
         "apply_note": apply_note,
@@ -89,10 +93,11 @@ def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note:
         "cost_usd": round(outcome.cost_usd, 6),
         "turns": outcome.turns,
         "stop_reason": outcome.stop_reason,
+        "stop_detail": outcome.stop_detail,
         "device": outcome.device,
         "policy": outcome.policy,
         "target": outcome.target,
-        "environment": (outcome.best or {}).get("environment"),
+        "environment": best.get("environment"),
     }
 
 

@@ -54,6 +54,7 @@ class OptimizeOutcome:
     plan: Any = None                  # writeback.apply.WriteBackPlan when there is a correct kernel
     sandbox_banner: str | None = None
     stop_detail: str = ""             # e.g. "max_turns 3 from pyproject.toml"
+    inputs: dict[str, Any] | None = None  # inputs_json of the call the kernel was made for
 
     @property
     def reward(self) -> int | None:
@@ -102,6 +103,20 @@ def check_model(model: str | None, api_base: str | None = None) -> None:
                                "use a litellm model string such as anthropic/claude-sonnet-4-5 or openai/gpt-4.1")
     if missing:
         raise EnvironmentMissing(f"{', '.join(missing)} is not set for {model}", f"export {missing[0]}=...")
+
+
+def captured_block(task: Any, command: str) -> str:
+    """What --capture recorded, shown before the session so a wrong call is caught at once."""
+    lines = [f"captured the first call of {task.target.class_name} in `{command}`:"]
+    lines += [f"  {line}" for line in task.call.signature_lines(task.forward_params)]
+    return "\n".join(lines)
+
+
+def inputs_json(call: Any) -> dict[str, Any]:
+    """The call the session optimizes for, for --json: where it came from, as text and as data."""
+    from cuda_agent_cli.inputs_spec import call_to_json
+
+    return {"text": call.describe(), **call_to_json(call)}
 
 
 def check_input_devices(call: Any, cfg: Any, what: str) -> None:
@@ -199,6 +214,7 @@ def run_optimize(
         task = resolve_task(req.target, req.cwd, inputs=spec, capture_command=req.capture)
         if req.capture:
             check_input_devices(task.call, cfg, "--capture")
+            stage(captured_block(task, req.capture))
         # An explicit --device wins, then the device the inputs name; else the harness picks.
         device = cfg.device or task.call.device()
         policy = cfg.policy
@@ -260,6 +276,7 @@ def run_optimize(
         stop_reason=result.stop_reason, turns=result.turns, cost_usd=result.cost_usd, device=device,
         policy=policy, target=task.target.display, best=best, best_dir=best_dir,
         sandbox_banner=sandbox.banner if req.shell else None, stop_detail=result.detail,
+        inputs=inputs_json(task.call),
     )
     if best_dir is not None and best and best.get("correct"):
         files = candidate_files(best_dir)

@@ -92,6 +92,9 @@ def test_json_mode_reports_errors_as_its_one_object(project):
     assert proc.returncode == 2
     out = json.loads(proc.stdout)
     assert out["status"] == "error" and out["exit_code"] == 2 and "no such file" in out["error"]
+    from readme_keys import documented_error_keys
+
+    assert sorted(out) == sorted(documented_error_keys())
 
 
 def test_a_configured_device_that_disagrees_with_the_inputs_is_named_with_its_origin(tmp_path: Path):
@@ -162,3 +165,9 @@ def test_capture_through_the_cli_records_the_first_real_call(project, tmp_path: 
     transcript = Path(out["transcript"]).read_text()
     assert "float32[3,7]" in transcript.replace(" ", "")
     assert not (root / "finished.txt").exists()
+    # What was captured is shown before the session starts, and is part of the JSON result.
+    block = f"captured the first call of Block in `{sys.executable} run.py`:\n  forward(x: float32[3,7])\n  __init__()\n"
+    assert block in proc.stderr
+    assert proc.stderr.index(block) < proc.stderr.index("running the agent")
+    assert out["inputs"]["source"] == "capture" and out["inputs"]["text"] == "float32[3,7]"
+    assert out["inputs"]["args"] == [{"name": None, "tensor": {"dtype": "float32", "shape": [3, 7]}}]

@@ -104,6 +104,19 @@ def test_stopped_session_resumes_to_a_faster_kernel(project):
     assert "Profile: " in second.stderr  # progress went to stderr, the JSON alone to stdout
 
 
+def test_json_result_has_exactly_the_keys_the_readme_documents(project):
+    from readme_keys import documented_result_keys
+
+    _, _, _, first, second = project
+    documented = documented_result_keys()
+    assert len(documented) == len(set(documented)) > 10
+    for proc in (first, second):  # a failed (stopped) and an improved session
+        assert sorted(one_json(proc)) == sorted(documented)
+    b = one_json(second)
+    assert isinstance(b["warnings"], list) and b["inputs"]["text"] == "float32[8,256,384]; init: 384"
+    assert one_json(first)["stop_detail"] == "max_turns 4 from --max-turns"
+
+
 def test_saved_patch_applies_with_git(project):
     _, root, tmp, _, second = project
     patch = Path(one_json(second)["patch"])
