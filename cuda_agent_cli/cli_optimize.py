@@ -66,8 +66,35 @@ def _precheck(opts: ReviewOptions):
         if dirty_paths(root, [rel]) and not opts.allow_dirty:
             raise WriteBackRefused(f"{rel} has uncommitted changes",
                                    "commit or stash them first, or pass --allow-dirty (or --no-apply)")
+        from cuda_agent_cli.preflight import check_repository
+
+        check_repository(task.file, root, commit=not opts.no_commit)
 
     return check
+
+
+def _preflight(req: Any, opts: ReviewOptions) -> None:
+    """Refuse, before anything runs, the paths that could not take what the session writes at its
+    end: the --patch file, the session store, the build cache and, for a file target, the repository."""
+    from cuda_agent_cli import preflight
+    from cuda_agent_cli.config import load_config, user_data_dir
+    from cuda_agent_cli.workspace import cache_dir
+
+    if opts.patch is not None:
+        opts.patch = preflight.check_patch_file(opts.patch)
+    cfg = load_config({}, cwd=req.cwd)
+    data = Path(cfg.data_dir).expanduser() if cfg.data_dir else user_data_dir()
+    preflight.check_store(data / "sessions", "data dir", "set XDG_DATA_HOME (or data_dir in the config) "
+                          "to a folder you can write to")
+    preflight.check_store(cache_dir(), "cache dir", "set XDG_CACHE_HOME to a folder you can write to")
+    if req.target and "::" in req.target and _will_try_apply(opts):
+        from cuda_agent_cli.writeback.git import git_root
+
+        module = (req.cwd / req.target.split("::", 1)[0]).expanduser()
+        if module.is_file():  # else the import reports it, with its own hint
+            root = git_root(module)
+            if root is not None or opts.no_commit:
+                preflight.check_repository(module, root, commit=not opts.no_commit)
 
 
 def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note: str | None) -> dict[str, Any]:
@@ -113,6 +140,7 @@ def run_and_review(req: Any, opts: ReviewOptions) -> int:
     err_console = Console(stderr=True)
     out_console = Console(stderr=opts.json_out)  # with --json stdout holds the JSON object only
     try:
+        _preflight(req, opts)
         banner = _unsafe_banner(req.allow_unsafe)
         if opts.batch or not sys.stdout.isatty():
             progress: Any = ui.PlainProgress(sys.stderr)
@@ -150,9 +178,7 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
             highlight=False)
     patch_path = None
     if opts.patch is not None and plan is not None:
-        opts.patch.parent.mkdir(parents=True, exist_ok=True)
-        opts.patch.write_text(plan.patch)
-        patch_path = str(opts.patch.resolve())
+        patch_path = _save_patch(opts.patch, plan.patch)
     applied = None
     note = None
     if plan is None:
@@ -173,6 +199,18 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
         for line in ui.summary_lines(outcome, applied, patch_path):
             console.print(line, highlight=False, soft_wrap=True)
     return code
+
+
+def _save_patch(path: Path, text: str) -> str:
+    from cuda_agent_cli.errors import WriteBackRefused
+
+    try:
+        with open(path, "x") as f:  # checked at the start; never replace a file made since
+            f.write(text)
+    except FileExistsError:
+        raise WriteBackRefused(f"--patch {path} was created while the session ran; it was left as it is",
+                               "rerun with --resume ID --no-apply --patch NEW_FILE") from None
+    return str(path.resolve())
 
 
 @app.command()
@@ -232,18 +270,22 @@ def demo(
     import time
 
     from cuda_agent_cli import demo as demo_assets
+    from cuda_agent_cli import preflight
     from cuda_agent_cli.cli_app import resolve_device
     from cuda_agent_cli.config import load_config, user_data_dir
-    from cuda_agent_cli.errors import BadInput
     from cuda_agent_cli.optimize import OptimizeRequest
     from cuda_agent_cli.writeback.git import init_repo
 
-    dev = resolve_device(device)
     cfg = load_config({})
-    base = Path(cfg.data_dir) if cfg.data_dir else user_data_dir()
-    dest = (directory or base / "demo" / time.strftime("%Y%m%d-%H%M%S")).resolve()
-    if dest.exists() and any(dest.iterdir()):
-        raise BadInput(f"{dest} is not empty", "pass --dir with a new or empty folder")
+    base = Path(cfg.data_dir).expanduser() if cfg.data_dir else user_data_dir()
+    if directory is None:
+        preflight.check_store(base / "demo", "data dir",
+                              "set XDG_DATA_HOME (or data_dir in the config) to a folder you can write to, or pass --dir")
+    dest = (directory.expanduser() if directory else base / "demo" / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    preflight.check_demo_dir(dest)
+    if patch is not None:
+        patch = preflight.check_patch_file(patch)
+    dev = resolve_device(device)
     demo_assets.copy_example(dest)
     init_repo(dest, "Example project for the cuda-agent demo")
     if json_out:

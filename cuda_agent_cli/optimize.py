@@ -90,6 +90,7 @@ def check_model(model: str | None, api_base: str | None = None) -> None:
         if not path.is_file():
             raise ModelConfigError(f"replay file {path} does not exist", "pass --model replay:PATH/TO/FILE.jsonl")
         return
+    check_api_base(api_base)
     import contextlib
     import io
 
@@ -103,6 +104,30 @@ def check_model(model: str | None, api_base: str | None = None) -> None:
                                "use a litellm model string such as anthropic/claude-sonnet-4-5 or openai/gpt-4.1")
     if missing:
         raise EnvironmentMissing(f"{', '.join(missing)} is not set for {model}", f"export {missing[0]}=...")
+
+
+def check_limits(cfg: Any) -> None:
+    """A limit that would stop the session before its first turn is a mistake, not a setting."""
+    for name, unit in (("max_turns", ""), ("max_cost", " USD"), ("timeout", " s")):
+        value = getattr(cfg, name)
+        if value is not None and value <= 0:
+            raise BadInput(f"{name} {value:g}{unit} {cfg.origin_phrase(name)} leaves no room for a single turn",
+                           f"give a positive {name}" + (" (or leave it out for no limit)" if name != "max_turns" else ""))
+
+
+def check_api_base(api_base: str | None) -> None:
+    """An --api-base without a scheme reaches nothing; say so before the session starts."""
+    if not api_base:
+        return
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(api_base)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ModelConfigError(f"--api-base {api_base} is not an http:// or https:// URL",
+                               "write it like --api-base http://localhost:8000/v1")
 
 
 def captured_block(task: Any, command: str) -> str:
@@ -184,6 +209,9 @@ def run_optimize(
     stage = on_stage or (lambda _msg: None)
     resuming = bool(req.resume or req.continue_latest)
     saved: dict[str, Any] = {}
+    if data_dir is None:
+        configured = load_config({}, cwd=req.cwd).data_dir  # where `cuda-agent sessions` looks too
+        data_dir = Path(configured).expanduser() if configured else None
     if resuming:
         state = resume_session(req.resume if req.resume else None, data_dir)
         saved = _load_task(state.session_dir)
@@ -191,6 +219,7 @@ def run_optimize(
     cfg = load_config({"model": req.model or saved.get("model"), "api_base": req.api_base or saved.get("api_base"),
                        "device": req.device, "policy": req.policy, "max_turns": req.max_turns,
                        "max_cost": req.max_cost, "timeout": req.timeout}, cwd=req.cwd)
+    check_limits(cfg)
     check_model(cfg.model, cfg.api_base)
     from cuda_agent_cli.sandbox import require_sandbox
 
