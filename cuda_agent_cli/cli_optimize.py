@@ -173,9 +173,13 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
     if outcome.sandbox_banner and not opts.json_out:
         console.print(f"[bold red]{outcome.sandbox_banner}[/bold red]")
     if not opts.json_out:
-        ui.render_review(console, outcome) if outcome.best else console.print(
+        # The pager only where someone reads and answers: a terminal on both ends, no --batch.
+        paged = not opts.batch and console.is_terminal and sys.stdin.isatty()
+        ui.render_review(console, outcome, paged=paged) if outcome.best else console.print(
             f"no correct kernel in this session ({ui.stop_line(outcome.stop_reason, outcome.stop_detail)})",
             highlight=False)
+        if outcome.best:
+            console.print(ui.summary_line(outcome), highlight=False, soft_wrap=True, style="bold")
     patch_path = None
     if opts.patch is not None and plan is not None:
         patch_path = _save_patch(opts.patch, plan.patch)

@@ -265,3 +265,15 @@ def test_a_read_only_repository_is_refused_before_the_session(project):
     assert proc.returncode == 2
     line = _one_error(proc)
     assert f"applying the kernel would fail: {root} is on a read-only file system" in line and "--no-apply" in line
+
+
+def test_the_stop_line_names_a_limit_set_in_pyproject(project):
+    import json
+
+    root, cli = project
+    (root / "pyproject.toml").write_text('[tool.cuda-agent]\nmax_turns = 1\n')
+    proc = cli("optimize", "blocks.py::Block", *REPLAY, *INPUTS, "--device", "cpu", "--batch", "--json", "--no-apply")
+    assert proc.returncode == 1, proc.stderr
+    assert "stopped: max_turns 1 from pyproject.toml" in proc.stderr.splitlines()
+    out = json.loads(proc.stdout)
+    assert (out["stop_reason"], out["stop_detail"], out["turns"]) == ("max_turns", "max_turns 1 from pyproject.toml", 1)

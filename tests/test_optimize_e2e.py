@@ -151,6 +151,61 @@ def test_answering_n_writes_nothing(project):
     assert "eager PyTorch" in proc.stdout and "+++ b/models/heads.py" in proc.stdout
     assert "not applied" in proc.stdout
     assert git(root, "status", "--porcelain") == ""
+    # Piped: the table first, then the whole diff byte for byte (no line cut at 80 columns), then
+    # the one-line summary again just above the question.
+    patch = Path(one_json(second)["patch"]).read_text()
+    assert max(len(ln) for ln in patch.splitlines()) > 80 and patch in proc.stdout
+    assert proc.stdout.index("eager PyTorch") < proc.stdout.index("reward ") < proc.stdout.index(patch)
+    before_prompt = proc.stdout[:proc.stdout.index("Apply this kernel")].rstrip("\n").splitlines()[-1]
+    assert before_prompt.startswith("models/heads.py::PooledLayerNorm · ") and "x vs torch.compile (reward" in before_prompt
+
+
+def test_on_a_terminal_the_diff_is_paged_and_the_table_stays_in_sight(project):
+    import pty
+    import re
+    import threading
+
+    cli, root, tmp, _, second = project
+    paged = tmp / "paged.txt"
+    env = {**cli.env, "PAGER": f"cat > {paged}", "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "40"}
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "cuda_agent_cli", "optimize", "--resume",
+                             one_json(second)["session_id"]], cwd=root, env=env, stdin=slave, stdout=slave,
+                            stderr=slave, close_fds=True)
+    os.close(slave)
+    seen = bytearray()
+
+    def read() -> None:
+        answered = False
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            seen.extend(data)
+            if not answered and b"[y/N]" in seen:
+                os.write(master, b"n\n")
+                answered = True
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert proc.wait(timeout=600) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(timeout=10)
+    os.close(master)
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "", seen.decode(errors="replace"))
+    patch = Path(one_json(second)["patch"]).read_text()
+    assert re.sub(r"\x1b\[[0-9;]*m", "", paged.read_text()) == patch  # the whole diff, through the pager
+    assert "+++ b/models/heads.py" not in shown  # not scrolled past the table on the terminal
+    assert shown.index("eager PyTorch") < shown.index("reward ") < shown.index("Apply this kernel")
+    before_prompt = shown[:shown.index("Apply this kernel")].rstrip("\n").splitlines()[-1]
+    assert before_prompt.startswith("models/heads.py::PooledLayerNorm · ")
+    assert "not applied" in shown and git(root, "status", "--porcelain") == ""
 
 
 def test_yes_commits_on_a_branch_and_the_module_still_works(project):
