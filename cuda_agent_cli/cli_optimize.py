@@ -52,6 +52,7 @@ def _precheck(opts: ReviewOptions):
         if not _will_try_apply(opts):
             return
         from cuda_agent_cli.errors import WriteBackRefused
+        from cuda_agent_cli.preflight import check_repository
         from cuda_agent_cli.writeback.git import dirty_paths, git_root
 
         root = git_root(task.file)
@@ -61,13 +62,12 @@ def _precheck(opts: ReviewOptions):
                     f"{task.file} is not inside a git repository, so applying could not be undone",
                     "use --no-apply (review only), --patch FILE (save the diff), or --no-commit to write anyway",
                 )
+            check_repository(task.file, task.target.repo_root, commit=False)
             return
         rel = task.file.resolve().relative_to(root).as_posix()
         if dirty_paths(root, [rel]) and not opts.allow_dirty:
             raise WriteBackRefused(f"{rel} has uncommitted changes",
                                    "commit or stash them first, or pass --allow-dirty (or --no-apply)")
-        from cuda_agent_cli.preflight import check_repository
-
         check_repository(task.file, root, commit=not opts.no_commit)
 
     return check

@@ -242,8 +242,8 @@ def run_optimize(
             check_input_devices(spec, cfg, "--inputs")
         task = resolve_task(req.target, req.cwd, inputs=spec, capture_command=req.capture)
         if req.capture:
-            check_input_devices(task.call, cfg, "--capture")
             stage(captured_block(task, req.capture))
+            check_input_devices(task.call, cfg, "--capture")
         # An explicit --device wins, then the device the inputs name; else the harness picks.
         device = cfg.device or task.call.device()
         policy = cfg.policy
