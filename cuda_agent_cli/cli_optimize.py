@@ -52,6 +52,7 @@ def _precheck(opts: ReviewOptions):
         if not _will_try_apply(opts):
             return
         from cuda_agent_cli.errors import WriteBackRefused
+        from cuda_agent_cli.preflight import check_repository
         from cuda_agent_cli.writeback.git import dirty_paths, git_root
 
         root = git_root(task.file)
@@ -61,22 +62,52 @@ def _precheck(opts: ReviewOptions):
                     f"{task.file} is not inside a git repository, so applying could not be undone",
                     "use --no-apply (review only), --patch FILE (save the diff), or --no-commit to write anyway",
                 )
+            check_repository(task.file, task.target.repo_root, commit=False)
             return
         rel = task.file.resolve().relative_to(root).as_posix()
         if dirty_paths(root, [rel]) and not opts.allow_dirty:
             raise WriteBackRefused(f"{rel} has uncommitted changes",
                                    "commit or stash them first, or pass --allow-dirty (or --no-apply)")
+        check_repository(task.file, root, commit=not opts.no_commit)
 
     return check
 
 
+def _preflight(req: Any, opts: ReviewOptions) -> None:
+    """Refuse, before anything runs, the paths that could not take what the session writes at its
+    end: the --patch file, the session store, the build cache and, for a file target, the repository."""
+    from cuda_agent_cli import preflight
+    from cuda_agent_cli.config import load_config, user_data_dir
+    from cuda_agent_cli.workspace import cache_dir
+
+    if opts.patch is not None:
+        opts.patch = preflight.check_patch_file(opts.patch)
+    cfg = load_config({}, cwd=req.cwd)
+    data = Path(cfg.data_dir).expanduser() if cfg.data_dir else user_data_dir()
+    preflight.check_store(data / "sessions", "data dir", "set XDG_DATA_HOME (or data_dir in the config) "
+                          "to a folder you can write to")
+    preflight.check_store(cache_dir(), "cache dir", "set XDG_CACHE_HOME to a folder you can write to")
+    if req.target and "::" in req.target and _will_try_apply(opts):
+        from cuda_agent_cli.writeback.git import git_root
+
+        module = (req.cwd / req.target.split("::", 1)[0]).expanduser()
+        if module.is_file():  # else the import reports it, with its own hint
+            root = git_root(module)
+            if root is not None or opts.no_commit:
+                preflight.check_repository(module, root, commit=not opts.no_commit)
+
+
 def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note: str | None) -> dict[str, Any]:
+    """The one object of `--batch --json`; README.md lists exactly these keys (a test holds them together)."""
     t = outcome.timings or {}
+    best = outcome.best or {}
     return {
         "status": outcome.status,
         "reward": outcome.reward,
         "speedups": {"vs_eager": t.get("speedup_vs_eager"), "vs_compile": t.get("speedup_vs_compile")},
         "timings": t or None,
+        "warnings": list(best.get("warnings") or []),
+        "inputs": outcome.inputs,
         "best_candidate_files": outcome.best_files,
         "applied": bool(applied),
         "apply_note": apply_note,
@@ -89,10 +120,11 @@ def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note:
         "cost_usd": round(outcome.cost_usd, 6),
         "turns": outcome.turns,
         "stop_reason": outcome.stop_reason,
+        "stop_detail": outcome.stop_detail,
         "device": outcome.device,
         "policy": outcome.policy,
         "target": outcome.target,
-        "environment": (outcome.best or {}).get("environment"),
+        "environment": best.get("environment"),
     }
 
 
@@ -108,6 +140,7 @@ def run_and_review(req: Any, opts: ReviewOptions) -> int:
     err_console = Console(stderr=True)
     out_console = Console(stderr=opts.json_out)  # with --json stdout holds the JSON object only
     try:
+        _preflight(req, opts)
         banner = _unsafe_banner(req.allow_unsafe)
         if opts.batch or not sys.stdout.isatty():
             progress: Any = ui.PlainProgress(sys.stderr)
@@ -140,13 +173,16 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
     if outcome.sandbox_banner and not opts.json_out:
         console.print(f"[bold red]{outcome.sandbox_banner}[/bold red]")
     if not opts.json_out:
-        ui.render_review(console, outcome) if outcome.best else console.print(
-            f"no correct kernel in this session (stopped: {outcome.stop_reason})")
+        # The pager only where someone reads and answers: a terminal on both ends, no --batch.
+        paged = not opts.batch and console.is_terminal and sys.stdin.isatty()
+        ui.render_review(console, outcome, paged=paged) if outcome.best else console.print(
+            f"no correct kernel in this session ({ui.stop_line(outcome.stop_reason, outcome.stop_detail)})",
+            highlight=False)
+        if outcome.best:
+            console.print(ui.summary_line(outcome), highlight=False, soft_wrap=True, style="bold")
     patch_path = None
     if opts.patch is not None and plan is not None:
-        opts.patch.parent.mkdir(parents=True, exist_ok=True)
-        opts.patch.write_text(plan.patch)
-        patch_path = str(opts.patch.resolve())
+        patch_path = _save_patch(opts.patch, plan.patch)
     applied = None
     note = None
     if plan is None:
@@ -167,6 +203,18 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
         for line in ui.summary_lines(outcome, applied, patch_path):
             console.print(line, highlight=False, soft_wrap=True)
     return code
+
+
+def _save_patch(path: Path, text: str) -> str:
+    from cuda_agent_cli.errors import WriteBackRefused
+
+    try:
+        with open(path, "x") as f:  # checked at the start; never replace a file made since
+            f.write(text)
+    except FileExistsError:
+        raise WriteBackRefused(f"--patch {path} was created while the session ran; it was left as it is",
+                               "rerun with --resume ID --no-apply --patch NEW_FILE") from None
+    return str(path.resolve())
 
 
 @app.command()
@@ -226,18 +274,22 @@ def demo(
     import time
 
     from cuda_agent_cli import demo as demo_assets
+    from cuda_agent_cli import preflight
     from cuda_agent_cli.cli_app import resolve_device
     from cuda_agent_cli.config import load_config, user_data_dir
-    from cuda_agent_cli.errors import BadInput
     from cuda_agent_cli.optimize import OptimizeRequest
     from cuda_agent_cli.writeback.git import init_repo
 
-    dev = resolve_device(device)
     cfg = load_config({})
-    base = Path(cfg.data_dir) if cfg.data_dir else user_data_dir()
-    dest = (directory or base / "demo" / time.strftime("%Y%m%d-%H%M%S")).resolve()
-    if dest.exists() and any(dest.iterdir()):
-        raise BadInput(f"{dest} is not empty", "pass --dir with a new or empty folder")
+    base = Path(cfg.data_dir).expanduser() if cfg.data_dir else user_data_dir()
+    if directory is None:
+        preflight.check_store(base / "demo", "data dir",
+                              "set XDG_DATA_HOME (or data_dir in the config) to a folder you can write to, or pass --dir")
+    dest = (directory.expanduser() if directory else base / "demo" / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    preflight.check_demo_dir(dest)
+    if patch is not None:
+        patch = preflight.check_patch_file(patch)
+    dev = resolve_device(device)
     demo_assets.copy_example(dest)
     init_repo(dest, "Example project for the cuda-agent demo")
     if json_out:

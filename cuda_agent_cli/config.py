@@ -60,6 +60,16 @@ class Config:
             return getattr(self.settings, name)
         raise AttributeError(name)
 
+    def origin(self, name: str) -> str:
+        """Where `name` came from, as the user would write or find it: `--max-turns`,
+        `CUDA_AGENT_MAX_TURNS`, `pyproject.toml`, `~/.config/cuda-agent/config.toml` or `default`."""
+        return describe_source(name, self.sources.get(name, "default"))
+
+    def origin_phrase(self, name: str) -> str:
+        """"from pyproject.toml", "from --max-turns", ... or "(the default)", to follow a value."""
+        where = self.origin(name)
+        return "(the default)" if where == "default" else f"from {where}"
+
 
 def user_config_path(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
@@ -71,6 +81,32 @@ def user_data_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     base = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME", str(Path.home()))) / ".local" / "share")
     return Path(base) / "cuda-agent"
+
+
+REPO_TABLE = " [tool.cuda-agent]"
+
+
+def describe_source(name: str, source: str) -> str:
+    """One entry of `Config.sources` in the words of the place it came from."""
+    if source == "flag":
+        return "--" + name.replace("_", "-")
+    if source == "environment":
+        return ENV_PREFIX + name.upper()
+    if source == "default":
+        return "default"
+    path = source[: -len(REPO_TABLE)] if source.endswith(REPO_TABLE) else source
+    return _short_path(path)
+
+
+def _short_path(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        rel = path
+    if not rel.startswith(".."):
+        return rel
+    home = str(Path.home())
+    return "~" + path[len(home):] if home not in ("", "/") and path.startswith(home + os.sep) else path
 
 
 def find_repo_pyproject(start: Path) -> Path | None:
@@ -154,7 +190,7 @@ def load_config(
         layers.append((str(user_file), _layer(_read_toml(user_file, ()), str(user_file))))
     repo_file = find_repo_pyproject(cwd)
     if repo_file is not None:
-        src = f"{repo_file} [tool.cuda-agent]"
+        src = f"{repo_file}{REPO_TABLE}"
         layers.append((src, _layer(_read_toml(repo_file, ("tool", "cuda-agent")), src)))
     env_values = {
         k[len(ENV_PREFIX):].lower(): v

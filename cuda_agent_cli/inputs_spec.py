@@ -90,6 +90,19 @@ class CallSpec:
             text += "; init: " + ", ".join(_describe_arg(a) for a in self.init)
         return text
 
+    def signature_lines(self, forward_params: tuple[str, ...] = ()) -> list[str]:
+        """`forward(x: float32[8,384], eps=1e-05)` and `__init__(384)`: what a call is made of,
+        positional arguments labelled with the forward signature's names where it gives them."""
+        def part(i: int, a: Arg, names: tuple[str, ...]) -> str:
+            if a.name:
+                return f"{a.name}={_describe_value(a.value)}"
+            label = names[i] if i < len(names) else None
+            return f"{label}: {_describe_value(a.value)}" if label else _describe_value(a.value)
+
+        fwd = ", ".join(part(i, a, forward_params) for i, a in enumerate(self.args))
+        init = ", ".join(part(i, a, ()) for i, a in enumerate(self.init))
+        return [f"forward({fwd})", f"__init__({init})"]
+
     def tensors(self) -> list[tuple[str, TensorSpec]]:
         """Every forward tensor with a label (its name, or its position)."""
         out: list[tuple[str, TensorSpec]] = []

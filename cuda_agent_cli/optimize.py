@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from cuda_agent_cli.errors import BadInput, EnvironmentMissing, JobFailed, ModelConfigError
+from cuda_agent_cli.errors import BadInput, EnvironmentMissing, InputSpecError, JobFailed, ModelConfigError
 
 TASK_FILE = "task.json"  # in the session dir: how to rebuild the task on --resume
 
@@ -53,6 +53,8 @@ class OptimizeOutcome:
     best_files: list[str] = field(default_factory=list)
     plan: Any = None                  # writeback.apply.WriteBackPlan when there is a correct kernel
     sandbox_banner: str | None = None
+    stop_detail: str = ""             # e.g. "max_turns 3 from pyproject.toml"
+    inputs: dict[str, Any] | None = None  # inputs_json of the call the kernel was made for
 
     @property
     def reward(self) -> int | None:
@@ -88,6 +90,7 @@ def check_model(model: str | None, api_base: str | None = None) -> None:
         if not path.is_file():
             raise ModelConfigError(f"replay file {path} does not exist", "pass --model replay:PATH/TO/FILE.jsonl")
         return
+    check_api_base(api_base)
     import contextlib
     import io
 
@@ -101,6 +104,70 @@ def check_model(model: str | None, api_base: str | None = None) -> None:
                                "use a litellm model string such as anthropic/claude-sonnet-4-5 or openai/gpt-4.1")
     if missing:
         raise EnvironmentMissing(f"{', '.join(missing)} is not set for {model}", f"export {missing[0]}=...")
+
+
+def check_limits(cfg: Any) -> None:
+    """A limit that would stop the session before its first turn is a mistake, not a setting."""
+    for name, unit in (("max_turns", ""), ("max_cost", " USD"), ("timeout", " s")):
+        value = getattr(cfg, name)
+        if value is not None and value <= 0:
+            raise BadInput(f"{name} {value:g}{unit} {cfg.origin_phrase(name)} leaves no room for a single turn",
+                           f"give a positive {name}" + (" (or leave it out for no limit)" if name != "max_turns" else ""))
+
+
+def check_api_base(api_base: str | None) -> None:
+    """An --api-base without a scheme reaches nothing; say so before the session starts."""
+    if not api_base:
+        return
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(api_base)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ModelConfigError(f"--api-base {api_base} is not an http:// or https:// URL",
+                               "write it like --api-base http://localhost:8000/v1")
+
+
+def captured_block(task: Any, command: str) -> str:
+    """What --capture recorded, shown before the session so a wrong call is caught at once."""
+    lines = [f"captured the first call of {task.target.class_name} in `{command}`:"]
+    lines += [f"  {line}" for line in task.call.signature_lines(task.forward_params)]
+    return "\n".join(lines)
+
+
+def inputs_json(call: Any) -> dict[str, Any]:
+    """The call the session optimizes for, for --json: where it came from, as text and as data."""
+    from cuda_agent_cli.inputs_spec import call_to_json
+
+    return {"text": call.describe(), **call_to_json(call)}
+
+
+def check_input_devices(call: Any, cfg: Any, what: str) -> None:
+    """Refuse inputs whose devices disagree with each other or with the configured device: the
+    harness moves every input to the session's device, so a difference would be dropped silently."""
+    named = {}
+    for label, tensor in call.tensors():
+        if tensor.device:
+            named.setdefault(tensor.device.split(":")[0], label)
+    verb = "recorded" if what == "--capture" else "puts"
+    if len(named) > 1:
+        (d1, l1), (d2, l2) = sorted(named.items())[:2]
+        raise InputSpecError(f"{what} {verb} {l1} on {d1} but {l2} on {d2}; a session runs on one device",
+                             "name the same device for every tensor (or none, to use --device)")
+    if not named or cfg.device is None:
+        return
+    (device, label), = named.items()
+    if device == cfg.device:
+        return
+    origin = cfg.origin("device")
+    where = f"--device {cfg.device}" if origin == "--device" else f"device {cfg.device} from {origin}"
+    if what == "--capture":
+        hint = f"pass --device {device}, or give {cfg.device} inputs with --inputs"
+    else:
+        hint = f"drop `{device}` from --inputs (or write `{cfg.device}`), or pass --device {device}"
+    raise InputSpecError(f"{what} {verb} {label} on {device}, but {where} runs the session on {cfg.device}", hint)
 
 
 # ---------------------------------------------------------------- the run
@@ -142,6 +209,9 @@ def run_optimize(
     stage = on_stage or (lambda _msg: None)
     resuming = bool(req.resume or req.continue_latest)
     saved: dict[str, Any] = {}
+    if data_dir is None:
+        configured = load_config({}, cwd=req.cwd).data_dir  # where `cuda-agent sessions` looks too
+        data_dir = Path(configured).expanduser() if configured else None
     if resuming:
         state = resume_session(req.resume if req.resume else None, data_dir)
         saved = _load_task(state.session_dir)
@@ -149,6 +219,7 @@ def run_optimize(
     cfg = load_config({"model": req.model or saved.get("model"), "api_base": req.api_base or saved.get("api_base"),
                        "device": req.device, "policy": req.policy, "max_turns": req.max_turns,
                        "max_cost": req.max_cost, "timeout": req.timeout}, cwd=req.cwd)
+    check_limits(cfg)
     check_model(cfg.model, cfg.api_base)
     from cuda_agent_cli.sandbox import require_sandbox
 
@@ -167,7 +238,12 @@ def run_optimize(
             raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName")
         stage(f"importing {req.target}")
         spec = parse_inputs_spec(req.inputs) if req.inputs else None
+        if spec is not None:
+            check_input_devices(spec, cfg, "--inputs")
         task = resolve_task(req.target, req.cwd, inputs=spec, capture_command=req.capture)
+        if req.capture:
+            stage(captured_block(task, req.capture))
+            check_input_devices(task.call, cfg, "--capture")
         # An explicit --device wins, then the device the inputs name; else the harness picks.
         device = cfg.device or task.call.device()
         policy = cfg.policy
@@ -202,7 +278,8 @@ def run_optimize(
     model = make_model(cfg.model, cfg.api_base)
     gpu = (harness.environment().get("gpu") if hasattr(harness, "environment") else None)
     limits = Limits(max_turns=cfg.max_turns, max_cost=cfg.max_cost, timeout=cfg.timeout,
-                    context_tokens=cfg.context_tokens)
+                    context_tokens=cfg.context_tokens,
+                    origins={name: cfg.origin_phrase(name) for name in ("max_turns", "max_cost", "timeout")})
     settings = {"device": device, "policy": policy, "max_turns": cfg.max_turns, "max_cost": cfg.max_cost,
                 "timeout": cfg.timeout, "inputs": task.call.describe(), "command": "optimize"}
     notes = (f"Inputs: {task.call.describe()}. Device: {device}. Policy: {policy}."
@@ -227,7 +304,8 @@ def run_optimize(
         session_id=result.session_id, transcript=result.transcript, status=status_of(best),
         stop_reason=result.stop_reason, turns=result.turns, cost_usd=result.cost_usd, device=device,
         policy=policy, target=task.target.display, best=best, best_dir=best_dir,
-        sandbox_banner=sandbox.banner if req.shell else None,
+        sandbox_banner=sandbox.banner if req.shell else None, stop_detail=result.detail,
+        inputs=inputs_json(task.call),
     )
     if best_dir is not None and best and best.get("correct"):
         files = candidate_files(best_dir)

@@ -5,6 +5,7 @@ Progress consumes the agent loop's events (agent.events); nothing here decides a
 
 from __future__ import annotations
 
+import io
 import sys
 import time
 from typing import Any, TextIO
@@ -12,8 +13,6 @@ from typing import Any, TextIO
 from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
-from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
@@ -44,6 +43,13 @@ def harness_line(tool: str, result: dict[str, Any]) -> str:
         return f"{tool}: correct"
     return (f"{tool}: {t['candidate_us']:.1f} µs — {t['speedup_vs_eager']:.2f}x vs eager, "
             f"{t['speedup_vs_compile']:.2f}x vs torch.compile (reward {result.get('reward')})")
+
+
+def stop_line(reason: str, detail: str = "") -> str:
+    """"stopped: max_turns 3 from pyproject.toml"; other reasons keep their detail after a dash."""
+    if detail.startswith(reason + " "):
+        return f"stopped: {detail}"
+    return f"stopped: {reason}" + (f" — {detail}" if detail else "")
 
 
 class ProgressState:
@@ -99,7 +105,7 @@ class ProgressState:
             return f"    model call failed ({event.reason}); retry {event.attempt} in {event.wait_s:.0f}s"
         elif kind == "stopped":
             self.running = None
-            return f"stopped: {event.reason}" + (f" — {event.detail}" if event.detail else "")
+            return stop_line(event.reason, event.detail)
         return None
 
 
@@ -181,29 +187,102 @@ def method_line(best: dict[str, Any] | None) -> str:
     env = (best or {}).get("environment") or {}
     if not t:
         return ""
-    return (f"method: {t.get('method', '?')}; reward {best.get('reward')}; torch {env.get('torch', '?')}"
+    return (f"method: {t.get('method', '?')}; {t.get('trials', '?')} trials; torch {env.get('torch', '?')}"
             + (f", CUDA {env['cuda']}" if env.get("cuda") else ""))
 
 
-def diff_view(patch: str) -> Syntax:
-    return Syntax(patch, "diff", theme="ansi_dark", word_wrap=False, background_color="default")
+REWARD_WORDS = {
+    3: "faster than both eager and torch.compile by more than 5%",
+    2: "faster than eager by more than 5%, not than torch.compile",
+    1: "correct, but not more than 5% faster than eager",
+    -1: "did not compile or was not correct",
+}
 
 
-def render_review(console: Console, outcome: Any) -> None:
-    """The speedup table and the full diff, before any question is asked."""
+def reward_line(best: dict[str, Any] | None) -> str:
+    """The reward in words, e.g. "reward 3: faster than both eager and torch.compile by more than 5%"."""
+    reward = (best or {}).get("reward")
+    if reward is None:
+        return "no reward: correct, not timed" if (best or {}).get("correct") else "no reward"
+    line = f"reward {reward}: {REWARD_WORDS.get(reward, 'unknown')}"
+    if ((best or {}).get("timings") or {}).get("uncertain"):
+        line += " (uncertain: the measured spread straddles a 5% threshold, another run may differ)"
+    return line
+
+
+def summary_line(outcome: Any) -> str:
+    """The result in one line, repeated just above the question so it is in sight when answering."""
+    t = outcome.timings or {}
+    parts = [outcome.target]
+    if t:
+        parts.append(f"{t['speedup_vs_eager']:.2f}x vs eager, {t['speedup_vs_compile']:.2f}x vs torch.compile "
+                     f"(reward {outcome.reward})")
+    elif outcome.best:
+        parts.append(f"correct, not timed (reward {outcome.reward})")
+    plan = outcome.plan
+    if plan is not None:
+        from cuda_agent_cli.writeback.diff import diff_stats
+
+        files, added, removed = diff_stats(plan.changes)
+        parts.append(f"{files} files, +{added} -{removed} lines")
+    return " · ".join(parts)
+
+
+_DIFF_STYLES = (("diff --git", "bold"), ("+++", "bold"), ("---", "bold"), ("@@", "cyan"),
+                ("+", "green"), ("-", "red"))
+
+
+def diff_text(patch: str) -> Text:
+    """The patch with git's colours; every line whole (printed with soft_wrap, never cropped)."""
+    text = Text()
+    for line in patch.splitlines(keepends=True):
+        style = next((s for prefix, s in _DIFF_STYLES if line.startswith(prefix)), None)
+        text.append(line, style=style)
+    return text
+
+
+def render_diff(console: Console, patch: str, paged: bool) -> None:
+    """On a terminal the diff goes through $PAGER; elsewhere (or without a pager) every line is
+    printed whole, however long: a cut line would misreport what is about to be written."""
+    if paged:
+        from cuda_agent_cli import pager
+
+        shown = patch
+        if console.color_system is not None:  # NO_COLOR and dumb terminals get it plain
+            buffer = io.StringIO()
+            Console(file=buffer, force_terminal=True, color_system=console.color_system,
+                    width=console.width).print(diff_text(patch), soft_wrap=True, end="")
+            shown = buffer.getvalue()
+        if pager.page(shown):
+            return
+    if console.is_terminal:
+        console.print(diff_text(patch), soft_wrap=True, end="")
+    else:
+        # Byte for byte: no width, no tab expansion, nothing a renderer could cut.
+        console.file.write(patch)
+        console.file.flush()
+
+
+def render_review(console: Console, outcome: Any, paged: bool = False) -> None:
+    """The speedup table, what the reward means and the harness's warnings, then the full diff."""
+    best = outcome.best
     console.print()
-    console.print(speedup_table(outcome.best, outcome.device))
-    method = method_line(outcome.best)
+    console.print(speedup_table(best, outcome.device))
+    console.print(Text(reward_line(best), style="bold"), soft_wrap=True)
+    method = method_line(best)
     if method:
-        console.print(Text(method, style="dim"))
+        console.print(Text(method, style="dim"), soft_wrap=True)
+    for warning in (best or {}).get("warnings") or []:
+        console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
     plan = outcome.plan
     if plan is None:
         return
     from cuda_agent_cli.writeback.diff import diff_stats
 
     files, added, removed = diff_stats(plan.changes)
-    console.print(Panel(Text(f"{files} files, +{added} -{removed} lines in {plan.repo_root}"), expand=False))
-    console.print(diff_view(plan.patch))
+    console.print(Text(f"{files} files, +{added} -{removed} lines in {plan.repo_root}"
+                       + (" (opening the pager; q returns here)" if paged else ":")), soft_wrap=True)
+    render_diff(console, plan.patch, paged)
 
 
 def confirm(console: Console, question: str) -> bool:

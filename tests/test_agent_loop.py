@@ -82,6 +82,18 @@ def test_limits_stop_the_session_cleanly(ws, tmp_path, limits, reason):
         assert result.turns == 2 and result.cost_usd == pytest.approx(0.4)
 
 
+def test_the_stop_detail_says_where_the_limit_came_from(ws, tmp_path):
+    model = ScriptedModel([turn(None, ("Read", {"file_path": "x"}), cost=0.2) for _ in range(10)])
+    limits = Limits(max_turns=3, origins={"max_turns": "from pyproject.toml"})
+    _, result, events = _run(model, ToyBox(ws), ws, tmp_path, limits=limits)
+    assert result.detail == "max_turns 3 from pyproject.toml"
+    stopped = [e for e in events if e.kind == "stopped"]
+    assert stopped[-1].detail == "max_turns 3 from pyproject.toml"
+    model = ScriptedModel([turn(None, ("Read", {"file_path": "x"}), cost=0.2) for _ in range(10)])
+    _, result, _ = _run(model, ToyBox(ws), ws, tmp_path, limits=Limits(max_cost=0.3, origins={"max_cost": "from --max-cost"}))
+    assert result.detail == "max_cost $0.3 from --max-cost: spent $0.4000"
+
+
 def test_best_candidate_is_the_best_measured_not_the_last(ws, tmp_path):
     def write(v):
         return ("Write", {"file_path": "kernels/k.cpp", "content": f"// v{v}"})

@@ -89,3 +89,17 @@ def test_unknown_key_and_bad_toml_are_reported(tmp_path: Path) -> None:
 def test_unrelated_environment_variables_are_ignored(tmp_path: Path) -> None:
     cfg = load_config({}, cwd=tmp_path, env={"HOME": str(tmp_path), "CUDA_AGENT_SOMETHING_ELSE": "x"})
     assert cfg.model is None
+
+
+def test_origin_names_the_place_a_setting_came_from(layers: tuple[Path, dict[str, str]],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    cwd, env = layers
+    monkeypatch.chdir(cwd.parent)  # the repository root, where a user runs the command
+    cfg = load_config({"timeout": 60}, cwd=cwd, env={**env, "CUDA_AGENT_MAX_COST": "2"})
+    assert cfg.origin("max_turns") == "pyproject.toml"
+    assert cfg.origin_phrase("max_turns") == "from pyproject.toml"
+    assert cfg.origin("max_cost") == "CUDA_AGENT_MAX_COST"
+    assert cfg.origin("timeout") == "--timeout"
+    assert cfg.origin("context_tokens") == "default" and cfg.origin_phrase("context_tokens") == "(the default)"
+    monkeypatch.chdir(cwd.parent.parent)
+    assert cfg.origin("policy") == str(Path("home/.config/cuda-agent/config.toml"))

@@ -74,3 +74,10 @@ def test_generated_python_makes_the_described_tensors():
     assert made[2].dtype == torch.bool and made[2].shape == (4,)
     assert float(made[3].min()) >= -1 and float(made[3].max()) <= 1
     assert made[4] == 7
+
+
+def test_signature_lines_show_shapes_dtypes_and_constructor_arguments():
+    call = parse_inputs_spec("float16[8,4096] cuda, int64[8] 0..1000, eps=1e-5; init: 4096, eps=1e-6")
+    assert call.signature_lines(("x", "ids")) == [
+        "forward(x: float16[8,4096] cuda, ids: int64[8] 0..1000, eps=1e-05)", "__init__(4096, eps=1e-06)"]
+    assert parse_inputs_spec("x=float32[2]").signature_lines() == ["forward(x=float32[2])", "__init__()"]

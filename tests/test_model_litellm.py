@@ -106,17 +106,49 @@ def test_hosted_vllm_prefix_streams_and_costs_nothing():
     assert turn.tool_calls[0].arguments == {"file_path": "x"} and turn.cost_usd == 0.0
 
 
-def test_a_server_that_is_not_there_fails_fast_with_its_address():
+def _free_port() -> int:
     import socket
-    import time
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    model = make_model("openai/fake-coder", f"http://127.0.0.1:{port}/v1", backoff_base=0.01)
+        return s.getsockname()[1]
+
+
+def _fails_at_once(api_base: str) -> ModelUnavailable:
+    import time
+
+    retries: list[tuple[int, float, str]] = []
+    model = make_model("openai/fake-coder", api_base, backoff_base=5.0)
+    model.on_retry = lambda a, w, r: retries.append((a, w, r))
     t0 = time.monotonic()
     with pytest.raises(ModelUnavailable) as exc:
         model.complete(MSGS, TOOLS)
-    assert time.monotonic() - t0 < 10
-    assert f"127.0.0.1:{port}" in exc.value.message and "--api-base" in exc.value.one_line()
-    assert "2 attempts" in exc.value.message
+    assert retries == []  # no backoff of 5 s, 10 s, ...
+    assert time.monotonic() - t0 < 4
+    assert exc.value.exit_code == 3
+    return exc.value
+
+
+def test_a_refused_connection_is_not_retried_and_names_the_host():
+    port = _free_port()
+    err = _fails_at_once(f"http://127.0.0.1:{port}/v1")
+    line = err.one_line()
+    assert f"cannot reach 127.0.0.1:{port}: the connection was refused (host unreachable)" in line
+    assert "--api-base" in line and "InternalServerError" not in line
+
+
+def test_a_name_that_does_not_resolve_is_not_retried_and_names_the_host():
+    err = _fails_at_once("http://no-such-host.invalid:1/v1")
+    line = err.one_line()
+    assert "cannot reach no-such-host.invalid:1: the name does not resolve (host unreachable)" in line
+    assert "InternalServerError" not in line
+
+
+def test_error_text_loses_the_wrappers_repeated_names():
+    from cuda_agent_cli.model.litellm_adapter import _short
+
+    raw = Exception("litellm.InternalServerError: InternalServerError: OpenAIException - Connection error.")
+    assert _short(raw) == "InternalServerError: Connection error."
+    raw = Exception("litellm.InternalServerError: AnthropicException - overloaded. "
+                    "Handle with `litellm.InternalServerError`.")
+    assert _short(raw) == "InternalServerError: overloaded."

@@ -1,6 +1,7 @@
 """optimize's bad inputs: each one clear line and the DESIGN §7 exit code, never a traceback."""
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -38,8 +39,8 @@ def project(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_") and not k.endswith("_API_KEY")}
     env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
 
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "cuda_agent_cli", *args], cwd=root, env=env,
+    def cli(*args: str, wrap: list[str] = ()) -> subprocess.CompletedProcess:
+        return subprocess.run([*wrap, sys.executable, "-m", "cuda_agent_cli", *args], cwd=root, env=env,
                               capture_output=True, text=True, timeout=300)
 
     return root, cli
@@ -64,6 +65,13 @@ REPLAY = ["--model", f"replay:{replay_path('cpu')}"]
     ([*REPLAY], 2, "optimize needs a TARGET"),
     (["blocks.py::Block", "--model", "replay:/nonexistent.jsonl", "--inputs", "x=float32[4]"], 2,
      "replay file /nonexistent.jsonl does not exist"),
+    # Inputs on one device, the session on another: refused, not silently moved.
+    (["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4] cuda", "--device", "cpu"], 2,
+     "--inputs puts x on cuda, but --device cpu runs the session on cpu — drop `cuda` from --inputs"),
+    (["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4] cpu", "--device", "cuda"], 2,
+     "--inputs puts x on cpu, but --device cuda runs the session on cuda"),
+    (["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4] cpu, y=float32[4] cuda:1"], 2,
+     "--inputs puts x on cpu but y on cuda; a session runs on one device"),
 ])
 def test_bad_input_gets_one_line_and_its_exit_code(project, args, code, words):
     root, cli = project
@@ -85,6 +93,25 @@ def test_json_mode_reports_errors_as_its_one_object(project):
     assert proc.returncode == 2
     out = json.loads(proc.stdout)
     assert out["status"] == "error" and out["exit_code"] == 2 and "no such file" in out["error"]
+    from readme_keys import documented_error_keys
+
+    assert sorted(out) == sorted(documented_error_keys())
+
+
+def test_a_configured_device_that_disagrees_with_the_inputs_is_named_with_its_origin(tmp_path: Path):
+    from cuda_agent_cli.config import load_config
+    from cuda_agent_cli.errors import InputSpecError
+    from cuda_agent_cli.inputs_spec import parse_inputs_spec
+    from cuda_agent_cli.optimize import check_input_devices
+
+    cfg = load_config({}, cwd=tmp_path, env={"HOME": str(tmp_path), "CUDA_AGENT_DEVICE": "cpu"})
+    with pytest.raises(InputSpecError) as exc:
+        check_input_devices(parse_inputs_spec("a=int64[2], x=float16[8] cuda"), cfg, "--inputs")
+    assert exc.value.message == "--inputs puts x on cuda, but device cpu from CUDA_AGENT_DEVICE runs the session on cpu"
+    check_input_devices(parse_inputs_spec("x=float16[8] cpu"), cfg, "--inputs")  # agrees
+    check_input_devices(parse_inputs_spec("x=float16[8]"), cfg, "--inputs")  # names no device
+    cfg = load_config({}, cwd=tmp_path, env={"HOME": str(tmp_path)})
+    check_input_devices(parse_inputs_spec("x=float16[8] cuda"), cfg, "--inputs")  # the inputs decide
 
 
 def test_status_follows_the_reward():
@@ -139,3 +166,114 @@ def test_capture_through_the_cli_records_the_first_real_call(project, tmp_path: 
     transcript = Path(out["transcript"]).read_text()
     assert "float32[3,7]" in transcript.replace(" ", "")
     assert not (root / "finished.txt").exists()
+    # What was captured is shown before the session starts, and is part of the JSON result.
+    block = f"captured the first call of Block in `{sys.executable} run.py`:\n  forward(x: float32[3,7])\n  __init__()\n"
+    assert block in proc.stderr
+    assert proc.stderr.index(block) < proc.stderr.index("running the agent")
+    assert out["inputs"]["source"] == "capture" and out["inputs"]["text"] == "float32[3,7]"
+    assert out["inputs"]["args"] == [{"name": None, "tensor": {"dtype": "float32", "shape": [3, 7]}}]
+
+
+# ---------------------------------------------------------------- paths checked before the session
+
+INPUTS = ["--inputs", "x=float32[4]"]
+
+
+def _one_error(proc: subprocess.CompletedProcess) -> str:
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "importing" not in proc.stderr  # refused before the target was even imported
+    return lines[0]
+
+
+def test_a_patch_path_that_cannot_take_the_patch_is_refused_at_once(project, tmp_path: Path):
+    root, cli = project
+    kept = tmp_path / "kept.diff"
+    kept.write_text("a patch the user still needs\n")
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    for patch, words in [(tmp_path / "no-such-dir" / "k.diff", f"the folder {tmp_path / 'no-such-dir'} does not exist"),
+                         (folder, f"--patch {folder} is a folder — give a file name"),
+                         (kept, f"--patch {kept} already exists — remove it"),
+                         (Path("/sys/k.diff"), "--patch /sys/k.diff cannot be written: /sys ")]:
+        proc = cli("optimize", "blocks.py::Block", *REPLAY, *INPUTS, "--no-apply", "--patch", str(patch))
+        assert proc.returncode == 2
+        assert words in _one_error(proc)
+    assert kept.read_text() == "a patch the user still needs\n"
+    assert sorted(p.name for p in root.iterdir()) == ["blocks.py"]
+
+
+def test_an_unusable_data_or_cache_dir_is_refused_at_once(tmp_path: Path):
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    for var, value, words in [("XDG_DATA_HOME", "/sys/cuda-agent-test", "the data dir /sys/cuda-agent-test/cuda-agent/sessions cannot be used: /sys "),
+                              ("XDG_DATA_HOME", str(afile), f"cannot be used: {afile} is a file, so"),
+                              ("XDG_CACHE_HOME", "/sys/cuda-agent-test", "the cache dir /sys/cuda-agent-test/cuda-agent cannot be used")]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
+        env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
+        env[var] = value
+        (tmp_path / "blocks.py").write_text(MODULE)
+        proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "optimize", "blocks.py::Block", *REPLAY, *INPUTS,
+                               "--no-apply"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2
+        assert words in _one_error(proc)
+
+
+def test_demo_dir_that_is_a_file_or_unwritable_is_refused(tmp_path: Path):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
+    env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    for where, words in [(afile, f"--dir {afile} is a file"), (Path("/sys/demo"), "--dir /sys/demo cannot be used: /sys ")]:
+        proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "demo", "--dir", str(where), "--batch"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2
+        assert words in _one_error(proc)
+    assert afile.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--max-turns", "0"], "max_turns 0 from --max-turns leaves no room for a single turn"),
+    (["--timeout", "-5"], "timeout -5 s from --timeout leaves no room"),
+])
+def test_limits_that_allow_no_turn_are_refused(project, args, words):
+    _, cli = project
+    proc = cli("optimize", "blocks.py::Block", *REPLAY, *INPUTS, "--no-apply", *args)
+    assert proc.returncode == 2 and words in _one_error(proc)
+
+
+def test_an_api_base_without_a_scheme_is_refused(project):
+    _, cli = project
+    proc = cli("optimize", "blocks.py::Block", "--model", "openai/x", "--api-base", "localhost:8000/v1", *INPUTS)
+    assert proc.returncode == 2
+    assert "--api-base localhost:8000/v1 is not an http:// or https:// URL" in _one_error(proc)
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap for a read-only mount")
+def test_a_read_only_repository_is_refused_before_the_session(project):
+    root, cli = project
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], check=True)
+    probe = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(root), str(root), "true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"bubblewrap cannot mount here: {probe.stderr.strip()}")
+    proc = cli("optimize", "blocks.py::Block", *REPLAY, *INPUTS, "--yes", "--batch",
+               wrap=["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(root), str(root)])
+    assert proc.returncode == 2
+    line = _one_error(proc)
+    assert f"applying the kernel would fail: {root} is on a read-only file system" in line and "--no-apply" in line
+
+
+def test_the_stop_line_names_a_limit_set_in_pyproject(project):
+    import json
+
+    root, cli = project
+    (root / "pyproject.toml").write_text('[tool.cuda-agent]\nmax_turns = 1\n')
+    proc = cli("optimize", "blocks.py::Block", *REPLAY, *INPUTS, "--device", "cpu", "--batch", "--json", "--no-apply")
+    assert proc.returncode == 1, proc.stderr
+    assert "stopped: max_turns 1 from pyproject.toml" in proc.stderr.splitlines()
+    out = json.loads(proc.stdout)
+    assert (out["stop_reason"], out["stop_detail"], out["turns"]) == ("max_turns", "max_turns 1 from pyproject.toml", 1)

@@ -7,6 +7,7 @@ through --resume, so the compile and the baselines are paid for once.
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -86,6 +87,11 @@ def one_json(proc: subprocess.CompletedProcess) -> dict:
     return json.loads(lines[0])
 
 
+def without_created(text: str) -> str:
+    """A review's diff, less the manifest's creation time (each review makes its own)."""
+    return re.sub(r'^\+created = "[^"]*"\n', "", text, flags=re.M)
+
+
 def test_stopped_session_resumes_to_a_faster_kernel(project):
     _, root, _, first, second = project
     a = one_json(first)
@@ -102,6 +108,19 @@ def test_stopped_session_resumes_to_a_faster_kernel(project):
     # --no-apply: the repository is exactly as it was
     assert git(root, "status", "--porcelain") == ""
     assert "Profile: " in second.stderr  # progress went to stderr, the JSON alone to stdout
+
+
+def test_json_result_has_exactly_the_keys_the_readme_documents(project):
+    from readme_keys import documented_result_keys
+
+    _, _, _, first, second = project
+    documented = documented_result_keys()
+    assert len(documented) == len(set(documented)) > 10
+    for proc in (first, second):  # a failed (stopped) and an improved session
+        assert sorted(one_json(proc)) == sorted(documented)
+    b = one_json(second)
+    assert isinstance(b["warnings"], list) and b["inputs"]["text"] == "float32[8,256,384]; init: 384"
+    assert one_json(first)["stop_detail"] == "max_turns 4 from --max-turns"
 
 
 def test_saved_patch_applies_with_git(project):
@@ -138,6 +157,63 @@ def test_answering_n_writes_nothing(project):
     assert "eager PyTorch" in proc.stdout and "+++ b/models/heads.py" in proc.stdout
     assert "not applied" in proc.stdout
     assert git(root, "status", "--porcelain") == ""
+    # Piped: the table first, then the whole diff byte for byte (no line cut at 80 columns), then
+    # the one-line summary again just above the question.
+    patch = Path(one_json(second)["patch"]).read_text()
+    assert max(len(ln) for ln in patch.splitlines()) > 80
+    assert without_created(patch) in without_created(proc.stdout)
+    assert proc.stdout.index("eager PyTorch") < proc.stdout.index("reward ") < proc.stdout.index("diff --git")
+    before_prompt = proc.stdout[:proc.stdout.index("Apply this kernel")].rstrip("\n").splitlines()[-1]
+    assert before_prompt.startswith("models/heads.py::PooledLayerNorm · ") and "x vs torch.compile (reward" in before_prompt
+
+
+def test_on_a_terminal_the_diff_is_paged_and_the_table_stays_in_sight(project):
+    import pty
+    import re
+    import threading
+
+    cli, root, tmp, _, second = project
+    paged = tmp / "paged.txt"
+    env = {**cli.env, "PAGER": f"cat > {paged}", "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "40"}
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "cuda_agent_cli", "optimize", "--resume",
+                             one_json(second)["session_id"]], cwd=root, env=env, stdin=slave, stdout=slave,
+                            stderr=slave, close_fds=True)
+    os.close(slave)
+    seen = bytearray()
+
+    def read() -> None:
+        answered = False
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            seen.extend(data)
+            if not answered and b"y/N" in seen:  # rich colours the brackets apart
+                os.write(master, b"n\n")
+                answered = True
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert proc.wait(timeout=600) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(timeout=10)
+    os.close(master)
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "", seen.decode(errors="replace"))
+    patch = Path(one_json(second)["patch"]).read_text()
+    # the whole diff, through the pager
+    assert without_created(re.sub(r"\x1b\[[0-9;]*m", "", paged.read_text())) == without_created(patch)
+    assert "+++ b/models/heads.py" not in shown  # not scrolled past the table on the terminal
+    assert shown.index("eager PyTorch") < shown.index("reward ") < shown.index("Apply this kernel")
+    before_prompt = shown[:shown.index("Apply this kernel")].rstrip("\n").splitlines()[-1]
+    assert before_prompt.startswith("models/heads.py::PooledLayerNorm · ")
+    assert "not applied" in shown and git(root, "status", "--porcelain") == ""
 
 
 def test_yes_commits_on_a_branch_and_the_module_still_works(project):

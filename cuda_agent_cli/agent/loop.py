@@ -70,6 +70,13 @@ class Limits:
     max_cost: float | None = None  # USD, for the whole session
     timeout: float | None = None  # wall seconds for this run
     context_tokens: int | None = None  # None: 131,072 or the model's window when smaller
+    # Where each limit came from, phrased to follow its value ("from pyproject.toml", "(the
+    # default)"), so the stop line tells the user which knob to turn.
+    origins: dict[str, str] = field(default_factory=dict)
+
+    def named(self, name: str, value: str) -> str:
+        origin = self.origins.get(name)
+        return f"{name} {value} {origin}" if origin else f"{name} {value}"
 
 
 @dataclass
@@ -143,11 +150,11 @@ class _Run:
     def limit_reached(self) -> tuple[str, str] | None:
         lim = self.limits
         if lim.timeout is not None and time.monotonic() - self.started_at >= lim.timeout:
-            return "timeout", f"the {lim.timeout:g} s time limit was reached"
+            return "timeout", lim.named("timeout", f"{lim.timeout:g} s")
         if lim.max_cost is not None and self.state.cost_usd >= lim.max_cost:
-            return "max_cost", f"spent ${self.state.cost_usd:.4f} of the ${lim.max_cost:g} limit"
+            return "max_cost", f"{lim.named('max_cost', f'${lim.max_cost:g}')}: spent ${self.state.cost_usd:.4f}"
         if lim.max_turns is not None and self.run_turns >= lim.max_turns:
-            return "max_turns", f"{self.run_turns} turns, the --max-turns limit"
+            return "max_turns", lim.named("max_turns", str(lim.max_turns))
         return None
 
     # -- context ---------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
+import socket
 import time
 from typing import Any, Callable, Sequence
 
@@ -187,6 +189,7 @@ class LiteLLMModel:
                 if self._switch_to_text(exc, tools):
                     attempt -= 1
                     continue
+                self._refuse_unreachable(exc)
                 reason = self._classify(exc)  # raises for errors that retrying cannot fix
                 unreachable = reason == "could not reach the server"
                 # A wrong --api-base should fail in seconds, not after a minute of backoff.
@@ -215,6 +218,29 @@ class LiteLLMModel:
             return False
         self.native_tools = False
         return True
+
+    def _refuse_unreachable(self, exc: Exception) -> None:
+        """A host whose name does not resolve, or that refuses the connection, is not retried:
+        waiting does not fix a wrong --api-base or a machine without a network."""
+        found = unreachable_cause(exc)
+        if found is None:
+            return
+        why, host = found
+        host = host or _host_of(self.api_base) or f"the {self.provider} API"
+        if why == "unresolvable":
+            problem = f"cannot reach {host}: the name does not resolve"
+            hint = ("check the network connection" if not self.api_base
+                    else "check the host name in --api-base and the network connection")
+        elif why == "refused":
+            problem = f"cannot reach {host}: the connection was refused"
+            hint = "check that the server is running and --api-base is right" if self.api_base else \
+                "check the network connection (a proxy or firewall may be refusing it)"
+        else:
+            problem = f"cannot reach {host}: no route to the host"
+            hint = "check the network connection"
+        if self._reached:
+            hint += "; the session so far is saved: rerun with --resume or --continue"
+        raise ModelUnavailable(f"{self.name}: {problem} (host unreachable)", hint) from None
 
     def _classify(self, exc: Exception) -> str:
         """The reason to retry `exc`, or raise the cuda-agent error it really is."""
@@ -344,6 +370,84 @@ def _native_call(slot: dict[str, str], index: int) -> ToolCall:
     return ToolCall(cid, slot["name"], args)
 
 
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and the exceptions behind it, outermost first (litellm wraps httpx's error twice)."""
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(chain) < 20:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+_NO_ROUTE = frozenset({101, 113})  # ENETUNREACH, EHOSTUNREACH
+_RESOLVE_WORDS = ("name or service not known", "temporary failure in name resolution",
+                  "nodename nor servname", "no address associated with hostname", "getaddrinfo failed")
+
+
+def unreachable_cause(exc: BaseException) -> tuple[str, str | None] | None:
+    """("unresolvable" | "refused" | "no-route", "host:port" or None) when `exc` comes from a
+    connection that never opened, else None. Decided on the socket error under litellm's wrappers."""
+    chain = _causes(exc)
+    why: str | None = None
+    for e in chain:
+        if isinstance(e, socket.gaierror):
+            why = "unresolvable"
+        elif isinstance(e, ConnectionRefusedError):
+            why = "refused"
+        elif isinstance(e, OSError) and e.errno in _NO_ROUTE:
+            why = "no-route"
+        if why:
+            break
+    if why is None:
+        # Some transports keep only the text of the socket error.
+        for e in chain:
+            if type(e).__name__ != "ConnectError":
+                continue
+            text = str(e).lower()
+            if any(w in text for w in _RESOLVE_WORDS):
+                why = "unresolvable"
+            elif "connection refused" in text:
+                why = "refused"
+            if why:
+                break
+    if why is None:
+        return None
+    host = None
+    for e in reversed(chain):  # the request nearest to the socket error names the real host
+        host = _request_host(e)
+        if host:
+            break
+    return why, host
+
+
+def _request_host(exc: BaseException) -> str | None:
+    try:
+        request = exc.__dict__.get("_request") or exc.__dict__.get("request")
+        url = getattr(request, "url", None)
+        host = getattr(url, "host", None)
+    except Exception:
+        return None
+    if not host:
+        return None
+    port = getattr(url, "port", None)
+    return f"{host}:{port}" if port else str(host)
+
+
+def _host_of(api_base: str | None) -> str | None:
+    if not api_base:
+        return None
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(api_base)
+        return parts.netloc or None
+    except ValueError:
+        return None
+
+
 def _mentions_connection(message: str) -> bool:
     m = message.lower()
     return "connection error" in m or "connection refused" in m or "connecterror" in m
@@ -354,8 +458,16 @@ def _mentions_context_limit(message: str) -> bool:
     return "context_length_exceeded" in m or "context length" in m or "context window" in m
 
 
+_REPEATED_NAME = re.compile(r"\b([A-Z][A-Za-z]+(?:Error|Exception)): (?:\1: )+")
+_PROVIDER_PREFIX = re.compile(r"\b[A-Z][A-Za-z_]*Exception - ")
+
+
 def _short(exc: BaseException, limit: int = 300) -> str:
+    """litellm's message without its wrappers' repeated names ("InternalServerError:
+    InternalServerError: OpenAIException - ...") and its advice to the programmer."""
     text = " ".join(str(exc).split())
-    for prefix in ("litellm.", "OpenAIException - "):
-        text = text.replace(prefix, "")
+    text = text.replace("litellm.", "")
+    text = _REPEATED_NAME.sub(r"\1: ", text)
+    text = _PROVIDER_PREFIX.sub("", text)
+    text = re.sub(r"\s*Handle with `[^`]*`\.?", "", text).strip()
     return text if len(text) <= limit else text[:limit] + "…"
