@@ -191,20 +191,14 @@ def method_line(best: dict[str, Any] | None) -> str:
             + (f", CUDA {env['cuda']}" if env.get("cuda") else ""))
 
 
-REWARD_WORDS = {
-    3: "faster than both eager and torch.compile by more than 5%",
-    2: "faster than eager by more than 5%, not than torch.compile",
-    1: "correct, but not more than 5% faster than eager",
-    -1: "did not compile or was not correct",
-}
-
-
 def reward_line(best: dict[str, Any] | None) -> str:
     """The reward in words, e.g. "reward 3: faster than both eager and torch.compile by more than 5%"."""
     reward = (best or {}).get("reward")
     if reward is None:
         return "no reward: correct, not timed" if (best or {}).get("correct") else "no reward"
-    line = f"reward {reward}: {REWARD_WORDS.get(reward, 'unknown')}"
+    from cuda_agent_cli.harness.scoring import reward_in_words
+
+    line = f"reward {reward}: {reward_in_words(reward)}"
     if ((best or {}).get("timings") or {}).get("uncertain"):
         line += " (uncertain: the measured spread straddles a 5% threshold, another run may differ)"
     return line

@@ -321,6 +321,7 @@ def run_evaluate_job(spec: dict) -> dict:
             return result
         commits = {c["id"]: (fp, ev) for c, fp, ev in zip(result["verify_calls"], reply.get("fingerprints", []),
                                                            reply.get("evidence", []))}
+        cand.ask({"op": "checkpoint"})
         if spec["device"] == "cuda":
             mark = time.perf_counter()
             found = cand.ask({"op": "kernels"})
@@ -423,6 +424,11 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
         finally:
             cand.cont(stopped)
 
+    # Memory for every output the window keeps, held by each side's allocator beforehand.
+    size = int(cand.ask({"op": "reserve", "bytes": 0}).get("output_bytes") or 0)
+    need = size * (trials + 1) + (64 << 20)
+    cand.ask({"op": "reserve", "bytes": need})
+    base.ask({"op": "reserve", "bytes": need * (len(sides) - 1)})
     # Warm-up, every side on the same calls; the candidate's outputs are dropped at once.
     warm = new_calls(WARM_BASE, warmup)
     for side in sides:
@@ -433,6 +439,7 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
                         "baselines_failed": side != "candidate"}
     if warmup:
         cand.ask({"op": "drop", "ids": [c["id"] for c in warm]})
+        base.ask({"op": "drop"})
 
     load_before = _idle_load([cand.pid, base.pid])
     meter = LoadMeter([cand.pid, base.pid])

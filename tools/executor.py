@@ -174,6 +174,19 @@ def _profiled_kernel_names(fn: Any, inputs: list[Any]) -> list[str]:
     return sorted(names)
 
 
+def _output_bytes(out: Any) -> int:
+    items = out if isinstance(out, (tuple, list)) else [out]
+    return sum(t.numel() * t.element_size() for t in items if isinstance(t, torch.Tensor))
+
+
+def _reserve(device: str, nbytes: int) -> None:
+    """Have the caching allocator hold `nbytes` before the window, so the outputs kept while
+    timed are carved from it rather than each costing a cudaMalloc inside a block."""
+    if device == "cuda" and nbytes > 0:
+        block = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        del block
+
+
 class _Sets:
     """Input sets and weights written by the inputs job, loaded once each."""
 
@@ -321,6 +334,14 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             del args
         return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs}
 
+    native: dict[str, int] = {}
+
+    def checkpoint(request: dict) -> dict:
+        # Counted after the checked calls and before the profiler and the timing, whose CUPTI
+        # and event machinery start driver threads of their own.
+        native["after_calls"] = guards.native_threads()
+        return {"ok": True}
+
     def kernels(request: dict) -> dict:
         try:
             names = _profiled_kernel_names(models[0], sets.device_inputs(0))
@@ -340,8 +361,12 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             kept.pop(int(i), None)
         return {"ok": True}
 
+    def reserve(request: dict) -> dict:
+        _reserve(device, int(request.get("bytes", 0)))
+        return {"ok": True, "output_bytes": _output_bytes(kept.get(0))}
+
     def finish(request: dict) -> dict:
-        native_after = guards.native_threads()
+        native_after = native.get("after_calls", guards.native_threads())
         if policy == "strict" or violations:
             checks.append(_check("torch_ops", not violations,
                                  violations[0] if violations else "no torch compute ops ran in forward"))
@@ -365,8 +390,8 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         claims["bandwidth"] = timing.measure_write_bandwidth(device) if request.get("bandwidth") else None
         return {"ok": True, "claims": claims}
 
-    _serve(chan, {"build": build, "calls": calls, "kernels": kernels, "reveal": reveal, "drop": drop,
-                  "finish": finish})
+    _serve(chan, {"build": build, "calls": calls, "checkpoint": checkpoint, "kernels": kernels, "reveal": reveal,
+                  "drop": drop, "reserve": reserve, "finish": finish})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -413,25 +438,39 @@ def serve_baselines(spec: dict, chan: channel.Channel) -> None:
     graphs_at_start = _dynamo_graphs()
     chan.send({"ok": True, "sides": sorted(sides)})
 
+    # Outputs are kept as the candidate's process keeps them (until the checked calls are
+    # chosen), so both sides allocate alike.
+    kept: list[Any] = []
+
     def calls(request: dict) -> dict:
         fn = sides[request["side"]]
-        events, walls = [], []
+        events, walls, fps, proofs = [], [], [], []
         try:
             for c in request["calls"]:
                 out, args, event_us, wall_us = caller.call(fn, sets.device_inputs(int(c["set"])), int(c["seed"]))
-                # What the candidate's process does after each call, so both pay the same.
-                evidence.call_evidence(args, out)
-                evidence.fingerprint(list(out) if isinstance(out, (tuple, list)) else [out])
+                # What the candidate's process does after each call, and a reply of the same
+                # size, so both sides pay the same for everything around the call.
+                proofs.append(evidence.call_evidence(args, out))
+                fps.append(evidence.fingerprint(list(out) if isinstance(out, (tuple, list)) else [out]))
                 device_sync(device)
                 events.append(event_us)
                 walls.append(wall_us)
+                kept.append(out)
                 del out, args
         except Exception as exc:
             return {"ok": False, "error": trim_exception(exc, 600)}
-        return {"ok": True, "events_us": events, "walls_us": walls}
+        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs}
+
+    def reserve(request: dict) -> dict:
+        _reserve(device, int(request.get("bytes", 0)))
+        return {"ok": True}
+
+    def drop(request: dict) -> dict:
+        kept.clear()
+        return {"ok": True}
 
     def finish(request: dict) -> dict:
         info["recompiles_in_window"] = _dynamo_graphs() - graphs_at_start
         return {"ok": True, "info": info}
 
-    _serve(chan, {"calls": calls, "finish": finish})
+    _serve(chan, {"calls": calls, "drop": drop, "reserve": reserve, "finish": finish})

@@ -5,8 +5,8 @@ element by factors in [1 - SPREAD, 1 + SPREAD] drawn from the call's own seed, o
 The seed reaches the process only when the call is asked for, so no input value can be known
 before its call, and no two calls see the same values: a result cached by pointer, shape, call
 count or sampled values is wrong wherever it is checked, and no cheap transform of an earlier
-output gives the new one. Then (CUDA) an L2 flush, the call between two events, and a
-device-wide synchronize before the call counts as done.
+output gives the new one. Then (CUDA) a device-wide synchronize, an L2 flush, the call between
+two events, and a device-wide synchronize before the call counts as done.
 
 The numbers this process records are claims. The process that asked for the calls times whole
 blocks of them from outside and decides what is believed (harness/scoring.py).
@@ -63,6 +63,9 @@ class Caller:
         args = call_inputs(base, seed, self.device)
         with torch.no_grad():
             if self.device == "cuda":
+                # The device is idle before the flush: work the call starts on a stream of its
+                # own can overlap the flush at most, never the inputs' preparation.
+                torch.cuda.synchronize()
                 if self.flush is not None:
                     self.flush.zero_()
                 if guard is not None:

@@ -46,9 +46,9 @@ def reward_in_words(reward: int | None) -> str:
     """One line that says what a reward means."""
     return {
         3: "faster than both eager and torch.compile by more than 5%",
-        2: "faster than eager by more than 5%, but not than torch.compile",
+        2: "faster than eager by more than 5%, not than torch.compile",
         1: "correct, but not more than 5% faster than eager",
-        -1: "not a correct kernel",
+        -1: "did not compile or was not correct",
     }.get(reward if reward is not None else 0, "correct (not timed)")
 
 
@@ -79,9 +79,10 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
 
     Baseline blocks are trusted: their time is the median of their own events. The candidate's
     events are its process's claim; the harness's clock timed each block from outside, and
-    `wall / calls - overhead` bounds the candidate's time from below, where the overhead per
-    call (fresh inputs, flush, synchronize, evidence, the round trip) is the largest the
-    baseline blocks showed. A block's time is the larger of its claim and that bound. Each
+    `wall / calls - overhead - wander` bounds the candidate's time from below, where the
+    overhead per call (fresh inputs, flush, synchronize, evidence, the round trip) is the median
+    the baseline blocks showed and the wander three times its median deviation. A block's time
+    is its claim, unless the bound is above it: then the bound. Each
     ratio is the median baseline block time over the median candidate block time, with a
     bootstrap 95% interval over the rounds.
     """
@@ -90,15 +91,20 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     comp = blocks.get("compile") or eager
     overheads = [b["block_us"] / b["n"] - statistics.fmean(b["events_us"])
                  for side in ("eager", "compile") for b in blocks.get(side) or [] if b["n"]]
-    overhead = max(0.0, max(overheads)) if overheads else 0.0
+    # The typical overhead per call, and how much it wanders: a claim is believed unless the
+    # clock says the block took longer than the claim plus that overhead plus its wander.
+    overhead = max(0.0, statistics.median(overheads)) if overheads else 0.0
+    wander = 3.0 * statistics.median([abs(o - overhead) for o in overheads]) if len(overheads) > 1 else 0.0
     clamped = 0
     cand_times: list[float] = []
     for b in cand:
         claim = statistics.median(b["events_us"])
-        bound = b["block_us"] / b["n"] - overhead
+        bound = b["block_us"] / b["n"] - overhead - wander
         if bound > claim * 1.02 + 0.5:
             clamped += 1
-        cand_times.append(max(claim, bound))
+            cand_times.append(bound)
+        else:
+            cand_times.append(claim)
     eager_times = [statistics.median(b["events_us"]) for b in eager]
     comp_times = [statistics.median(b["events_us"]) for b in comp]
     rounds = min(len(cand_times), len(eager_times), len(comp_times))
