@@ -48,6 +48,7 @@ def one_round(harness, label: str) -> dict:
         "method": t.method if t else None, "trials": t.trials if t else None,
         "environment": result.environment, "summary": result.summary(),
         "precision": next((c.detail for c in result.checks if c.name == "precision_flags"), ""),
+        "warnings": list(result.warnings), "timing_detail": result.timing_detail,
     }
 
 
@@ -130,6 +131,10 @@ def main() -> int:
     for r in rows:
         print(f"  {r['task']:<14}{r['round']:<7}" + ", ".join(f"{k} {v:.2f}" for k, v in r["stages"].items()))
         print(f"  {'':<21}" + ", ".join(f"{k} {v:.2f}" for k, v in r.get("phases", {}).items()))
+        if r.get("timing_detail"):
+            print(f"  {'':<21}per call: {json.dumps(r['timing_detail'])}")
+        for w in r.get("warnings", []):
+            print(f"  {'':<21}warning: {w[:160]}")
     failed = [r for r in rows if not r["correct"]]
     print()
     for name in dict.fromkeys(names):  # a task named twice is run twice: every cold round counts

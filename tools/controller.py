@@ -428,7 +428,6 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
     size = int(cand.ask({"op": "reserve", "bytes": 0}).get("output_bytes") or 0)
     need = size * (trials + 1) + (64 << 20)
     cand.ask({"op": "reserve", "bytes": need})
-    base.ask({"op": "reserve", "bytes": need * (len(sides) - 1)})
     # Warm-up, every side on the same calls; the candidate's outputs are dropped at once.
     warm = new_calls(WARM_BASE, warmup)
     for side in sides:
@@ -439,7 +438,6 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
                         "baselines_failed": side != "candidate"}
     if warmup:
         cand.ask({"op": "drop", "ids": [c["id"] for c in warm]})
-        base.ask({"op": "drop"})
 
     load_before = _idle_load([cand.pid, base.pid])
     meter = LoadMeter([cand.pid, base.pid])
@@ -461,7 +459,8 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
             if len(events) != len(calls):
                 return {"error": f"{side} answered for {len(events)} of {len(calls)} calls"}
             blocks[side].append({"round": r, "events_us": events, "walls_us": walls, "block_us": wall_us,
-                                 "n": len(calls)})
+                                 "n": len(calls), "prep_us": reply.get("prep_us", [])[:len(calls)],
+                                 "post_us": reply.get("post_us", [])[:len(calls)]})
             if side == "candidate":
                 for c, fp, ev in zip(calls, reply.get("fingerprints", []), reply.get("evidence", [])):
                     commits[c["id"]] = (fp, ev)

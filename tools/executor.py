@@ -181,7 +181,8 @@ def _output_bytes(out: Any) -> int:
 
 def _reserve(device: str, nbytes: int) -> None:
     """Have the caching allocator hold `nbytes` before the window, so the outputs kept while
-    timed are carved from it rather than each costing a cudaMalloc inside a block."""
+    timed are carved from it rather than each costing a cudaMalloc inside a call (the baselines
+    free theirs, so their allocator hands the same blocks back: both sides allocate cheaply)."""
     if device == "cuda" and nbytes > 0:
         block = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
         del block
@@ -300,7 +301,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         return {"ok": True}
 
     def calls(request: dict) -> dict:
-        events, walls, fps, proofs = [], [], [], []
+        events, walls, fps, proofs, prep, post = [], [], [], [], [], []
         for c in request["calls"]:
             model = models[int(c["model"])]
             guard = guards.StrictOpGuard(policy)
@@ -325,14 +326,18 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
                 return {"ok": False}
             # Facts for the judge, taken before anything else runs: what the inputs hold now,
             # where inputs and outputs live (aliasing), and the output's own fingerprint.
+            p0 = _clock()
             proofs.append(evidence.call_evidence(args, out))
             fps.append(evidence.fingerprint(list(out) if isinstance(out, (tuple, list)) else [out]))
             device_sync(device)
+            post.append(round((_clock() - p0) * 1e6, 1))
+            prep.append(round(caller.prep_us, 1))
             kept[int(c["id"])] = out
             events.append(event_us)
             walls.append(wall_us)
             del args
-        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs}
+        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs,
+                "prep_us": prep, "post_us": post}
 
     native: dict[str, int] = {}
 
@@ -438,28 +443,27 @@ def serve_baselines(spec: dict, chan: channel.Channel) -> None:
     graphs_at_start = _dynamo_graphs()
     chan.send({"ok": True, "sides": sorted(sides)})
 
-    # Outputs are kept as the candidate's process keeps them (until the checked calls are
-    # chosen), so both sides allocate alike.
-    kept: list[Any] = []
-
     def calls(request: dict) -> dict:
         fn = sides[request["side"]]
-        events, walls, fps, proofs = [], [], [], []
+        events, walls, fps, proofs, prep, post = [], [], [], [], [], []
         try:
             for c in request["calls"]:
                 out, args, event_us, wall_us = caller.call(fn, sets.device_inputs(int(c["set"])), int(c["seed"]))
                 # What the candidate's process does after each call, and a reply of the same
                 # size, so both sides pay the same for everything around the call.
+                p0 = _clock()
                 proofs.append(evidence.call_evidence(args, out))
                 fps.append(evidence.fingerprint(list(out) if isinstance(out, (tuple, list)) else [out]))
                 device_sync(device)
+                post.append(round((_clock() - p0) * 1e6, 1))
+                prep.append(round(caller.prep_us, 1))
                 events.append(event_us)
                 walls.append(wall_us)
-                kept.append(out)
                 del out, args
         except Exception as exc:
             return {"ok": False, "error": trim_exception(exc, 600)}
-        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs}
+        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs,
+                "prep_us": prep, "post_us": post}
 
     def reserve(request: dict) -> dict:
         _reserve(device, int(request.get("bytes", 0)))
@@ -473,4 +477,4 @@ def serve_baselines(spec: dict, chan: channel.Channel) -> None:
         info["recompiles_in_window"] = _dynamo_graphs() - graphs_at_start
         return {"ok": True, "info": info}
 
-    _serve(chan, {"calls": calls, "drop": drop, "reserve": reserve, "finish": finish})
+    _serve(chan, {"calls": calls, "drop": drop, "finish": finish})

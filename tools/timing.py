@@ -50,6 +50,7 @@ class Caller:
 
     def __init__(self, device: str, flush_bytes: int = FLUSH_BYTES) -> None:
         self.device = device
+        self.prep_us = 0.0  # how long the last call's inputs took to make (a diagnostic)
         self.flush = None
         if device == "cuda" and flush_bytes:
             self.flush = torch.empty(flush_bytes, dtype=torch.int8, device="cuda")
@@ -60,7 +61,9 @@ class Caller:
     def call(self, fn: Callable[..., Any], base: list[Any], seed: int,
              guard: Any = None) -> tuple[Any, list[Any], float, float]:
         """(output, the inputs it was given, claimed µs for the call, µs until the device was idle)."""
+        p0 = _perf_ns()
         args = call_inputs(base, seed, self.device)
+        self.prep_us = (_perf_ns() - p0) / 1000.0
         with torch.no_grad():
             if self.device == "cuda":
                 # The device is idle before the flush: work the call starts on a stream of its

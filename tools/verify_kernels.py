@@ -83,7 +83,10 @@ def run_inputs_job(spec: dict) -> dict:
     total_bytes = 0
     # Sets past the first `models` carry inputs only: timed calls run on the first set's model.
     n_models = int(spec.get("models", len(spec["seeds"])))
-    for i, seed in enumerate(spec["seeds"]):
+    # The sets this job writes (several jobs may share one evaluation's sets).
+    indices = [int(i) for i in spec.get("indices", range(len(spec["seeds"])))]
+    for i in indices:
+        seed = spec["seeds"][i]
         try:
             init: list[Any] = []
             state: dict[str, Any] = {}
@@ -100,14 +103,15 @@ def run_inputs_job(spec: dict) -> dict:
         payload = {"init": to_cpu(init), "inputs": to_cpu(inputs), "state": state}
         torch.save(payload, out_dir / f"inputs_{i}.pt")
         fingerprints.append(_payload_fingerprints(payload, payload["inputs"], "cpu"))
-        if i == 0:
+        if i == indices[0]:
             total_bytes = _nbytes(inputs)
             described = ", ".join(
                 f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}" if isinstance(t, torch.Tensor) else repr(t)
                 for t in inputs
             )
     # Kept by the harness, away from these files, so the judge can tell if anything rewrote them.
-    return {"n": len(spec["seeds"]), "inputs": described, "input_bytes": total_bytes, "fingerprints": fingerprints}
+    return {"n": len(indices), "indices": indices, "inputs": described, "input_bytes": total_bytes,
+            "fingerprints": fingerprints}
 
 
 def _payload_fingerprints(payload: dict, inputs: list[Any], device: str) -> dict:

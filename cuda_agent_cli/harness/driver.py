@@ -22,14 +22,14 @@ from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_en
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.workspace import Workspace, cache_dir, external_workspace, pair_workspace
 
-DEFAULT_TRIALS = {"cuda": (100, 10), "cpu": (30, 3)}  # (timed calls, warm-up calls)
-_BLOCK = {"cuda": 10, "cpu": 5}  # calls per side per round of the side-by-side window
+DEFAULT_TRIALS = {"cuda": (40, 5), "cpu": (30, 3)}  # (timed calls per side, warm-up calls)
+_BLOCK = {"cuda": 5, "cpu": 5}  # calls per side per round of the side-by-side window
 _MIN_TRIALS = 10
 # Every timed output stays in the candidate's process until the checked ones are chosen.
 _KEPT_OUTPUT_BYTES = {"cuda": 8 * 2**30, "cpu": 2 * 2**30}
 _LOAD_WARNING_CORES = 0.3
 SEEDS = 5
-TIMED_SETS = 3  # fresh input sets (not the verification ones) the timed calls are drawn from
+TIMED_SETS = 2  # fresh input sets (not the verification ones) the timed calls are drawn from
 POLICIES = ("strict", "hybrid")
 DEVICES = ("cuda", "cpu")
 
@@ -359,15 +359,19 @@ class Harness:
         timed = bool(spec["timed_sets"])
         # The build is submitted first: a fresh worker finishes its own warm-up beside it.
         compiling = self._submit_compile(result, run_dir)
-        inputs_ticket = self.pool.submit("inputs", {"reference": spec["reference"], "device": self.device,
-                                                    "seeds": spec["seeds"], "models": spec["n"],
-                                                    "out_dir": spec["inputs_dir"]},
-                                         run_dir / "inputs", self.timeout, nice=_BESIDE_BUILD if compiling else 0)
+        # The sets are written by two jobs side by side: on a warm round they are the long pole.
+        n_sets = len(spec["seeds"])
+        halves = [list(range(0, n_sets, 2)), list(range(1, n_sets, 2))]
+        tickets = [self.pool.submit("inputs", {"reference": spec["reference"], "device": self.device,
+                                               "seeds": spec["seeds"], "models": spec["n"], "indices": part,
+                                               "out_dir": spec["inputs_dir"]},
+                                    run_dir / f"inputs{k}", self.timeout, nice=_BESIDE_BUILD if compiling else 0)
+                   for k, part in enumerate(halves) if part]
         evaluating: Ticket | None = None
         go = Path(spec["go_file"])
         module_dir = None
         try:
-            inputs = self.pool.wait(inputs_ticket)
+            inputs = _merge_inputs([self.pool.wait(t) for t in tickets])
             result.phase_seconds["inputs.job"] = inputs.seconds
             if not inputs.ok:
                 raise WorkspaceError(f"the reference {self.workspace.reference} could not produce inputs: "
@@ -439,6 +443,7 @@ class Harness:
             result.warnings.append("torch.compile baseline unavailable, eager time used instead: "
                                    f"{str(base_info['compile_error'])[:200]}")
         stats = scoring.side_by_side(blocks)
+        result.timing_detail = stats.detail
         method = timing_method(self.device, int(window.get("trials", 0)), int(window.get("warmup", 0)),
                                int(window.get("block", 0)), self.threads)
         result.timings = Timings(stats.eager_us, stats.compile_us, stats.candidate_us,
@@ -446,6 +451,10 @@ class Harness:
                                  speedup_vs_eager_interval=stats.eager_interval,
                                  speedup_vs_compile_interval=stats.compile_interval,
                                  uncertain=scoring.uncertain(stats.eager_interval, stats.compile_interval))
+        escaped = sum(1 for b in blocks["candidate"] for t, e in zip(scoring.call_times(b), b["events_us"]) if t != e)
+        if escaped:
+            result.warnings.append(f"speedup_review: in {escaped} timed call(s) the device stayed busy well past the "
+                                   "kernel's own events (work on another stream?); the time until it was idle was used")
         if stats.clamped_blocks * 2 >= len(blocks["candidate"]):
             result.warnings.append(
                 f"timing_bound: the kernel's own clock read less than the harness's clock allows in "
@@ -461,6 +470,23 @@ class Harness:
         floor = (input_bytes / bandwidth * 1e6) if bandwidth and input_bytes else None
         result.warnings.extend(scoring.review_warnings(
             stats.speedup_vs_eager, stats.speedup_vs_compile, stats.candidate_us, floor))
+
+
+def _merge_inputs(outcomes: list[JobOutcome]) -> JobOutcome:
+    """One outcome for the inputs jobs of an evaluation: the first failure, or every set's
+    fingerprints in set order (set 0's description and size)."""
+    for outcome in outcomes:
+        if not outcome.ok or "error" in (outcome.result or {}):
+            return outcome
+    fingerprints: dict[int, Any] = {}
+    first = outcomes[0].result or {}
+    for outcome in outcomes:
+        res = outcome.result or {}
+        fingerprints.update(zip(res.get("indices", []), res.get("fingerprints", [])))
+        if 0 in res.get("indices", []):
+            first = res
+    merged = {**first, "fingerprints": [fingerprints[i] for i in sorted(fingerprints)], "n": len(fingerprints)}
+    return JobOutcome("inputs", "ok", merged, seconds=max(o.seconds for o in outcomes))
 
 
 def timing_method(device: str, trials: int, warmup: int, block: int, threads: int | None) -> str:

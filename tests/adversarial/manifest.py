@@ -85,18 +85,20 @@ ADVERSARIAL: list[Case] = [
          static_checks=False),
     Case("r_aliasing_when_timed", "timed_outputs", 27, kernels="cpu_tricks", action="profile", static_checks=False),
     Case("r_torch_ops_when_timed", "torch_ops", 27, kernels="cpu_tricks", action="profile", static_checks=False),
-    Case("r_scaled_replay", "timed_outputs", 26, kernels="cpu_tricks", action="profile", static_checks=False),
     Case("r_import_thread", "threads", 23, kernels="cpu_import", static_checks=False),
     Case("r_import_precision", "precision_flags", 23, kernels="cpu_import", static_checks=False),
 ]
 
 # Timing tricks that stay correct, so no check fails: what matters is that they buy no speed.
 # Each is profiled beside its honest twin (candidate, twin, threat).
-TIMING_TRICKS: list[tuple[str, str, int]] = [
-    ("r_content_keyed_replay", "h_matmul", 4),
+TIMING_TRICKS: list[tuple[str, str, int, str]] = [  # + the trick's kernel set
+    ("r_content_keyed_replay", "h_matmul", 4, "cpu_honest"),
     # The times its process reports are rewritten on their way out (json, unwatched): the
     # harness's own clock bounds them from below.
-    ("r_forge_replies", "h_relu_destination", 22),
+    ("r_forge_replies", "h_relu_destination", 22, "cpu_tricks"),
+    # Rescaled cached outputs for rescaled inputs: timed inputs are perturbed element by element,
+    # so the cache never hits and the work is paid for (threat 26).
+    ("r_scaled_replay", "h_relu_destination", 26, "cpu_tricks"),
 ]
 
 # Leaves a busy process behind (threat 29): it must not outlive its evaluation.

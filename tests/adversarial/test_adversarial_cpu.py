@@ -38,7 +38,7 @@ def failed_checks(result) -> dict[str, str]:
 
 
 def test_manifest_matches_the_candidate_directories():
-    listed = {c.name for c in ADVERSARIAL + HONEST} | {name for name, _, _ in TIMING_TRICKS} | set(ESCAPEES)
+    listed = {c.name for c in ADVERSARIAL + HONEST} | {t[0] for t in TIMING_TRICKS} | set(ESCAPEES)
     on_disk = {p.name for p in CANDIDATES.iterdir() if p.is_dir()}
     assert listed == on_disk
     assert len(ADVERSARIAL) >= 24 and len(HONEST) >= 12
@@ -70,10 +70,10 @@ def test_adversarial_candidate_is_rejected(case: Case, workspaces, harness_cache
     assert any(c["name"] == case.expected and not c["passed"] for c in payload["checks"])
 
 
-@pytest.mark.parametrize("trick, twin, threat", TIMING_TRICKS, ids=[t[0] for t in TIMING_TRICKS])
-def test_timing_trick_buys_no_speed(trick: str, twin: str, threat: int, workspaces, harness_cache):
+@pytest.mark.parametrize("trick, twin, threat, kernels", TIMING_TRICKS, ids=[t[0] for t in TIMING_TRICKS])
+def test_timing_trick_buys_no_speed(trick: str, twin: str, threat: int, kernels: str, workspaces, harness_cache):
     honest = run(Case(twin, None, None, action="profile"), workspaces)
-    tricked = run(Case(trick, None, threat, action="profile"), workspaces)
+    tricked = run(Case(trick, None, threat, kernels=kernels, action="profile", static_checks=False), workspaces)
     assert honest.correct and honest.timings is not None
     if tricked.correct:
         assert tricked.timings is not None
