@@ -41,7 +41,8 @@ def test_reward_is_decided_on_the_intervals() -> None:
 
 
 def _block(round_: int, events: list[float], block_us: float) -> dict:
-    return {"round": round_, "events_us": events, "walls_us": events, "block_us": block_us, "n": len(events)}
+    n = len(events)
+    return {"round": round_, "events_us": events, "walls_us": events, "outside_us": [block_us / n] * n, "n": n}
 
 
 def _window(cand_events: float, cand_block: float, rounds: int = 8, jitter: float = 0.0) -> dict:
@@ -68,6 +69,14 @@ def test_side_by_side_bounds_a_lying_clock_by_the_harness_clock() -> None:
     stats = side_by_side(_window(1.0, 70.0))
     assert stats.clamped_blocks == 8
     assert abs(stats.candidate_us - 50.0) < 1e-9 and abs(stats.speedup_vs_eager - 2.0) < 1e-9
+
+
+def test_side_by_side_times_work_that_escapes_the_calls_stream() -> None:
+    # Events on the call's stream read 5 µs, but the device stayed busy 60 µs: another stream.
+    window = _window(5.0, 70.0)
+    for b in window["candidate"]:
+        b["walls_us"] = [60.0] * b["n"]
+    assert side_by_side(window).candidate_us == 60.0
 
 
 def test_side_by_side_intervals_widen_with_noise_and_are_reproducible() -> None:

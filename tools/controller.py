@@ -4,9 +4,10 @@ It forks the executors (tools/executor.py) before CUDA is initialized anywhere, 
 over a channel made before the fork, and decides everything a candidate could want to steer:
 
 - which calls are made, with which input set and which seed, sent only when a block starts;
-- the clock: every block of calls is timed here, from the request to the reply, and the
-  candidate's process is stopped (SIGSTOP, its whole process group) while a baseline block runs,
-  so its threads can neither load the machine nor see the baselines' calls;
+- the clock: every call is timed here, from the word to make it (its inputs are ready by then)
+  to its `done`, sent after the executor's device-wide synchronize; and the candidate's
+  processes are stopped (SIGSTOP) while a baseline block runs, so its threads can neither load
+  the machine nor see the baselines' calls;
 - which timed outputs are looked at: chosen at random after every timed call has returned and
   committed to its output's fingerprint;
 - the load on the machine before and during the window, from /proc, for the record.
@@ -313,7 +314,7 @@ def run_evaluate_job(spec: dict) -> dict:
             return result
         result["phases"]["import"] = round(time.perf_counter() - mark, 4)
         mark = time.perf_counter()
-        reply = cand.ask({"op": "calls", "calls": result["verify_calls"]})
+        reply, _ = _make_calls(cand, {"op": "calls", "calls": result["verify_calls"]})
         result["phases"]["seeds"] = round(time.perf_counter() - mark, 4)
         if not reply.get("ok"):
             result["claims"] = _finish(cand)
@@ -371,6 +372,24 @@ def run_evaluate_job(spec: dict) -> dict:
         _kill_descendants()
 
 
+def _make_calls(peer: _Peer, request: dict) -> tuple[dict, list[float]]:
+    """Ask for a list of calls and time each one here, from the word to make it (its inputs
+    are ready by then) to its `done`; returns the final reply and those times (µs)."""
+    peer.chan.send(request)
+    outside: list[float] = []
+    for call in request["calls"]:
+        message = peer.chan.recv(peer.timeout)
+        if message.get("ready") != call["id"]:
+            return message, outside  # the final reply came early: the executor gave up
+        t0 = _perf_ns()
+        peer.chan.send({"go": call["id"]})
+        done = peer.chan.recv(peer.timeout)
+        outside.append((_perf_ns() - t0) / 1000.0)
+        if done.get("done") != call["id"] or not done.get("ok"):
+            break
+    return peer.chan.recv(peer.timeout), outside
+
+
 def _wait_for(path: str, timeout: float) -> dict:
     """The harness's word that the build is done (and where the extension is)."""
     import json
@@ -411,16 +430,12 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
         return [{"id": first_id + j, "model": 0, "set": rng.choice(timed_sets), "seed": secrets.randbits(62)}
                 for j in range(n)]
 
-    def run(side: str, calls: list[dict]) -> tuple[dict, float]:
+    def run(side: str, calls: list[dict]) -> tuple[dict, list[float]]:
         if side == "candidate":
-            t0 = _perf_ns()
-            reply = cand.ask({"op": "calls", "calls": calls})
-            return reply, (_perf_ns() - t0) / 1000.0
+            return _make_calls(cand, {"op": "calls", "calls": calls})
         stopped = cand.stop(spare=(base.pid,))
         try:
-            t0 = _perf_ns()
-            reply = base.ask({"op": "calls", "side": side, "calls": calls})
-            return reply, (_perf_ns() - t0) / 1000.0
+            return _make_calls(base, {"op": "calls", "side": side, "calls": calls})
         finally:
             cand.cont(stopped)
 
@@ -450,7 +465,7 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
         all_calls.extend(calls)
         order = sides[r % len(sides):] + sides[:r % len(sides)]
         for side in order:
-            reply, wall_us = run(side, calls)
+            reply, outside = run(side, calls)
             if not reply.get("ok"):
                 return {"error": f"{side} failed while timed: {reply.get('error', '')}"[:600],
                         "baselines_failed": side != "candidate"}
@@ -458,9 +473,8 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
             walls = [float(x) for x in reply.get("walls_us", [])][:len(calls)]
             if len(events) != len(calls):
                 return {"error": f"{side} answered for {len(events)} of {len(calls)} calls"}
-            blocks[side].append({"round": r, "events_us": events, "walls_us": walls, "block_us": wall_us,
-                                 "n": len(calls), "prep_us": reply.get("prep_us", [])[:len(calls)],
-                                 "post_us": reply.get("post_us", [])[:len(calls)]})
+            blocks[side].append({"round": r, "events_us": events, "walls_us": walls, "outside_us": outside,
+                                 "n": len(calls)})
             if side == "candidate":
                 for c, fp, ev in zip(calls, reply.get("fingerprints", []), reply.get("evidence", [])):
                     commits[c["id"]] = (fp, ev)

@@ -207,6 +207,16 @@ class _Sets:
         return self.inputs[k]
 
 
+def _await_go(chan: channel.Channel, call_id: int) -> bool:
+    """Say the call's inputs are ready and wait for the word to make it: the controller's clock
+    runs from that word to the call's `done`."""
+    chan.send({"ready": call_id})
+    try:
+        return chan.recv().get("go") == call_id
+    except channel.ChannelClosed:
+        return False
+
+
 def _serve(chan: channel.Channel, handlers: dict[str, Any]) -> None:
     while True:
         try:
@@ -301,18 +311,23 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         return {"ok": True}
 
     def calls(request: dict) -> dict:
-        events, walls, fps, proofs, prep, post = [], [], [], [], [], []
+        events, walls, fps, proofs = [], [], [], []
         for c in request["calls"]:
             model = models[int(c["model"])]
+            args = caller.prepare(sets.device_inputs(int(c["set"])), int(c["seed"]))
+            if not _await_go(chan, int(c["id"])):
+                return {"ok": False, "error": "the call was not asked for"}
             guard = guards.StrictOpGuard(policy)
             calls0, ext0 = meter.calls, meter.seconds
             try:
-                out, args, event_us, wall_us = caller.call(model, sets.device_inputs(int(c["set"])), int(c["seed"]), guard)
+                out, event_us, wall_us = caller.run(model, args, guard)
             except BaseException as exc:
+                chan.send({"done": int(c["id"]), "ok": False})
                 if guard.violations:
                     violations.append(guard.detail())
                 checks.append(_check("crash", False, f"ModelNew raised on call {c['id']}: {trim_exception(exc, 800)}"))
                 return {"ok": False}
+            chan.send({"done": int(c["id"]), "ok": True})
             if guard.violations:
                 violations.append(guard.detail())
             forward["seconds"] += wall_us / 1e6
@@ -326,18 +341,14 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
                 return {"ok": False}
             # Facts for the judge, taken before anything else runs: what the inputs hold now,
             # where inputs and outputs live (aliasing), and the output's own fingerprint.
-            p0 = _clock()
             proofs.append(evidence.call_evidence(args, out))
             fps.append(evidence.fingerprint(list(out) if isinstance(out, (tuple, list)) else [out]))
             device_sync(device)
-            post.append(round((_clock() - p0) * 1e6, 1))
-            prep.append(round(caller.prep_us, 1))
             kept[int(c["id"])] = out
             events.append(event_us)
             walls.append(wall_us)
             del args
-        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs,
-                "prep_us": prep, "post_us": post}
+        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs}
 
     native: dict[str, int] = {}
 
@@ -445,36 +456,30 @@ def serve_baselines(spec: dict, chan: channel.Channel) -> None:
 
     def calls(request: dict) -> dict:
         fn = sides[request["side"]]
-        events, walls, fps, proofs, prep, post = [], [], [], [], [], []
+        events, walls, fps, proofs = [], [], [], []
         try:
             for c in request["calls"]:
-                out, args, event_us, wall_us = caller.call(fn, sets.device_inputs(int(c["set"])), int(c["seed"]))
+                args = caller.prepare(sets.device_inputs(int(c["set"])), int(c["seed"]))
+                if not _await_go(chan, int(c["id"])):
+                    return {"ok": False, "error": "the call was not asked for"}
+                try:
+                    out, event_us, wall_us = caller.run(fn, args)
+                finally:
+                    chan.send({"done": int(c["id"]), "ok": True})
                 # What the candidate's process does after each call, and a reply of the same
                 # size, so both sides pay the same for everything around the call.
-                p0 = _clock()
                 proofs.append(evidence.call_evidence(args, out))
                 fps.append(evidence.fingerprint(list(out) if isinstance(out, (tuple, list)) else [out]))
                 device_sync(device)
-                post.append(round((_clock() - p0) * 1e6, 1))
-                prep.append(round(caller.prep_us, 1))
                 events.append(event_us)
                 walls.append(wall_us)
                 del out, args
         except Exception as exc:
             return {"ok": False, "error": trim_exception(exc, 600)}
-        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs,
-                "prep_us": prep, "post_us": post}
-
-    def reserve(request: dict) -> dict:
-        _reserve(device, int(request.get("bytes", 0)))
-        return {"ok": True}
-
-    def drop(request: dict) -> dict:
-        kept.clear()
-        return {"ok": True}
+        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs}
 
     def finish(request: dict) -> dict:
         info["recompiles_in_window"] = _dynamo_graphs() - graphs_at_start
         return {"ok": True, "info": info}
 
-    _serve(chan, {"calls": calls, "drop": drop, "finish": finish})
+    _serve(chan, {"calls": calls, "finish": finish})

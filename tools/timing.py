@@ -50,7 +50,6 @@ class Caller:
 
     def __init__(self, device: str, flush_bytes: int = FLUSH_BYTES) -> None:
         self.device = device
-        self.prep_us = 0.0  # how long the last call's inputs took to make (a diagnostic)
         self.flush = None
         if device == "cuda" and flush_bytes:
             self.flush = torch.empty(flush_bytes, dtype=torch.int8, device="cuda")
@@ -58,17 +57,18 @@ class Caller:
             self._start = torch.cuda.Event(enable_timing=True)
             self._end = torch.cuda.Event(enable_timing=True)
 
-    def call(self, fn: Callable[..., Any], base: list[Any], seed: int,
-             guard: Any = None) -> tuple[Any, list[Any], float, float]:
-        """(output, the inputs it was given, claimed µs for the call, µs until the device was idle)."""
-        p0 = _perf_ns()
+    def prepare(self, base: list[Any], seed: int) -> list[Any]:
+        """The call's inputs, made and (CUDA) finished: the device is idle when this returns, so
+        work a call starts on a stream of its own can overlap the flush at most."""
         args = call_inputs(base, seed, self.device)
-        self.prep_us = (_perf_ns() - p0) / 1000.0
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        return args
+
+    def run(self, fn: Callable[..., Any], args: list[Any], guard: Any = None) -> tuple[Any, float, float]:
+        """(output, claimed µs for the call, µs until the device was idle)."""
         with torch.no_grad():
             if self.device == "cuda":
-                # The device is idle before the flush: work the call starts on a stream of its
-                # own can overlap the flush at most, never the inputs' preparation.
-                torch.cuda.synchronize()
                 if self.flush is not None:
                     self.flush.zero_()
                 if guard is not None:
@@ -83,7 +83,7 @@ class Caller:
                         guard.__exit__(None, None, None)
                 torch.cuda.synchronize()
                 wall = (_perf_ns() - t0) / 1000.0
-                return out, args, self._start.elapsed_time(self._end) * 1000.0, wall
+                return out, self._start.elapsed_time(self._end) * 1000.0, wall
             if guard is not None:
                 guard.__enter__()
             t0 = _perf_ns()
@@ -93,7 +93,14 @@ class Caller:
                 t1 = _perf_ns()
                 if guard is not None:
                     guard.__exit__(None, None, None)
-            return out, args, (t1 - t0) / 1000.0, (t1 - t0) / 1000.0
+            return out, (t1 - t0) / 1000.0, (t1 - t0) / 1000.0
+
+    def call(self, fn: Callable[..., Any], base: list[Any], seed: int,
+             guard: Any = None) -> tuple[Any, list[Any], float, float]:
+        """prepare + run, for calls nobody times from outside (warm-ups)."""
+        args = self.prepare(base, seed)
+        out, event, wall = self.run(fn, args, guard)
+        return out, args, event, wall
 
 
 def measure_write_bandwidth(device: str) -> float | None:

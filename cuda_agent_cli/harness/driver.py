@@ -451,7 +451,8 @@ class Harness:
                                  speedup_vs_eager_interval=stats.eager_interval,
                                  speedup_vs_compile_interval=stats.compile_interval,
                                  uncertain=scoring.uncertain(stats.eager_interval, stats.compile_interval))
-        escaped = sum(1 for b in blocks["candidate"] for t, e in zip(scoring.call_times(b), b["events_us"]) if t != e)
+        gap = float(stats.detail.get("idle_gap_us") or 0.0)
+        escaped = sum(1 for b in blocks["candidate"] for t, e in zip(scoring.call_times(b, gap), b["events_us"]) if t != e)
         if escaped:
             result.warnings.append(f"speedup_review: in {escaped} timed call(s) the device stayed busy well past the "
                                    "kernel's own events (work on another stream?); the time until it was idle was used")

@@ -80,33 +80,40 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     """Times and ratios from one window of interleaved blocks (tools/controller.py).
 
     Baseline blocks are trusted: their time is the median of their own events. The candidate's
-    events are its process's claim; the harness's clock timed each block from outside, and
-    `wall / calls - overhead - wander` bounds the candidate's time from below, where the
-    overhead per call (fresh inputs, flush, synchronize, evidence, the round trip) is the median
-    the baseline blocks showed and the wander three times its median deviation. A block's time
-    is its claim, unless the bound is above it: then the bound. Each
+    events are its process's claim; the harness's clock timed each call from outside, and
+    `outside - overhead - wander` bounds the candidate's time from below, where the overhead
+    (the round trip, the flush, the synchronize) is the median the baseline calls showed and the
+    wander three times its median deviation. A call's time is its claim (its events, or the time
+    until the device was idle when work escaped them), unless the bound is above it: then the
+    bound; a block's time is the median of its calls'. Each
     ratio is the median baseline block time over the median candidate block time, with a
     bootstrap 95% interval over the rounds.
     """
     cand = blocks["candidate"]
     eager = blocks["eager"]
     comp = blocks.get("compile") or eager
-    overheads = [b["block_us"] / b["n"] - statistics.fmean(b["events_us"])
-                 for side in ("eager", "compile") for b in blocks.get(side) or [] if b["n"]]
-    # The typical overhead per call, and how much it wanders: a claim is believed unless the
-    # clock says the block took longer than the claim plus that overhead plus its wander.
+    baseline_calls = [(e, w, o) for side in ("eager", "compile") for b in blocks.get(side) or []
+                      for e, w, o in zip(b["events_us"], b.get("walls_us") or b["events_us"],
+                                         b.get("outside_us") or b["events_us"])]
+    # What the harness's own clock adds to a call's events on a trusted side (the go/done round
+    # trip, the flush, the synchronize), typically and how much it wanders.
+    overheads = [o - e for e, _, o in baseline_calls]
     overhead = max(0.0, statistics.median(overheads)) if overheads else 0.0
-    wander = 3.0 * statistics.median([abs(o - overhead) for o in overheads]) if len(overheads) > 1 else 0.0
+    wander = 3.0 * statistics.median([abs(x - overhead) for x in overheads]) if len(overheads) > 1 else 0.0
+    # How long the device stays busy past a trusted call's events (the flush before it, mostly).
+    idle_gap = statistics.median([w - e for e, w, _ in baseline_calls]) if baseline_calls else 0.0
     clamped = 0
     cand_times: list[float] = []
     for b in cand:
-        claim = statistics.median(call_times(b))
-        bound = b["block_us"] / b["n"] - overhead - wander
-        if bound > claim * 1.02 + 0.5:
+        claims = call_times(b, idle_gap)
+        bounds = [o - overhead - wander for o in b.get("outside_us") or []]
+        times = []
+        for i, claim in enumerate(claims):
+            bound = bounds[i] if i < len(bounds) else claim
+            times.append(bound if bound > claim * 1.02 + 0.5 else claim)
+        if statistics.median(times) > statistics.median(claims) * 1.02 + 0.5:
             clamped += 1
-            cand_times.append(bound)
-        else:
-            cand_times.append(claim)
+        cand_times.append(statistics.median(times))
     eager_times = [statistics.median(b["events_us"]) for b in eager]
     comp_times = [statistics.median(b["events_us"]) for b in comp]
     rounds = min(len(cand_times), len(eager_times), len(comp_times))
@@ -129,11 +136,11 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
         values = [v for b in side for v in b.get(key) or []]
         return round(statistics.median(values), 2) if values else None
 
-    detail = {name: {"block_us_per_call": round(statistics.median([b["block_us"] / b["n"] for b in side]), 2),
-                     "events_us": med(side, "events_us"), "device_idle_us": med(side, "walls_us"),
-                     "prep_us": med(side, "prep_us"), "post_us": med(side, "post_us")}
-              for name, side in (("eager", eager), ("compile", comp), ("candidate", cand)) if side}
-    detail["overhead_us"], detail["wander_us"] = round(overhead, 2), round(wander, 2)
+    detail: dict[str, Any] = {
+        name: {"events_us": med(side, "events_us"), "device_idle_us": med(side, "walls_us"),
+               "outside_us": med(side, "outside_us")}
+        for name, side in (("eager", eager), ("compile", comp), ("candidate", cand)) if side}
+    detail.update(overhead_us=round(overhead, 2), wander_us=round(wander, 2), idle_gap_us=round(idle_gap, 2))
     return SideBySide(
         eager_us=statistics.median(eager_times), compile_us=statistics.median(comp_times), candidate_us=cand_us,
         speedup_vs_eager=ratio(eager_times, cand_times), speedup_vs_compile=ratio(comp_times, cand_times),
@@ -146,12 +153,13 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
 ESCAPE_RATIO, ESCAPE_SLACK_US = 1.5, 50.0
 
 
-def call_times(block: dict[str, Any]) -> list[float]:
-    """Each call's time: its events, or the time until the device was idle when work escaped them."""
+def call_times(block: dict[str, Any], idle_gap: float = 0.0) -> list[float]:
+    """Each call's time: its events, or the time until the device was idle (less the gap a
+    trusted call shows) when work escaped them."""
     walls = block.get("walls_us") or []
     out = []
     for i, event in enumerate(block["events_us"]):
-        wall = walls[i] if i < len(walls) else event
+        wall = (walls[i] if i < len(walls) else event) - idle_gap
         out.append(wall if wall > ESCAPE_RATIO * event + ESCAPE_SLACK_US else event)
     return out
 
