@@ -1,0 +1,1088 @@
+"""Static checks on model_new.py, read as an AST with import aliases resolved.
+
+Never a regex on the text: a banned word inside a string or a comment is not a finding, while
+`import torch.nn.functional as F; F.relu(x)` is. The rules, by class:
+
+- imports: only the modules on an allowlist (torch, a few pure standard-library modules, the
+  workspace's cuda_extension); every other import is a finding;
+- names: a dotted name resolved through the aliases is judged wherever it appears (os.environ,
+  sys.*, private `_` names, standard-library modules re-exported by torch, torch's code loaders);
+- introspection: frame, code, function and class internals are refused as attributes, as
+  getattr/setattr names and as strings; the builtins that read attributes or run code are
+  refused when passed around as values;
+- patches: an attribute or item written on an object the file did not create (an imported
+  module, or anything whose origin cannot be traced) is a monkeypatch;
+- strict policy: torch compute ops, numpy round trips and torch.compile in any function except
+  `__init__`.
+
+C++ handed to `load_inline` is extracted here and checked by static_cpp.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import string
+from typing import Iterable
+
+from cuda_agent_cli.harness.static_rules import (
+    FRAME_ATTRS,
+    DUNDER_ESCAPES,
+    TENSOR_ALLOWED_METHODS,
+    TENSOR_COMPUTE_METHODS,
+    Finding,
+    Severity,
+    is_introspection_attr,
+)
+
+PY_FILE = "model_new.py"
+
+# The modules model_new.py may import. torch's own submodules are allowed as a tree; the names
+# reached inside it are judged one by one (_judge_reference). os and sys are importable only
+# for their pure parts (os.path string functions, sys.version_info): every other use is judged.
+ALLOWED_IMPORTS = frozenset({
+    "torch", "cuda_extension", "math", "cmath", "numbers", "typing", "typing_extensions",
+    "dataclasses", "functools", "enum", "abc", "collections", "itertools", "copy", "contextlib",
+    "__future__", "os", "sys",
+})
+# Allowed only where torch ops are: numpy and triton compute outside the extension.
+HYBRID_IMPORTS = frozenset({"numpy", "triton"})
+
+# Known modules outside the allowlist, with the finding that names why.
+_BANNED_IMPORTS: tuple[tuple[str, str, str], ...] = (
+    ("threading", "threads", "threads can run work outside the timed region"),
+    ("_thread", "threads", "threads can run work outside the timed region"),
+    ("multiprocessing", "threads", "extra processes can run work outside the timed region"),
+    ("torch.multiprocessing", "threads", "extra processes can run work outside the timed region"),
+    ("torch.distributed", "threads", "extra processes can run work outside the timed region"),
+    ("torch.utils.data", "threads", "data loader workers are processes outside the timed region"),
+    ("concurrent", "threads", "thread pools can run work outside the timed region"),
+    ("asyncio", "threads", "event loops can run work outside the timed region"),
+    ("subprocess", "threads", "subprocesses are not allowed in a candidate"),
+    ("pty", "threads", "subprocesses are not allowed in a candidate"),
+    ("signal", "threads", "signal handlers can run code outside the checked call"),
+    ("importlib", "dynamic_code", "dynamic imports hide what the candidate runs"),
+    ("builtins", "dynamic_code", "the builtins module can rewrite how the harness behaves"),
+    ("inspect", "dynamic_code", "frame inspection can reach the harness or the reference"),
+    ("traceback", "dynamic_code", "tracebacks lead to the harness's frames"),
+    ("gc", "dynamic_code", "the garbage collector can reach the reference's objects"),
+    ("ctypes", "dynamic_code", "ctypes can patch memory or load unchecked code"),
+    ("cffi", "dynamic_code", "cffi can load unchecked native code"),
+    ("marshal", "dynamic_code", "marshal loads code objects that escape the static checks"),
+    ("pickle", "dynamic_code", "pickle can execute arbitrary code on load"),
+    ("types", "dynamic_code", "building functions or modules at runtime escapes the static checks"),
+    ("runpy", "dynamic_code", "running other modules escapes the static checks"),
+    ("code", "dynamic_code", "interactive interpreters escape the static checks"),
+    ("pydoc", "dynamic_code", "pydoc.locate imports and returns any object by name"),
+    ("operator", "dynamic_code", "attrgetter/methodcaller read attributes by computed names"),
+    ("atexit", "dynamic_code", "exit hooks run code outside the checked call"),
+    ("weakref", "dynamic_code", "finalizers run code outside the checked call"),
+    ("model", "reference_use", "the candidate must not import the reference model"),
+    ("io", "file_env_access", "file access is not allowed in a candidate"),
+    ("pathlib", "file_env_access", "file access is not allowed in a candidate"),
+    ("shutil", "file_env_access", "file access is not allowed in a candidate"),
+    ("tempfile", "file_env_access", "file access is not allowed in a candidate"),
+    ("glob", "file_env_access", "file access is not allowed in a candidate"),
+    ("socket", "file_env_access", "network access is not allowed in a candidate"),
+    ("urllib", "file_env_access", "network access is not allowed in a candidate"),
+    ("http", "file_env_access", "network access is not allowed in a candidate"),
+    ("requests", "file_env_access", "network access is not allowed in a candidate"),
+    ("time", "dynamic_code", "the candidate must not read or patch the clock"),
+    ("torch._C", "dynamic_code", "torch._C internals can disable the runtime guards"),
+    ("torch.utils._python_dispatch", "dynamic_code", "dispatch internals can disable the runtime guards"),
+    ("torch.overrides", "dynamic_code", "torch function overrides can disable the runtime guards"),
+    ("torch.testing", "dynamic_code", "the candidate must not touch the checker's comparison functions"),
+    ("torch.profiler", "file_env_access", "probing the profiler tells verification and timing apart"),
+    ("torch.autograd.profiler", "file_env_access", "probing the profiler tells verification and timing apart"),
+    ("torch.library", "dynamic_code", "custom dispatcher ops hide the torch ops run inside them"),
+)
+
+# Standard-library modules that torch and its submodules re-export as attributes (torch.os,
+# torch.utils.cpp_extension.subprocess, ...): reaching one through torch is importing it.
+_REEXPORTED_MODULES = frozenset({
+    "os", "sys", "subprocess", "importlib", "builtins", "inspect", "ctypes", "threading",
+    "_thread", "multiprocessing", "pickle", "marshal", "traceback", "gc", "operator", "_operator",
+    "pydoc", "runpy", "code", "codeop", "shutil", "tempfile", "io", "pathlib", "socket", "glob",
+    "atexit", "weakref", "copyreg", "warnings", "logging", "json", "time", "platform",
+    "sysconfig", "site", "pkgutil", "zipimport", "linecache", "dis", "ast", "asyncio",
+    "concurrent", "queue", "selectors", "types", "posix", "posixpath", "genericpath", "fcntl",
+    "mmap", "resource", "pty", "shlex", "tokenize", "string",
+})
+# Dunder names that are plain data and safe to read off a module.
+_SAFE_DUNDERS = frozenset({"__version__", "__name__", "__doc__", "__file__", "__init__", "__call__",
+                           "__future__", "__qualname__", "__module__"})
+
+# torch subtrees that load or generate code, start processes, or touch files: (prefix, finding,
+# reason). Checked on every resolved name, so `from torch import hub` is caught as well.
+_TORCH_LOADERS: tuple[tuple[str, str, str], ...] = (
+    ("torch.hub", "dynamic_code", "torch.hub imports and runs Python from a directory or a URL"),
+    ("torch.package", "dynamic_code", "torch.package imports code from archives"),
+    ("torch.fx", "dynamic_code", "torch.fx generates and runs Python code"),
+    ("torch.compiler", "dynamic_code", "the compiler's hooks run code the checks cannot see"),
+    ("torch.export", "dynamic_code", "torch.export generates and runs code"),
+    ("torch.onnx", "dynamic_code", "torch.onnx generates code and writes files"),
+    ("torch.utils.benchmark", "dynamic_code", "benchmark timers compile and run statements given as strings"),
+    ("torch.utils.bundled_inputs", "dynamic_code", "bundled inputs generate code"),
+    ("torch.utils.model_zoo", "file_env_access", "model_zoo downloads and loads files"),
+    ("torch.utils.dlpack", "torch_ops_python", "dlpack hands tensors to other libraries"),
+    ("torch.utils.hooks", "dynamic_code", "hooks run code outside the checked call"),
+    ("torch.serialization", "file_env_access", "serialization reads and writes files"),
+    ("torch.cuda.jiterator", "dynamic_code", "jiterator compiles kernels from strings the C++ checks never see"),
+    ("torch.cuda.nvtx", "file_env_access", "probing the profiler tells verification and timing apart"),
+    ("torch.cuda.profiler", "file_env_access", "probing the profiler tells verification and timing apart"),
+    ("torch.ops.load_library", "dynamic_code", "loads native code outside the checked build"),
+    ("torch.ops.import_module", "dynamic_code", "imports a Python module by name"),
+    ("torch.classes", "dynamic_code", "custom classes load native code outside the checked build"),
+    ("torch.utils.cpp_extension.load_library", "dynamic_code", "loads native code outside the checked build"),
+    ("torch.nn.modules.module.register_module", "dynamic_code",
+     "global module hooks run code inside every module, the harness's too"),
+    ("torch.jit.load", "file_env_access", "loads files outside the checked build"),
+    ("torch.jit.save", "file_env_access", "writes files"),
+    ("torch.jit.CompilationUnit", "dynamic_code", "compiles TorchScript from a string"),
+    ("torch.jit.frontend", "dynamic_code", "compiles TorchScript from source"),
+    ("torch.amp", "precision_flags", "autocast changes the precision fixed by the harness"),
+    ("torch.autocast", "precision_flags", "autocast changes the precision fixed by the harness"),
+    ("torch.cuda.amp", "precision_flags", "autocast changes the precision fixed by the harness"),
+    ("torch.cpu.amp", "precision_flags", "autocast changes the precision fixed by the harness"),
+    ("torch.Storage.from_file", "file_env_access", "maps a file into a tensor"),
+    ("torch.UntypedStorage.from_file", "file_env_access", "maps a file into a tensor"),
+    ("typing.get_type_hints", "dynamic_code", "evaluates annotation strings as code"),
+    ("typing.ForwardRef", "dynamic_code", "evaluates annotation strings as code"),
+    ("typing_extensions.get_type_hints", "dynamic_code", "evaluates annotation strings as code"),
+    ("typing_extensions.get_annotations", "dynamic_code", "evaluates annotation strings as code"),
+    ("functools.singledispatch", "dynamic_code", "dispatch on types registered at runtime hides what is called"),
+)
+
+# The only os.path functions that are pure string work (used to locate sources for load()).
+_PURE_OS_PATH = frozenset({"os.path.join", "os.path.dirname", "os.path.abspath", "os.path.basename",
+                           "os.path.realpath", "os.path.normpath", "os.path.splitext"})
+
+_HARMLESS_SYS = frozenset({"sys.version_info", "sys.maxsize", "sys.platform", "sys.byteorder",
+                           "sys.float_info", "sys.version"})
+
+_DYNAMIC_BUILTINS = {
+    "exec": "exec runs code the static checks cannot see",
+    "eval": "eval runs code the static checks cannot see",
+    "compile": "compile builds code the static checks cannot see",
+    "__import__": "__import__ hides which module is imported",
+    "globals": "globals() can rewrite names behind the static checks",
+    "locals": "locals() can rewrite names behind the static checks",
+    "vars": "vars() can rewrite names behind the static checks",
+    "breakpoint": "debugger hooks run arbitrary code",
+}
+_FILE_BUILTINS = {"open": "file access is not allowed in a candidate",
+                  "input": "reading stdin is not allowed in a candidate"}
+_ATTR_BUILTINS = ("getattr", "setattr", "delattr", "hasattr")
+# Builtins that must only ever be called directly by name: passed as a value (functools.reduce(
+# getattr, ...), map(setattr, ...), f = eval) they run with arguments the checks cannot see.
+_NO_VALUE_BUILTINS = frozenset({*_DYNAMIC_BUILTINS, *_FILE_BUILTINS, "getattr", "setattr", "delattr"})
+
+# torch functions ModelNew.forward may call under strict: allocation, metadata, device queries.
+_TORCH_ALLOWED_CALLS = frozenset({
+    "torch.empty", "torch.empty_like", "torch.empty_strided", "torch.zeros", "torch.zeros_like",
+    "torch.ones", "torch.ones_like", "torch.full", "torch.full_like", "torch.arange",
+    "torch.tensor", "torch.as_tensor", "torch.Size", "torch.device", "torch.dtype",
+    "torch.is_tensor", "torch.numel", "torch.get_default_dtype", "torch.is_floating_point",
+    "torch.is_complex", "torch.finfo", "torch.iinfo", "torch.no_grad", "torch.inference_mode",
+    "torch.is_grad_enabled", "torch.is_inference_mode_enabled", "torch.enable_grad",
+    "torch.set_grad_enabled", "torch.result_type", "torch.promote_types", "torch.broadcast_shapes",
+    "torch.cuda.current_device", "torch.cuda.current_stream", "torch.cuda.default_stream",
+    "torch.cuda.device", "torch.cuda.is_available", "torch.cuda.device_count",
+    "torch.cuda.synchronize", "torch.cuda.get_device_capability", "torch.cuda.get_device_properties",
+    "torch.cuda.get_device_name", "torch.utils.cpp_extension.load_inline",
+    "torch.utils.cpp_extension.load", "torch.nn.Parameter", "torch.nn.Module",
+})
+# torch namespaces whose calls never compute (types, parameter containers, init in __init__).
+_TORCH_ALLOWED_PREFIXES = ("torch.cuda.", "torch.utils.cpp_extension.", "torch.backends.",
+                           "torch.nn.Module", "torch.nn.ModuleList", "torch.nn.ParameterList",
+                           "torch.nn.ModuleDict", "torch.nn.ParameterDict")
+# A torch.ops namespace other than these belongs to a custom extension, which is the point.
+_TORCH_OPS_LIBRARIES = frozenset({"aten", "prims", "quantized", "_quantized", "torchvision"})
+# Bridges from a tensor to numpy (and so to numpy's BLAS): torch ops under strict.
+_NUMPY_BRIDGES = frozenset({"__array__", "__array_interface__", "__array_wrap__", "__array_priority__",
+                            "__dlpack__", "__cuda_array_interface__"})
+
+_PRECISION_ATTRS = frozenset({"allow_tf32", "allow_fp16_reduced_precision_reduction",
+                              "allow_bf16_reduced_precision_reduction", "fp32_precision",
+                              "benchmark", "deterministic", "enabled"})
+_PRECISION_CALLS = frozenset({"torch.set_float32_matmul_precision", "torch.set_default_dtype",
+                              "torch.use_deterministic_algorithms", "torch.set_flush_denormal",
+                              "torch.set_default_tensor_type"})
+
+_STREAM_CREATORS = frozenset({"torch.cuda.Stream", "torch.cuda.ExternalStream", "torch.Stream",
+                              "torch.cuda.streams.Stream"})
+_STREAM_SWITCHERS = frozenset({"torch.cuda.stream", "torch.cuda.set_stream",
+                               "torch.cuda.StreamContext"})
+_SYNC_NAMES = frozenset({"torch.cuda.synchronize"})
+_SYNC_METHODS = frozenset({"synchronize", "wait_stream"})
+# Methods that run code at times other than the checked call (finalizers) or intercept every
+# torch call on a tensor (the comparison functions of the checker included).
+_HOOK_METHODS = {
+    "__del__": "a finalizer runs code outside the checked call",
+    "__torch_function__": "__torch_function__ intercepts every torch call on the object, the checker's too",
+    "__torch_dispatch__": "__torch_dispatch__ intercepts every op on the object, the checker's too",
+}
+_BUILD_FLAG_KWARGS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
+# Libraries an extension may link: the CUDA math libraries and the C++ runtime.
+_LINKABLE = re.compile(r"^-l(cublas|cublasLt|cudnn|curand|cusparse|cusolver|cufft|cuda|cudart|nvrtc|"
+                       r"stdc\+\+|m|gomp)$")
+_INTROSPECTION_IN_FORMAT = re.compile(r"\{[^{}]*[.\[](" + "|".join(sorted(FRAME_ATTRS | DUNDER_ESCAPES))
+                                      + r"|co_\w+)\b")
+
+# Names that `from X import name` binds to a module rather than a function or a constant.
+_SUBMODULE_NAMES = frozenset({"nn", "functional", "cuda", "utils", "cpp_extension", "backends", "linalg",
+                              "fft", "special", "autograd", "path", "jit", "ops", "init", "amp"})
+_INJECTING_FLAGS = ("-include", "-imacros", "-fplugin", "-specs", "--specs", "-wrapper", "-Wl,",
+                    "-Xlinker", "-load", "-ccbin", "--compiler-bindir")
+
+# Where a value comes from, for the patch rule: FRESH objects were created in this file (self,
+# literals, results of torch/extension constructors); PARAM are arguments; IMPORTED reach an
+# imported module; UNKNOWN cannot be traced. Ordered: combining takes the worst.
+FRESH, PARAM, UNKNOWN, IMPORTED = 0, 1, 2, 3
+# Callables whose result is built from their arguments: the result is as foreign as they are.
+_PASS_THROUGH_BUILTINS = frozenset({"next", "iter", "reversed", "sorted", "max", "min", "list",
+                                    "tuple", "dict", "set", "frozenset", "type", "super", "getattr",
+                                    "filter", "map", "zip", "enumerate", "id", "object"})
+
+
+class PythonChecker:
+    """Findings for one model_new.py; `inline_cpp` holds the C++ it hands to load_inline."""
+
+    def __init__(self, source: str, policy: str) -> None:
+        self.source = source
+        self.policy = policy
+        self.findings: list[Finding] = []
+        self.inline_cpp: list[tuple[str, str]] = []
+        self.aliases: dict[str, str] = {}
+        self.module_aliases: set[str] = set()
+        self.string_values: dict[str, ast.expr] = {}
+        self.local_defs: set[str] = set()
+        self.local_classes: dict[str, ast.ClassDef] = {}
+        self.functions: dict[str, list[ast.AST]] = {}
+        self.bindings: dict[str, list[ast.expr | None]] = {}
+        self.self_bindings: dict[str, list[ast.expr]] = {}
+        self.params: set[str] = set()
+        self.self_names: set[str] = set()
+        self.extension_vars: set[str] = set()
+        self.parents: dict[ast.AST, ast.AST] = {}
+        self._stream_sites: list[int] = []
+        self._has_sync = False
+        self._origin_stack: set[int] = set()
+
+    # -- helpers -----------------------------------------------------------------------------
+    def add(self, name: str, reason: str, node: ast.AST | None, severity: Severity = "error") -> None:
+        line = getattr(node, "lineno", 0)
+        self.findings.append(Finding(name, severity, reason, f"{PY_FILE}:{line}"))
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """The dotted name an expression refers to, through import aliases; None if unknown."""
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            return f"{base}.{node.attr}" if base else None
+        if isinstance(node, ast.Call) and _is_name(node.func, "getattr") and len(node.args) >= 2:
+            base = self.resolve(node.args[0])
+            attr = node.args[1]
+            if base and isinstance(attr, ast.Constant) and isinstance(attr.value, str):
+                return f"{base}.{attr.value}"
+        return None
+
+    # -- driver ------------------------------------------------------------------------------
+    def run(self) -> list[Finding]:
+        try:
+            tree = ast.parse(self.source, filename=PY_FILE)
+        except SyntaxError as exc:
+            self.findings.append(Finding("syntax", "error", f"model_new.py does not parse: {exc.msg}",
+                                         f"{PY_FILE}:{exc.lineno or 0}"))
+            return self.findings
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+        self._collect_aliases(tree)
+        self._collect_bindings(tree)
+        self._check_imports(tree)
+        self._check_tree(tree)
+        self._check_classes(tree)
+        self._check_streams()
+        self._collect_inline_cpp(tree)
+        unique: dict[tuple[str, str], Finding] = {}
+        for f in self.findings:
+            unique.setdefault((f.name, f.location), f)
+        return sorted(unique.values(), key=lambda f: f.line)
+
+    def _collect_aliases(self, tree: ast.Module) -> None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self.aliases[a.asname] = a.name
+                        self.module_aliases.add(a.asname)
+                    else:
+                        top = a.name.split(".")[0]
+                        self.aliases[top] = top
+                        self.module_aliases.add(top)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    if a.name in _SUBMODULE_NAMES:
+                        self.module_aliases.add(a.asname or a.name)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.local_defs.add(node.name)
+                if isinstance(node, ast.ClassDef):
+                    self.local_classes[node.name] = node
+                else:
+                    self.functions.setdefault(node.name, []).append(node)
+        # `T = torch`, `mm = torch.matmul`, `F = getattr(torch.nn, "functional")`: follow plain
+        # assignments until nothing changes, so an alias of an alias still resolves.
+        assigns: list[tuple[str, ast.expr]] = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for name, value in _bind_pairs(target, node.value):
+                        assigns.append((name, value))
+            elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                if isinstance(node.target, ast.Name):
+                    assigns.append((node.target.id, node.value))
+        for name, value in assigns:
+            if isinstance(value, (ast.Constant, ast.List, ast.Tuple, ast.BinOp, ast.JoinedStr)):
+                self.string_values.setdefault(name, value)
+        for _ in range(8):
+            changed = False
+            for name, value in assigns:
+                target = self.resolve(value)
+                if target and self.aliases.get(name) != target:
+                    self.aliases[name] = target
+                    if isinstance(value, ast.Name) and value.id in self.module_aliases:
+                        self.module_aliases.add(name)
+                    changed = True
+            if not changed:
+                break
+
+    def _collect_bindings(self, tree: ast.Module) -> None:
+        """Every value each plain name (and each `self.<attr>`) is bound to, for origin()."""
+        def bind(target: ast.expr, value: ast.expr | None) -> None:
+            if isinstance(target, ast.Name):
+                self.bindings.setdefault(target.id, []).append(value)
+            elif isinstance(target, (ast.Tuple, ast.List)):
+                pairs = value.elts if isinstance(value, (ast.Tuple, ast.List)) and \
+                    len(value.elts) == len(target.elts) else None
+                for i, elt in enumerate(target.elts):
+                    bind(elt, pairs[i] if pairs else (ast.Subscript(value=value, slice=ast.Constant(i))
+                                                      if value is not None else None))
+            elif isinstance(target, ast.Starred):
+                bind(target.value, value)
+            elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                    and target.value.id in self.self_names and value is not None:
+                self.self_bindings.setdefault(target.attr, []).append(value)
+
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                args = node.args
+                ordered = [*args.posonlyargs, *args.args]
+                in_class = isinstance(self.parents.get(node), ast.ClassDef)
+                is_static = any(_is_name(d, "staticmethod") for d in getattr(node, "decorator_list", []))
+                for i, a in enumerate([*ordered, *args.kwonlyargs]):
+                    if i == 0 and in_class and not is_static:
+                        self.self_names.add(a.arg)
+                    else:
+                        self.params.add(a.arg)
+                for a in (args.vararg, args.kwarg):
+                    if a is not None:
+                        self.params.add(a.arg)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    bind(target, node.value)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                bind(node.target, node.value)
+            elif isinstance(node, ast.NamedExpr):
+                bind(node.target, node.value)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                bind(node.target, ast.Subscript(value=node.iter, slice=ast.Constant(0)))
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        bind(item.optional_vars, item.context_expr)
+            elif isinstance(node, ast.Call) and _is_name(node.func, "setattr") and len(node.args) >= 3:
+                obj, attr = node.args[0], node.args[1]
+                if isinstance(obj, ast.Name) and obj.id in self.self_names and \
+                        isinstance(attr, ast.Constant) and isinstance(attr.value, str):
+                    self.self_bindings.setdefault(attr.value, []).append(node.args[2])
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                for n in node.names:
+                    self.bindings.setdefault(n, [])
+            if isinstance(node, ast.Call) and self.resolve(node.func) == "torch.utils.cpp_extension.load_inline":
+                parent = self.parents.get(node)
+                if isinstance(parent, ast.Assign):
+                    for t in parent.targets:
+                        if isinstance(t, ast.Name):
+                            self.extension_vars.add(t.id)
+            if isinstance(node, ast.Call) and self.resolve(node.func) == "torch.utils.cpp_extension.load":
+                parent = self.parents.get(node)
+                if isinstance(parent, ast.Assign):
+                    for t in parent.targets:
+                        if isinstance(t, ast.Name):
+                            self.extension_vars.add(t.id)
+
+    # -- origin of a value (for the patch rule) ----------------------------------------------
+    def origin(self, node: ast.AST | None, depth: int = 0) -> int:
+        """How far from this file the object an expression evaluates to may come from."""
+        if node is None or depth > 12:
+            return UNKNOWN
+        key = id(node)
+        if key in self._origin_stack:
+            return FRESH  # a cycle adds nothing new: the other bindings decide
+        self._origin_stack.add(key)
+        try:
+            return self._origin(node, depth + 1)
+        finally:
+            self._origin_stack.discard(key)
+
+    def _combine(self, nodes: Iterable[ast.AST | None], depth: int) -> int:
+        worst = FRESH
+        for n in nodes:
+            worst = max(worst, self.origin(n, depth))
+            if worst == IMPORTED:
+                break
+        return worst
+
+    def _origin(self, node: ast.AST, depth: int) -> int:
+        if isinstance(node, ast.Constant):
+            return FRESH
+        if self.resolve(node) is not None:
+            return IMPORTED
+        if isinstance(node, ast.Name):
+            if node.id in self.self_names:
+                return FRESH
+            if node.id in self.local_defs:
+                return FRESH
+            if node.id in self.extension_vars:
+                return FRESH
+            values = self.bindings.get(node.id)
+            worst = PARAM if node.id in self.params else FRESH
+            if values is None and node.id not in self.params:
+                return UNKNOWN  # a builtin or a name bound nowhere in the file
+            if values and any(v is None for v in values):
+                return UNKNOWN
+            return max(worst, self._combine(values or [], depth))
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id in self.self_names:
+                return self._combine(self.self_bindings.get(node.attr, []), depth)
+            return self.origin(node.value, depth)
+        if isinstance(node, ast.Subscript):
+            return self.origin(node.value, depth)
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            return self._combine(node.elts, depth)
+        if isinstance(node, ast.Dict):
+            return self._combine([*node.values, *[k for k in node.keys if k is not None]], depth)
+        if isinstance(node, ast.Starred):
+            return self.origin(node.value, depth)
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+            return self._combine([node.elt, *[g.iter for g in node.generators]], depth)
+        if isinstance(node, ast.DictComp):
+            return self._combine([node.key, node.value, *[g.iter for g in node.generators]], depth)
+        if isinstance(node, ast.BinOp):
+            return self._combine([node.left, node.right], depth)
+        if isinstance(node, ast.BoolOp):
+            return self._combine(node.values, depth)
+        if isinstance(node, ast.IfExp):
+            return self._combine([node.body, node.orelse], depth)
+        if isinstance(node, ast.NamedExpr):
+            return self.origin(node.value, depth)
+        if isinstance(node, (ast.UnaryOp, ast.Compare, ast.JoinedStr, ast.Lambda)):
+            return FRESH
+        if isinstance(node, ast.Call):
+            return self._call_origin(node, depth)
+        return UNKNOWN
+
+    def _call_origin(self, node: ast.Call, depth: int) -> int:
+        func = node.func
+        args = [*node.args, *[k.value for k in node.keywords]]
+        name = self.resolve(func)
+        if name is not None:
+            root = name.split(".")[0]
+            # torch constructors and extension functions build new objects; other library
+            # calls (functools.reduce, copy.copy, ...) may hand back what they were given.
+            if root in ("torch", "cuda_extension", "math", "cmath"):
+                return FRESH
+            return max(PARAM, self._combine(args, depth))
+        if isinstance(func, ast.Name):
+            if func.id in self.local_classes:
+                return FRESH
+            if func.id in self.functions:
+                return self._combine(_returns(self.functions[func.id]), depth)
+            if func.id in _PASS_THROUGH_BUILTINS or func.id not in self.bindings:
+                return max(FRESH, self._combine(args, depth))
+            return self._combine([*_lambda_bodies(self.bindings[func.id]), *args], depth) \
+                if all(isinstance(v, ast.Lambda) for v in self.bindings[func.id]) else UNKNOWN
+        if isinstance(func, ast.Lambda):
+            return self.origin(func.body, depth)
+        if isinstance(func, ast.Attribute):
+            receiver = self.origin(func.value, depth)
+            if isinstance(func.value, ast.Name) and func.value.id in self.self_names:
+                methods = self._methods(func.attr)
+                if methods:
+                    return self._combine(_returns(methods), depth)
+                # self.linear(x), self.parameters(): what nn.Module gives back is fresh,
+                # unless self.<attr> itself holds something foreign.
+                return self._combine(self.self_bindings.get(func.attr, []), depth)
+            if receiver == FRESH:
+                return FRESH
+            return receiver
+        return UNKNOWN
+
+    def _methods(self, name: str) -> list[ast.AST]:
+        out: list[ast.AST] = []
+        for cls in self.local_classes.values():
+            for item in cls.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == name:
+                    out.append(item)
+        return out
+
+    # -- imports -----------------------------------------------------------------------------
+    def _check_imports(self, tree: ast.Module) -> None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    self._judge_import(a.name, node)
+            elif isinstance(node, ast.ImportFrom):
+                if any(a.name == "*" for a in node.names):
+                    self.add("dynamic_code", "star imports hide where names come from", node)
+                if node.level:
+                    self.add("reference_use", "relative imports can reach the reference or the harness", node)
+                    continue
+                base = node.module or ""
+                if self._judge_import(base, node):
+                    for a in node.names:
+                        if a.name != "*":
+                            self._judge_reference(f"{base}.{a.name}", node)
+                            if base.split(".")[0] == "torch":
+                                hit = _banned_import(f"{base}.{a.name}")
+                                if hit:
+                                    self.add(hit[0], f"import of {base}.{a.name}: {hit[1]}", node)
+
+    def _judge_import(self, module: str, node: ast.AST) -> bool:
+        """Whether the import may stand; adds the finding when it may not."""
+        top = module.split(".")[0]
+        hit = _banned_import(module)
+        if hit and not (module == "os.path" or module.startswith("os.path.")):
+            self.add(hit[0], f"import of {module}: {hit[1]}", node)
+            return False
+        if top in ALLOWED_IMPORTS:
+            if top == "torch" and module != "torch":
+                self._judge_reference(module, node)
+            return True
+        if top in HYBRID_IMPORTS:
+            if self.policy == "strict":
+                self.add("torch_ops_python", f"import of {module}: {top} computes outside the extension; "
+                         "strict policy needs a hand-written kernel", node)
+                return False
+            return True
+        self.add("dynamic_code", f"import of {module}: model_new.py may import only torch, cuda_extension "
+                 "and pure helpers (math, typing, dataclasses, functools, ...); anything else runs code "
+                 "the checks cannot see", node)
+        return False
+
+    # -- the tree ----------------------------------------------------------------------------
+    def _check_tree(self, tree: ast.Module) -> None:
+        parents = self.parents
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) and node.handlers:
+                self.add("try_fallback", "try/except in model_new.py can fall back to torch; "
+                         "a failing kernel must fail verification", node)
+            elif isinstance(node, ast.With) or isinstance(node, ast.AsyncWith):
+                for item in node.items:
+                    expr = item.context_expr
+                    name = self.resolve(expr.func if isinstance(expr, ast.Call) else expr)
+                    if name == "contextlib.suppress":
+                        self.add("try_fallback", "contextlib.suppress swallows kernel failures", node)
+                    if name in _STREAM_SWITCHERS:
+                        self._stream_sites.append(node.lineno)
+            elif isinstance(node, ast.Call):
+                self._check_call(node, parents)
+            elif isinstance(node, ast.Attribute):
+                self._check_attribute(node, parents)
+            elif isinstance(node, ast.Name):
+                self._check_name(node, parents)
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                self._check_assignment(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in _HOOK_METHODS:
+                self.add("dynamic_code", _HOOK_METHODS[node.name], node)
+            if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)):
+                self._check_string(node, parents)
+
+    def _check_string(self, node: ast.AST, parents: dict[ast.AST, ast.AST]) -> None:
+        """Interpreter internals named in a string: attrgetter("f_back"), "{0.f_back}".format()."""
+        if isinstance(parents.get(node), (ast.BinOp, ast.JoinedStr)):
+            return  # judged at the outermost concatenation
+        text = _fold(node, self.string_values)
+        if not text or len(text) > 20000:
+            return
+        if text in FRAME_ATTRS or text in DUNDER_ESCAPES or (text.startswith("co_") and text.isidentifier()):
+            self.add("dynamic_code", f"the string {text!r} names interpreter internals (frames, code, "
+                     "globals); read only plain attributes", node)
+        elif "{" in text and _INTROSPECTION_IN_FORMAT.search(text) and _is_format_string(text):
+            self.add("dynamic_code", "a format string reads frame or code internals", node)
+
+    def _check_name(self, node: ast.Name, parents: dict[ast.AST, ast.AST]) -> None:
+        target = self.aliases.get(node.id, "")
+        parent = parents.get(node)
+        if target == "model" or target.startswith("model."):
+            self.add("reference_use", f"uses the reference ({target})", node)
+        elif "." in target and not isinstance(parent, ast.Attribute):
+            # `from os import environ` makes a bare name as dangerous as the dotted one.
+            self._judge_reference(target, node)
+        if node.id == "__builtins__":
+            self.add("dynamic_code", "__builtins__ can rewrite how the harness behaves", node)
+        if node.id == "Model" and "Model" not in self.local_defs and node.id not in self.aliases:
+            self.add("reference_use", "uses the reference class Model", node)
+        if node.id in _NO_VALUE_BUILTINS and isinstance(node.ctx, ast.Load) and node.id not in self.aliases \
+                and node.id not in self.local_defs \
+                and not (isinstance(parent, ast.Call) and parent.func is node):
+            self.add("dynamic_code", f"{node.id} passed as a value runs with arguments the checks cannot "
+                     f"see; call {node.id}(...) directly with a literal name, or not at all", node)
+
+    def _check_attribute(self, node: ast.Attribute, parents: dict[ast.AST, ast.AST]) -> None:
+        if is_introspection_attr(node.attr):
+            if not (node.attr == "__class__" and isinstance(node.value, ast.Name)
+                    and node.value.id in self.self_names | {"self"}):
+                self.add("dynamic_code", f"access to {node.attr} reaches interpreter internals "
+                         "(frames, code, globals, the class graph)", node)
+        elif node.attr in _NUMPY_BRIDGES and self.policy == "strict":
+            self.add("torch_ops_python", f"{node.attr} hands the tensor to numpy, whose math runs outside "
+                     "the extension; strict policy needs a hand-written kernel", node)
+        if isinstance(node.value, ast.Name) and node.value.id in self.local_classes \
+                and self._methods(node.attr) and not node.attr.startswith("__"):
+            call = parents.get(node)
+            first = call.args[0] if isinstance(call, ast.Call) and call.func is node and call.args else None
+            if not (isinstance(first, ast.Name) and first.id in self.self_names):
+                self.add("dynamic_code", f"{node.value.id}.{node.attr} used unbound: a method must run on "
+                         "its own object (call it through self)", node)
+        name = self.resolve(node)
+        if name is None:
+            return
+        if isinstance(parents.get(node), ast.Attribute):
+            return  # judged at the outermost attribute of the chain
+        self._judge_reference(name, node)
+
+    def _judge_reference(self, name: str, node: ast.AST) -> None:
+        """Rules for touching a resolved dotted name, whether or not it is called."""
+        parts = name.split(".")
+        root = parts[0]
+        if name in ("os.environ", "os.environb") or name.startswith(("os.environ.", "sys.argv",
+                                                                    "sys.orig_argv", "sys.flags")):
+            self.add("file_env_access", f"{name}: the candidate must not read the environment or argv", node)
+            return
+        if name.startswith("sys.") and name not in _HARMLESS_SYS:
+            self.add("dynamic_code", f"{name}: sys reaches modules, frames and hooks of the harness", node)
+            return
+        if root == "model":
+            self.add("reference_use", f"uses the reference module ({name})", node)
+            return
+        for seg in parts[1:]:
+            if seg in _REEXPORTED_MODULES:
+                self.add("dynamic_code", f"{name} reaches the {seg} module through {root}; "
+                         "model_new.py may not use it", node)
+                return
+        for seg in parts[1:]:
+            if seg.startswith("_") and seg not in _SAFE_DUNDERS and root != "cuda_extension" \
+                    and not name.startswith("torch.ops.") and not is_introspection_attr(seg):
+                self.add("dynamic_code", f"{name}: private internals can disable the runtime guards", node)
+                return
+        if name.startswith("torch.testing"):
+            self.add("dynamic_code", f"{name}: the checker's comparison functions are off limits", node)
+            return
+        if name.startswith(("torch.overrides", "torch.utils._python_dispatch", "torch.library")):
+            self.add("dynamic_code", f"{name}: torch internals can disable the runtime guards", node)
+            return
+        for prefix, finding, reason in _TORCH_LOADERS:
+            if name == prefix or name.startswith(prefix + ".") or \
+                    (prefix.endswith("register_module") and name.startswith(prefix)):
+                if finding == "torch_ops_python" and self.policy != "strict":
+                    return
+                self.add(finding, f"{name}: {reason}", node)
+                return
+        if name.startswith(("torch.multiprocessing", "torch.distributed", "torch.utils.data")):
+            self.add("threads", f"{name}: extra processes can run work outside the timed region", node)
+
+    # -- assignments (the patch rule) --------------------------------------------------------
+    def _check_assignment(self, node: ast.AST) -> None:
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = list(node.targets)
+        for target in targets:
+            for leaf in _flatten_targets(target):
+                if isinstance(leaf, (ast.Attribute, ast.Subscript)):
+                    self._check_write(leaf, node, "deletes" if isinstance(node, ast.Delete) else "writes")
+
+    def _check_write(self, leaf: ast.Attribute | ast.Subscript, node: ast.AST, verb: str) -> None:
+        base = leaf.value
+        full = self.resolve(leaf) if isinstance(leaf, ast.Attribute) else None
+        owner = self.resolve(base)
+        what = f".{leaf.attr}" if isinstance(leaf, ast.Attribute) else "[...]"
+        if full and full.startswith("torch.backends.") and isinstance(leaf, ast.Attribute) \
+                and leaf.attr in _PRECISION_ATTRS:
+            self.add("precision_flags", f"sets {full}; precision flags are fixed by the harness", node)
+            return
+        if owner and owner.split(".")[0] == "os" and "environ" in owner:
+            self.add("file_env_access", "writes the environment", node)
+            return
+        if owner:
+            # Assigning onto an imported module (torch, time, the reference, ...) is a
+            # monkeypatch: it changes what the harness or the reference runs.
+            self.add("dynamic_code", f"monkeypatches {owner}{what}", node)
+            return
+        where = self.origin(base)
+        if where == IMPORTED:
+            self.add("dynamic_code", f"{verb} {what} on an object that comes from an imported module "
+                     "(through a container, a call or a variable): a monkeypatch", node)
+        elif isinstance(leaf, ast.Attribute) and where != FRESH:
+            self.add("dynamic_code", f"{verb} {what} on an object whose origin cannot be traced; only "
+                     "attributes of self and of objects created in this file may be assigned", node)
+        elif isinstance(leaf, ast.Subscript) and where == UNKNOWN:
+            self.add("dynamic_code", f"{verb} an item of an object whose origin cannot be traced; only "
+                     "tensors and containers created in this file may be written", node)
+
+    # -- calls -------------------------------------------------------------------------------
+    def _check_call(self, node: ast.Call, parents: dict[ast.AST, ast.AST]) -> None:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id not in self.aliases and func.id not in self.local_defs:
+            if func.id in _DYNAMIC_BUILTINS:
+                self.add("dynamic_code", _DYNAMIC_BUILTINS[func.id], node)
+            elif func.id in _FILE_BUILTINS:
+                self.add("file_env_access", _FILE_BUILTINS[func.id], node)
+            elif func.id in _ATTR_BUILTINS:
+                self._check_getattr(node, func.id)
+        name = self.resolve(func)
+        if name is None:
+            if isinstance(func, ast.Attribute):
+                self._check_method_call(node, func, parents)
+            self._check_extension_args(node, func)
+            return
+        self._check_extension_args(node, func)
+        if name in _SYNC_NAMES:
+            self._has_sync = True
+        if name in _STREAM_CREATORS or name in _STREAM_SWITCHERS or name.endswith("getStreamFromPool"):
+            self._stream_sites.append(node.lineno)
+        if name in _PRECISION_CALLS or (name.startswith("torch.backends.") and not name.endswith("is_available")):
+            self.add("precision_flags", f"{name} changes precision flags fixed by the harness", node)
+        if name.startswith("os.") and name not in _PURE_OS_PATH and not name.startswith("os.environ"):
+            kind = "threads" if _is_process_call(name) else "file_env_access"
+            self.add(kind, f"{name} is not allowed in a candidate", node)
+        elif name.startswith(("io.", "pathlib.", "shutil.", "tempfile.")):
+            self.add("file_env_access", f"{name}: file access is not allowed in a candidate", node)
+        elif name in ("torch.load", "torch.save", "torch.from_file", "torch.ops.load_library",
+                      "torch.utils.cpp_extension.load_library"):
+            self.add("file_env_access" if name != "torch.ops.load_library" else "dynamic_code",
+                     f"{name} loads or stores files outside the checked build", node)
+        elif name in ("torch.compile", "torch.jit.script", "torch.jit.trace") or name.startswith("triton"):
+            if self.policy == "strict":
+                self.add("torch_ops_python", f"{name} generates kernels from torch ops; strict policy "
+                         "needs a hand-written kernel", node)
+        elif self.policy == "strict" and name.startswith("torch.") and self._in_forward_path(node, parents):
+            if not _torch_call_allowed(name):
+                self.add("torch_ops_python", f"{name} is a torch compute op; strict policy needs a custom "
+                         "kernel in forward", node)
+        if name == "torch.utils.cpp_extension.load":
+            self._check_load_sources(node)
+
+    def _check_extension_args(self, node: ast.Call, func: ast.expr) -> None:
+        """A module object handed to native code can be patched from C++ (py::object.attr)."""
+        name = self.resolve(func) or ""
+        is_ext = name.startswith("cuda_extension.") or (
+            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+            and func.value.id in self.extension_vars)
+        if not is_ext:
+            return
+        for arg in [*node.args, *[k.value for k in node.keywords]]:
+            if isinstance(arg, ast.Name) and arg.id in self.module_aliases:
+                self.add("dynamic_code", f"passes the module {self.aliases.get(arg.id, arg.id)} to the "
+                         "extension, where C++ can patch it; pass tensors and numbers", node)
+            elif isinstance(arg, ast.Call) and self.origin(arg) == IMPORTED and self.resolve(arg) is None:
+                self.add("dynamic_code", "passes an object taken from an imported module to the extension; "
+                         "pass tensors and numbers", node)
+
+    def _check_method_call(self, node: ast.Call, func: ast.Attribute, parents: dict[ast.AST, ast.AST]) -> None:
+        if func.attr in _SYNC_METHODS:
+            self._has_sync = True
+        if func.attr in ("format", "format_map") and not isinstance(func.value, ast.Constant):
+            text = _fold(func.value, self.string_values)
+            if text is None:
+                self.add("dynamic_code", f".{func.attr}() on a string the checks cannot read can reach "
+                         "attributes by name; format literal strings or use f-strings", node)
+        if self.policy != "strict" or not self._in_forward_path(node, parents):
+            return
+        if isinstance(func.value, ast.Name) and func.value.id in ("self", "cls", "super"):
+            return  # the module's own methods, not tensor methods
+        if func.attr == "numpy":
+            self.add("torch_ops_python", ".numpy() hands the tensor to numpy, whose math (and BLAS) runs "
+                     "outside the extension; strict policy needs a hand-written kernel", node)
+        elif func.attr in TENSOR_COMPUTE_METHODS and func.attr not in TENSOR_ALLOWED_METHODS:
+            self.add("torch_ops_python", f".{func.attr}() is a tensor compute op; strict policy needs a "
+                     "custom kernel in forward", node)
+
+    def _check_getattr(self, node: ast.Call, fn: str) -> None:
+        if len(node.args) < 2:
+            if fn != "hasattr" or node.args:
+                self.add("dynamic_code", f"{fn} without a literal attribute name hides what is read", node)
+            return
+        attr = node.args[1]
+        if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
+            bound = _fold(attr, self.string_values)
+            shown = f" ({bound!r})" if bound else ""
+            self.add("dynamic_code", f"{fn} with a computed name{shown} hides what is read or written; "
+                     "write the attribute out", node)
+            return
+        if is_introspection_attr(attr.value):
+            self.add("dynamic_code", f"{fn}(..., {attr.value!r}) reaches interpreter internals", node)
+            return
+        owner = self.resolve(node.args[0])
+        if fn in ("setattr", "delattr"):
+            leaf = ast.Attribute(value=node.args[0], attr=attr.value, ctx=ast.Store())
+            ast.copy_location(leaf, node)
+            self._check_write(leaf, node, "deletes" if fn == "delattr" else "writes")
+        elif fn == "getattr" and owner and attr.value.startswith("_") and attr.value not in _SAFE_DUNDERS:
+            # getattr(torch, "relu") is torch.relu spelled to dodge a text search: judge what
+            # it resolves to instead (the call check sees it through resolve()).
+            self.add("dynamic_code", f"getattr reaches private {owner}.{attr.value}", node)
+
+    def _check_load_sources(self, node: ast.Call) -> None:
+        """load() compiles the files it is given: only kernels/ is checked, so only kernels/ may be."""
+        sources = node.args[1] if len(node.args) > 1 else next(
+            (k.value for k in node.keywords if k.arg == "sources"), None)
+        if sources is None:
+            return
+        texts = [t for t in (_fold(n, self.string_values) for n in ast.walk(sources)
+                             if isinstance(n, (ast.Constant, ast.Name))) if t]
+        if not texts or not any("kernels" in t for t in texts) or any(".." in t or "scratch" in t for t in texts):
+            self.add("dynamic_code", "load() sources must be files under kernels/ (the checked sources); "
+                     "write them there or use load_inline with literal strings", node)
+
+    def _in_forward_path(self, node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+        """True inside any function except `__init__`: code that may run on every call.
+
+        Module-level code and constructors run once to build the model and may use torch freely
+        (parameters, buffers, load_inline). Helper functions count because forward can call them.
+        """
+        cur = parents.get(node)
+        while cur is not None:
+            if isinstance(cur, ast.Lambda):
+                return True
+            if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return cur.name != "__init__"
+            cur = parents.get(cur)
+        return False
+
+    def _check_classes(self, tree: ast.Module) -> None:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for base in node.bases:
+                name = self.resolve(base)
+                base_id = base.id if isinstance(base, ast.Name) else None
+                if (name and (name == "model.Model" or name.startswith("model."))) or \
+                        (base_id == "Model" and "Model" not in self.local_defs):
+                    self.add("reference_use", f"class {node.name} subclasses the reference Model", node)
+            for kw in node.keywords:
+                if kw.arg == "metaclass":
+                    self.add("dynamic_code", "a metaclass runs code when classes are built and looked up", node)
+        if "Model" in self.local_defs:
+            # A local class named Model is a copy of the reference when ModelNew derives from it.
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+                    for base in node.bases:
+                        if isinstance(base, ast.Name) and base.id == "Model":
+                            self.add("reference_use", "ModelNew subclasses a class named Model "
+                                     "(a copy of the reference)", node)
+
+    def _check_streams(self) -> None:
+        if self._stream_sites and not self._has_sync:
+            self.add("streams", "creates or switches CUDA streams without synchronizing; work on a "
+                     "side stream escapes the timed region",
+                     _LineNode(min(self._stream_sites)))
+
+    # -- load_inline -------------------------------------------------------------------------
+    def _collect_inline_cpp(self, tree: ast.Module) -> None:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = self.resolve(node.func)
+            if name not in ("torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load"):
+                continue
+            for kw in node.keywords:
+                if kw.arg in _BUILD_FLAG_KWARGS:
+                    self._check_build_flags(kw.value, kw.arg)
+            if name != "torch.utils.cpp_extension.load_inline":
+                continue
+            for kw in node.keywords:
+                if kw.arg in ("cpp_sources", "cuda_sources"):
+                    text = self._string_of(kw.value, depth=0)
+                    if text is None:
+                        self.add("dynamic_code", f"load_inline {kw.arg} is not a literal string, so it "
+                                 "cannot be checked", kw.value)
+                    elif text:
+                        self.inline_cpp.append((f"{PY_FILE}:{kw.arg}@{node.lineno}", text))
+            for i, arg in enumerate(node.args[1:3]):
+                text = self._string_of(arg, depth=0)
+                label = ("cpp_sources", "cuda_sources")[i]
+                if text is None:
+                    self.add("dynamic_code", f"load_inline {label} is not a literal string, so it "
+                             "cannot be checked", arg)
+                elif text:
+                    self.inline_cpp.append((f"{PY_FILE}:{label}@{node.lineno}", text))
+
+    def _check_build_flags(self, node: ast.AST, kwarg: str) -> None:
+        flags = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
+        for flag in flags:
+            text = self._string_of(flag, depth=0)
+            if text is None:
+                self.add("dynamic_code", "build flags that are not literal strings cannot be checked", flag)
+                continue
+            from cuda_agent_cli.harness.static_cpp import BANNED_IN_MACRO
+
+            if text.startswith("-D") and BANNED_IN_MACRO.search(text.partition("=")[2]):
+                self.add("token_pasting", f"build flag {text} defines a macro that hides a banned name", flag)
+            elif text.startswith("-B") or any(f in text for f in _INJECTING_FLAGS):
+                self.add("dynamic_code", f"build flag {text} injects code the checks cannot see", flag)
+            elif text.startswith("-L") and (not text[2:].startswith("/") or _writable_place(text[2:])):
+                self.add("dynamic_code", f"library path {text} can hold libraries the checks never read; "
+                         "link from the CUDA and torch installations", flag)
+            elif kwarg == "extra_ldflags" and not (_LINKABLE.match(text) or text.startswith(("-O", "-L"))):
+                self.add("dynamic_code", f"link flag {text} brings in native code the checks never read; "
+                         "link only the CUDA libraries (-lcublas, -lcudnn, ...)", flag)
+            elif kwarg == "extra_include_paths" or text.startswith(("-I", "-isystem", "-iquote")):
+                path = text[2:] if text.startswith("-I") else text
+                if _writable_place(path):
+                    self.add("dynamic_code", f"include path {text} brings in headers the checks never read",
+                             flag)
+
+    def _string_of(self, node: ast.AST, depth: int) -> str | None:
+        """The literal text of a load_inline source argument, following simple names."""
+        if depth > 8:
+            return None
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str) else ("" if node.value is None else None)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            parts = [self._string_of(e, depth + 1) for e in node.elts]
+            return None if any(p is None for p in parts) else "\n".join(parts)  # type: ignore[arg-type]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self._string_of(node.left, depth + 1), self._string_of(node.right, depth + 1)
+            return None if left is None or right is None else left + right
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for v in node.values:
+                if isinstance(v, ast.Constant):
+                    parts.append(str(v.value))
+                else:
+                    return None
+            return "".join(parts)
+        if isinstance(node, ast.Name) and node.id in self.string_values:
+            return self._string_of(self.string_values[node.id], depth + 1)
+        return None
+
+
+class _LineNode(ast.AST):
+    def __init__(self, lineno: int) -> None:
+        super().__init__()
+        self.lineno = lineno
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _fold(node: ast.AST, values: dict[str, ast.expr], depth: int = 0) -> str | None:
+    """The string an expression of literals, concatenations and names bound to them spells."""
+    if depth > 8:
+        return None
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        left, right = _fold(node.left, values, depth + 1), _fold(node.right, values, depth + 1)
+        if isinstance(node.op, ast.Add):
+            return None if left is None or right is None else left + right
+        return left
+    if isinstance(node, ast.JoinedStr):
+        parts = [_fold(v, values, depth + 1) if isinstance(v, ast.Constant) else "" for v in node.values]
+        return "".join(p or "" for p in parts)
+    if isinstance(node, ast.Name) and node.id in values:
+        return _fold(values[node.id], values, depth + 1)
+    return None
+
+
+def _writable_place(path: str) -> bool:
+    """A directory a candidate can fill with files the checks never read."""
+    return "scratch" in path or ".." in path or path.startswith(("/tmp", "/dev/shm", "/var/tmp")) or path in ("", ".")
+
+
+def _is_format_string(text: str) -> bool:
+    try:
+        list(string.Formatter().parse(text))
+    except ValueError:
+        return False
+    return True
+
+
+def _returns(functions: list[ast.AST]) -> list[ast.AST | None]:
+    out: list[ast.AST | None] = []
+    for fn in functions:
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Return):
+                out.append(node.value if node.value is not None else ast.Constant(None))
+            elif isinstance(node, (ast.Yield, ast.YieldFrom)):
+                out.append(node.value)
+    return out
+
+
+def _lambda_bodies(values: list[ast.expr | None]) -> list[ast.AST]:
+    return [v.body for v in values if isinstance(v, ast.Lambda)]
+
+
+def _bind_pairs(target: ast.expr, value: ast.expr) -> list[tuple[str, ast.expr]]:
+    if isinstance(target, ast.Name):
+        return [(target.id, value)]
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+            and len(target.elts) == len(value.elts):
+        pairs: list[tuple[str, ast.expr]] = []
+        for t, v in zip(target.elts, value.elts):
+            pairs.extend(_bind_pairs(t, v))
+        return pairs
+    return []
+
+
+def _flatten_targets(target: ast.expr) -> list[ast.expr]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        out: list[ast.expr] = []
+        for e in target.elts:
+            out.extend(_flatten_targets(e))
+        return out
+    if isinstance(target, ast.Starred):
+        return _flatten_targets(target.value)
+    return [target]
+
+
+def _banned_import(module: str) -> tuple[str, str] | None:
+    for prefix, name, reason in _BANNED_IMPORTS:
+        if module == prefix or module.startswith(prefix + "."):
+            return name, reason
+    return None
+
+
+def _is_process_call(name: str) -> bool:
+    leaf = name.rsplit(".", 1)[-1]
+    return leaf.startswith(("fork", "spawn", "exec", "system", "popen", "posix_spawn", "kill"))
+
+
+def _torch_call_allowed(name: str) -> bool:
+    if name in _TORCH_ALLOWED_CALLS or name.startswith(_TORCH_ALLOWED_PREFIXES):
+        return True
+    if name.startswith("torch.ops."):
+        parts = name.split(".")
+        return len(parts) > 2 and parts[2] not in _TORCH_OPS_LIBRARIES
+    # dtype objects and the like are attributes, not calls; anything else under torch computes.
+    return False
