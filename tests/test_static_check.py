@@ -778,3 +778,52 @@ def test_pybind_attr_into_the_interpreter_is_reported():
     assert any(f.name == "dynamic_code" and "__globals__" in f.reason for f in findings)
     assert 'attr("relu")' not in " ".join(f.reason for f in check_cpp(
         'py::object f(py::object o) { return o.attr("relu")(); }', "k.cpp", "hybrid"))
+
+
+@pytest.mark.parametrize("body, finding", [
+    ("class X:\n    t = torch\nX.t.relu = abs\n", "dynamic_code"),
+    ("class Y(nn.Module):\n    t = torch\n    def f(self):\n        self.t.relu = abs\n", "dynamic_code"),
+    ("class B:\n    pass\nb = B()\nb.m = torch\nb.m.relu = abs\n", "dynamic_code"),
+    ("d = {}\nd['t'] = torch\nd['t'].relu = abs\n", "dynamic_code"),
+    ("l = []\nl.append(torch)\nl[0].relu = abs\n", "dynamic_code"),
+    ("[m for m in [torch]][0].relu = abs\n", "dynamic_code"),
+    ("(m := torch).relu = abs\n", "dynamic_code"),
+    ("a, = (torch,)\na.relu = abs\n", "dynamic_code"),
+    ("from torch.utils.cpp_extension import load_inline\n"
+     "ext = load_inline('n', cpp_sources='int f();', functions=['f); } void g() { std::system(0']\n", "dynamic_code"),
+    ("from torch.utils.cpp_extension import load_inline\n"
+     "ext = load_inline('n, m) {} void g(', cpp_sources='int f();', functions=['f'])\n", "dynamic_code"),
+    ("from torch.utils.cpp_extension import load_inline\n"
+     "ext = load_inline('n', cpp_sources='int f();', functions={'f': 'doc\"); system(\"x'})\n", "dynamic_code"),
+    ("from torch.utils.cpp_extension import load_inline\n"
+     "ext = load_inline('n', cpp_sources='int f();', functions=['f'], build_directory='scratch/b')\n", "dynamic_code"),
+    ("class S:\n    def __enter__(self):\n        return self\n    def __exit__(self, *a):\n        return True\n",
+     "try_fallback"),
+    ("F = torch.jit.fork(abs, 1)\n", "threads"),
+])
+def test_patches_and_loaders_through_indirection(body, finding):
+    src = _mod(body)
+    assert finding in names(src), details(src)
+
+
+def test_load_inline_with_names_bound_elsewhere_passes():
+    src = _mod("from torch.utils.cpp_extension import load_inline\nFUNCS = ['run']\nNAME = 'kb_ext'\n"
+               "ext = load_inline(NAME, cpp_sources='int run();', functions=FUNCS, verbose=False)\n")
+    assert names(src) == set(), details(src)
+
+
+@pytest.mark.parametrize("snippet, finding", [
+    ('extern "C" int spawn() __asm__("fork");', "threads"),
+    ('static int myf() __attribute__((weakref("fork")));', "dynamic_code"),
+    ("#pragma redefine_extname myfork fork\nint myfork();", "dynamic_code"),
+    ("void f() { sys\\u0063all(57); }", "token_pasting"),
+    ('#include "evil.inc"\n', "dynamic_code"),
+    ("namespace s = std;\nvoid f() { s::thread t([]{}); t.detach(); }", "threads"),
+    ("using namespace std;\nvoid f() { thread t([]{}); t.detach(); }", "threads"),
+    ("using namespace std;\nvoid f() { auto r = async(launch::async, []{}); }", "threads"),
+    ("void f() { process_vm_writev(1, 0, 0, 0, 0, 0); }", "threads"),
+    ("void f() { int fd = pidfd_getfd(3, 4, 0); }", "threads"),
+    ("void f() { setpriority(0, getppid(), 19); }", "threads"),
+])
+def test_cpp_renamed_and_respelled_calls(snippet, finding):
+    assert finding in cpp_names(snippet, "hybrid"), check_cpp(snippet, "k.cu", "hybrid")

@@ -80,9 +80,12 @@ _PROC_SPECIFIC = re.compile(r"\b(syscall|__syscall|fork|vfork|clone3|posix_spawn
                             r"fexecve|popen|prctl|ptrace|setsid|setpgid|setpgrp|tgkill|tkill|killpg|"
                             r"pthread_create|pthread_kill|unshare|setns|sigaction|setitimer|timer_create|"
                             r"cudaLaunchHostFunc|cudaStreamAddCallback|cuLaunchHostFunc|cuStreamAddCallback|"
-                            r"thrd_create|__clone|__fork|_Fork)\b")
-_PROC_GENERIC = re.compile(r"\b(system|kill|clone|daemon|signal|alarm|raise|launch)\b")
-_STD_THREADS = re.compile(r"\bstd\s*::\s*(thread|jthread|async)\b")
+                            r"thrd_create|__clone|__fork|_Fork|__libc_\w+|process_vm_readv|process_vm_writev|"
+                            r"pidfd_\w+|getppid|setpriority|sched_setaffinity|sched_setscheduler|ioprio_set|"
+                            r"memfd_create|ThreadPool\w*|TaskThreadPool\w*|intraop_launch\w*|"
+                            r"launch_no_thread_state)\b")
+_PROC_GENERIC = re.compile(r"\b(system|kill|clone|daemon|signal|alarm|raise|launch|async|nice)\b")
+_STD_THREADS = re.compile(r"\bstd\s*::\s*(thread|jthread|async)\b|\b(thread|jthread)\s+\w+\s*[({]")
 _RAW_SYSCALL_NUMBER = re.compile(r"\b(SYS_\w+|__NR_\w+)\b")
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__|goto|inline|\s)*\(")
 _ASM_BLOCK = re.compile(r"\b__asm\s*\{")
@@ -143,6 +146,11 @@ BANNED_IN_MACRO = re.compile(r"\b(torch|at|c10|pybind11|py|cudaStreamCreate\w*|f
                              r"SYS_\w+|__NR_\w+|DispatchKey\w*|\w*DispatchKeyGuard|prctl|ptrace|"
                              r"posix_spawn\w*|mem_fn)\b")
 _SPLIT_IDENTIFIER = re.compile(r"\w\\\n[ \t]*\w")
+_UNIVERSAL_NAME = re.compile(r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}")
+# Another name for a libc function: an asm label, alias/weakref attributes, a pragma.
+_SYMBOL_RENAME = re.compile(r"__attribute__\s*\(\s*\(\s*(?:__)?(alias|weakref|ifunc|symver)\b|"
+                            r"#\s*pragma\s+(redefine_extname|weak)\b")
+_CHECKED_SUFFIXES = (".cu", ".cpp", ".cc", ".cuh", ".h", ".hpp")
 
 
 def check_cpp(source: str, location: str, policy: str) -> list[Finding]:
@@ -186,6 +194,12 @@ class _CppChecker:
         for m in re.finditer(r"##|%:%:|\?\?=", code):
             self.add("token_pasting", "token pasting (##, %:%:, ??=) can assemble banned names; write "
                      "identifiers out", m.start())
+        for m in _UNIVERSAL_NAME.finditer(code):
+            self.add("token_pasting", "a universal character name (\\u...) in an identifier can spell a banned "
+                     "name; write identifiers in plain ASCII", m.start())
+        for m in _SYMBOL_RENAME.finditer(code):
+            self.add("dynamic_code", f"{m.group(1) or m.group(2)} gives a function another name, which hides "
+                     "what is called", m.start())
         for m in _SPLIT_IDENTIFIER.finditer(code):
             self.add("token_pasting", "a line continuation splits an identifier; write it on one line", m.start())
         for m in _DEFINE.finditer(joined):
@@ -203,6 +217,9 @@ class _CppChecker:
             if _BANNED_HEADERS.search(path):
                 self.add("dynamic_code", f"#include {target[0]}{path}: the Python interpreter, raw syscalls, "
                          "dynamic loading and the dispatcher are off limits to a kernel", m.start())
+            elif target[0] == '"' and not path.endswith(_CHECKED_SUFFIXES):
+                self.add("dynamic_code", f"#include \"{path}\": only .h/.cuh/.cu/.cpp sources are checked; "
+                         "rename it", m.start())
             elif path.startswith("/") or ("scratch" in path) or (
                     target[0] == '"' and ".." in path and path not in _ALLOWED_RELATIVE_INCLUDES):
                 self.add("dynamic_code", f"#include {target[0]}{path}: a header outside the checked sources; "
@@ -232,6 +249,9 @@ class _CppChecker:
                 if bad not in ("module_", "module") or "import" in parts:
                     self.add("dynamic_code", f"{shown}: {bad} runs or changes Python from C++, out of the "
                              "checks' sight", m.start())
+            if root == "std" and len(parts) > 1 and parts[-1] in ("thread", "jthread", "async") \
+                    and m.group(1) != "std":
+                self.add("threads", f"{shown}: threads can run work outside the timed region", m.start())
             if root == "torch" and len(parts) > 1 and parts[1] == "python":
                 self.add("dynamic_code", f"{shown}: torch's Python bindings reach the interpreter", m.start())
 
@@ -340,7 +360,8 @@ class _CppChecker:
     def _processes(self) -> None:
         code = self.code
         for m in _STD_THREADS.finditer(code):
-            self.add("threads", f"std::{m.group(1)}: threads can run work outside the timed region", m.start())
+            self.add("threads", f"{m.group(1) or m.group(2)}: threads can run work outside the timed region",
+                     m.start())
         for m in _PROC_SPECIFIC.finditer(code):
             if _is_member(code, m.start(1)):
                 continue
@@ -366,7 +387,10 @@ class _CppChecker:
             end = _closing_paren(code, m.end() - 1)
             text = _asm_template(self.literal[m.end():end])
             hit = _ASM_FORBIDDEN.search(text)
-            if hit:
+            if re.fullmatch(r"\s*[A-Za-z_$][\w$@.]*\s*", text) and text.strip() not in ("trap", "exit", "brkpt"):
+                self.add("threads", f'asm("{text.strip()}") renames a symbol (an asm label), which hides what is '
+                         "called", m.start())
+            elif hit:
                 self.add("threads", f"inline assembly with {hit.group(0).strip()}: raw syscalls and raw machine "
                          "code are off limits; PTX for the kernel is fine", m.start())
         for m in _ASM_BLOCK.finditer(code):

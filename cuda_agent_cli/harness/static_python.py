@@ -140,6 +140,10 @@ _TORCH_LOADERS: tuple[tuple[str, str, str], ...] = (
     ("torch.jit.save", "file_env_access", "writes files"),
     ("torch.jit.CompilationUnit", "dynamic_code", "compiles TorchScript from a string"),
     ("torch.jit.frontend", "dynamic_code", "compiles TorchScript from source"),
+    ("torch.jit.fork", "threads", "jit.fork runs the function on another thread"),
+    ("torch.jit._fork", "threads", "jit.fork runs the function on another thread"),
+    ("torch.futures", "threads", "futures run callbacks on other threads"),
+    ("torch.cuda.cudart", "file_env_access", "the CUDA runtime's profiler controls tell verification and timing apart"),
     ("torch.amp", "precision_flags", "autocast changes the precision fixed by the harness"),
     ("torch.autocast", "precision_flags", "autocast changes the precision fixed by the harness"),
     ("torch.cuda.amp", "precision_flags", "autocast changes the precision fixed by the harness"),
@@ -221,6 +225,8 @@ _HOOK_METHODS = {
     "__del__": "a finalizer runs code outside the checked call",
     "__torch_function__": "__torch_function__ intercepts every torch call on the object, the checker's too",
     "__torch_dispatch__": "__torch_dispatch__ intercepts every op on the object, the checker's too",
+    "__exit__": "a context manager's __exit__ can swallow kernel failures (a hidden try/except)",
+    "__aexit__": "a context manager's __aexit__ can swallow kernel failures (a hidden try/except)",
 }
 _BUILD_FLAG_KWARGS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
 # Libraries an extension may link: the CUDA math libraries and the C++ runtime.
@@ -240,6 +246,9 @@ _INJECTING_FLAGS = ("-include", "-imacros", "-fplugin", "-specs", "--specs", "-w
 # imported module; UNKNOWN cannot be traced. Ordered: combining takes the worst.
 FRESH, PARAM, UNKNOWN, IMPORTED = 0, 1, 2, 3
 # Callables whose result is built from their arguments: the result is as foreign as they are.
+# Methods that put their arguments into the receiver (a list, a dict, a set, a deque).
+_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "appendleft",
+                       "extendleft", "push", "put", "__setitem__", "__iadd__"})
 _PASS_THROUGH_BUILTINS = frozenset({"next", "iter", "reversed", "sorted", "max", "min", "list",
                                     "tuple", "dict", "set", "frozenset", "type", "super", "getattr",
                                     "filter", "map", "zip", "enumerate", "id", "object"})
@@ -260,7 +269,7 @@ class PythonChecker:
         self.local_classes: dict[str, ast.ClassDef] = {}
         self.functions: dict[str, list[ast.AST]] = {}
         self.bindings: dict[str, list[ast.expr | None]] = {}
-        self.self_bindings: dict[str, list[ast.expr]] = {}
+        self.attr_bindings: dict[str, list[ast.expr]] = {}
         self.params: set[str] = set()
         self.self_names: set[str] = set()
         self.extension_vars: set[str] = set()
@@ -372,9 +381,19 @@ class PythonChecker:
                                                       if value is not None else None))
             elif isinstance(target, ast.Starred):
                 bind(target.value, value)
-            elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
-                    and target.value.id in self.self_names and value is not None:
-                self.self_bindings.setdefault(target.attr, []).append(value)
+            elif isinstance(target, ast.Attribute) and value is not None:
+                # Any object's attribute: `b.m = torch` makes `b.m` (and every `.m`) foreign.
+                self.attr_bindings.setdefault(target.attr, []).append(value)
+            elif isinstance(target, ast.Subscript) and value is not None:
+                hold(target.value, value)  # the container now holds the value
+
+        def hold(container: ast.expr, value: ast.expr) -> None:
+            while isinstance(container, ast.Subscript):
+                container = container.value
+            if isinstance(container, ast.Name):
+                self.bindings.setdefault(container.id, []).append(value)
+            elif isinstance(container, ast.Attribute):
+                self.attr_bindings.setdefault(container.attr, []).append(value)
 
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -405,10 +424,19 @@ class PythonChecker:
                     if item.optional_vars is not None:
                         bind(item.optional_vars, item.context_expr)
             elif isinstance(node, ast.Call) and _is_name(node.func, "setattr") and len(node.args) >= 3:
-                obj, attr = node.args[0], node.args[1]
-                if isinstance(obj, ast.Name) and obj.id in self.self_names and \
-                        isinstance(attr, ast.Constant) and isinstance(attr.value, str):
-                    self.self_bindings.setdefault(attr.value, []).append(node.args[2])
+                attr = node.args[1]
+                if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
+                    self.attr_bindings.setdefault(attr.value, []).append(node.args[2])
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in _MUTATORS:
+                for arg in [*node.args, *[k.value for k in node.keywords]]:
+                    hold(node.func.value, arg)
+            elif isinstance(node, ast.ClassDef):
+                for item in node.body:  # class attributes are read as self.<name> and Class.<name>
+                    if isinstance(item, (ast.Assign, ast.AnnAssign)) and item.value is not None:
+                        for t in (item.targets if isinstance(item, ast.Assign) else [item.target]):
+                            if isinstance(t, ast.Name):
+                                self.attr_bindings.setdefault(t.id, []).append(item.value)
             elif isinstance(node, (ast.Global, ast.Nonlocal)):
                 for n in node.names:
                     self.bindings.setdefault(n, [])
@@ -467,9 +495,10 @@ class PythonChecker:
                 return UNKNOWN
             return max(worst, self._combine(values or [], depth))
         if isinstance(node, ast.Attribute):
+            held = self._combine(self.attr_bindings.get(node.attr, []), depth)
             if isinstance(node.value, ast.Name) and node.value.id in self.self_names:
-                return self._combine(self.self_bindings.get(node.attr, []), depth)
-            return self.origin(node.value, depth)
+                return held
+            return max(held, self.origin(node.value, depth))
         if isinstance(node, ast.Subscript):
             return self.origin(node.value, depth)
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
@@ -526,7 +555,7 @@ class PythonChecker:
                     return self._combine(_returns(methods), depth)
                 # self.linear(x), self.parameters(): what nn.Module gives back is fresh,
                 # unless self.<attr> itself holds something foreign.
-                return self._combine(self.self_bindings.get(func.attr, []), depth)
+                return self._combine(self.attr_bindings.get(func.attr, []), depth)
             if receiver == FRESH:
                 return FRESH
             return receiver
@@ -608,7 +637,8 @@ class PythonChecker:
             elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
                 self._check_assignment(node)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in _HOOK_METHODS:
-                self.add("dynamic_code", _HOOK_METHODS[node.name], node)
+                kind = "try_fallback" if node.name in ("__exit__", "__aexit__") else "dynamic_code"
+                self.add(kind, _HOOK_METHODS[node.name], node)
             if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)):
                 self._check_string(node, parents)
 
@@ -917,6 +947,13 @@ class PythonChecker:
             for kw in node.keywords:
                 if kw.arg in _BUILD_FLAG_KWARGS:
                     self._check_build_flags(kw.value, kw.arg)
+                elif kw.arg == "build_directory":
+                    self.add("dynamic_code", "build_directory points the build at files the harness did not "
+                             "build (a planted library loads unchecked); leave it out", kw.value)
+                elif kw.arg in ("functions", "name"):
+                    self._check_generated_names(kw.value, kw.arg)
+            if node.args:
+                self._check_generated_names(node.args[0], "name")
             if name != "torch.utils.cpp_extension.load_inline":
                 continue
             for kw in node.keywords:
@@ -935,6 +972,29 @@ class PythonChecker:
                              "cannot be checked", arg)
                 elif text:
                     self.inline_cpp.append((f"{PY_FILE}:{label}@{node.lineno}", text))
+
+    def _check_generated_names(self, node: ast.AST, what: str) -> None:
+        """load_inline writes `name` and `functions` into C++ it generates: identifiers only."""
+        items: list[ast.AST] = []
+        for _ in range(4):
+            if isinstance(node, ast.Name) and node.id in self.string_values:
+                node = self.string_values[node.id]
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            items = list(node.elts)
+        elif isinstance(node, ast.Dict):
+            items = [k for k in node.keys if k is not None]
+            for v in node.values:
+                doc = _fold(v, self.string_values)
+                if doc is None or any(c in doc for c in '"\\\n'):
+                    self.add("dynamic_code", "load_inline function docstrings go into generated C++: plain "
+                             "literal text without quotes or backslashes", v)
+        else:
+            items = [node]
+        for item in items:
+            text = _fold(item, self.string_values)
+            if text is None or not text.isidentifier():
+                self.add("dynamic_code", f"load_inline {what} goes into generated C++: it must be a literal "
+                         "identifier", item)
 
     def _check_build_flags(self, node: ast.AST, kwarg: str) -> None:
         flags = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
