@@ -790,7 +790,7 @@ def test_pybind_attr_into_the_interpreter_is_reported():
     ("(m := torch).relu = abs\n", "dynamic_code"),
     ("a, = (torch,)\na.relu = abs\n", "dynamic_code"),
     ("from torch.utils.cpp_extension import load_inline\n"
-     "ext = load_inline('n', cpp_sources='int f();', functions=['f); } void g() { std::system(0']\n", "dynamic_code"),
+     "ext = load_inline('n', cpp_sources='int f();', functions=['f); } void g() { std::system(0'])\n", "dynamic_code"),
     ("from torch.utils.cpp_extension import load_inline\n"
      "ext = load_inline('n, m) {} void g(', cpp_sources='int f();', functions=['f'])\n", "dynamic_code"),
     ("from torch.utils.cpp_extension import load_inline\n"

@@ -29,6 +29,12 @@ from cuda_agent_cli.harness.static_rules import (
     is_introspection_attr,
 )
 
+# Routes the runtime guards stop, and which the adversarial suite's runtime candidates take to
+# reach them (pybind11 attribute chains into the interpreter, std::thread through a namespace
+# alias): reported, as warnings, so those candidates still exercise the runtime layer. Make it
+# "error" to refuse them statically too.
+RUNTIME_COVERED: Severity = "warning"
+
 _METHOD = re.compile(r"(?:\.|->)\s*(\w+)\s*(?:<[^<>;]*>)?\s*\(")
 # A qualified name: an optional leading ::, then name::name::...::name.
 _QUALIFIED = re.compile(r"(?<![\w:])(?:::\s*)?([A-Za-z_]\w*)\s*::\s*((?:[A-Za-z_~]\w*\s*::\s*)*)([A-Za-z_~]\w*)")
@@ -134,6 +140,7 @@ _ALLOWED_RELATIVE_INCLUDES = frozenset({"../binding_registry.h"})
 _CPP_UNQUALIFY = re.compile(r"\b(using\s+namespace\s+(?:::\s*)?(?:torch|at)\b|"
                             r"namespace\s+\w+\s*=\s*(?:::\s*)?(?:torch|at)\b)")
 _NS_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*((?:::\s*)?\w+(?:\s*::\s*\w+)*)\s*;")
+_MACRO_ALIAS = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+((?:::)?[A-Za-z_]\w*(?:::\w+)*)[ \t]*$", re.M)
 _USING_DIRECTIVE = re.compile(r"\busing\s+namespace\s+((?:::\s*)?\w+(?:\s*::\s*\w+)*)\s*;")
 _TYPE_ALIAS = re.compile(r"\busing\s+(\w+)\s*=\s*([^;]*)\b(Tensor|TensorBase)\s*;|"
                          r"\btypedef\s+([^;]*)\b(Tensor|TensorBase)\s+(\w+)\s*;")
@@ -251,7 +258,8 @@ class _CppChecker:
                              "checks' sight", m.start())
             if root == "std" and len(parts) > 1 and parts[-1] in ("thread", "jthread", "async") \
                     and m.group(1) != "std":
-                self.add("threads", f"{shown}: threads can run work outside the timed region", m.start())
+                self.add("threads", f"{shown} (through the alias {m.group(1)}): threads can run work outside "
+                         "the timed region", m.start(), RUNTIME_COVERED)
             if root == "torch" and len(parts) > 1 and parts[1] == "python":
                 self.add("dynamic_code", f"{shown}: torch's Python bindings reach the interpreter", m.start())
 
@@ -327,7 +335,7 @@ class _CppChecker:
     def _python_attribute(self, args_start: int, pos: int, fn: str, second_argument: bool = False) -> None:
         """`.attr("name")` / `py::getattr(obj, "name")` reaching interpreter internals.
 
-        Attribute calls are ordinary pybind11, so these are warnings: the route into the
+        Attribute calls are ordinary pybind11, so these are RUNTIME_COVERED: the route into the
         interpreter from an object handed to C++ is closed at runtime, where the candidate
         process holds nothing that decides a verdict. Importing, exec/eval and the C API
         above are errors.
@@ -339,14 +347,14 @@ class _CppChecker:
         lit = re.match(r'\s*"((?:[^"\\]|\\.)*)"\s*(?:[,)]|$)', args)
         if lit is None:
             self.add("dynamic_code", f"{fn}() with a computed name reaches Python attributes the checks "
-                     "cannot see; use a literal name", pos, "warning")
+                     "cannot see; use a literal name", pos, RUNTIME_COVERED)
             return
         name = lit.group(1)
         if is_introspection_attr(name) or name in _DANGEROUS_PY_NAMES:
-            self.add("dynamic_code", f'{fn}("{name}") reaches interpreter internals from C++', pos, "warning")
+            self.add("dynamic_code", f'{fn}("{name}") reaches interpreter internals from C++', pos, RUNTIME_COVERED)
         if fn == "attr" and re.match(r"\s*=(?!=)", self.code[end + 1:end + 8]):
             self.add("dynamic_code", f'attr("{name}") = ... writes a Python attribute from C++: a '
-                     "monkeypatch", pos, "warning")
+                     "monkeypatch", pos, RUNTIME_COVERED)
 
     # -- dispatch and precision --------------------------------------------------------------
     def _dispatch_and_precision(self) -> None:
@@ -422,6 +430,8 @@ def _namespace_aliases(code: str) -> dict[str, str]:
     aliases = {"py": "pybind11"}
     for _ in range(4):
         for m in _NS_ALIAS.finditer(code):
+            aliases[m.group(1)] = _canonical(m.group(2), aliases)
+        for m in _MACRO_ALIAS.finditer(code):  # `#define CONC std` renames a namespace too
             aliases[m.group(1)] = _canonical(m.group(2), aliases)
     return aliases
 
