@@ -827,3 +827,38 @@ def test_load_inline_with_names_bound_elsewhere_passes():
 ])
 def test_cpp_renamed_and_respelled_calls(snippet, finding):
     assert finding in cpp_names(snippet, "hybrid"), check_cpp(snippet, "k.cu", "hybrid")
+
+
+@pytest.mark.parametrize("forward, policy, finding", [
+    ("return torch.as_tensor(getattr(x, 'numpy')())", "strict", "torch_ops_python"),
+    ("return getattr(x, 'sum')(dim=1)", "strict", "torch_ops_python"),
+    ("return torch.utils.cpp_extension.np.maximum(x, 0)", "strict", "torch_ops_python"),
+    ("return torch.compile(cuda_extension.relu, backend=lambda gm, ex: gm)(x)", "hybrid", "dynamic_code"),
+    ("return torch.compile(cuda_extension.relu, options={'cpp.cxx': 'sh'})(x)", "hybrid", "dynamic_code"),
+    ("torch.utils.collect_env.main()\n                return x", "hybrid", "dynamic_code"),
+    ("torch.utils.tensorboard.SummaryWriter('scratch')\n                return x", "hybrid", "dynamic_code"),
+    ("torch.cuda.memory.change_current_allocator(None)\n                return x", "hybrid", "dynamic_code"),
+    ("torch.cuda.tunable.enable()\n                return x", "hybrid", "file_env_access"),
+])
+def test_more_library_routes(forward, policy, finding):
+    src = _model(forward)
+    assert finding in names(src, policy=policy), details(src, policy)
+
+
+@pytest.mark.parametrize("snippet, policy, finding", [
+    ("at::Tensor f(at::Tensor x) { return x.template relu<>(); }", "strict", "torch_ops_cpp"),
+    ('#define INSN "sys" "call"\nvoid f() { asm volatile(INSN); }', "hybrid", "threads"),
+    ('void f() { asm(R"(syscall)"); }', "hybrid", "threads"),
+    ("#include <functional>\nstd::function<int(const char*)> run = system;", "hybrid", "threads"),
+    ("void f() { boost::thread(work).detach(); }", "hybrid", "threads"),
+    ("void f() { auto& i = pybind11::detail::get_internals(); }", "hybrid", "dynamic_code"),
+])
+def test_more_cpp_spellings(snippet, policy, finding):
+    assert finding in cpp_names(snippet, policy), check_cpp(snippet, "k.cu", policy)
+
+
+def test_helper_thread_through_a_std_alias_is_reported_not_refused():
+    """The runtime suite's helper thread takes this route to reach the runtime threads check."""
+    findings = check_cpp("namespace conc = std;\nvoid f() { conc::thread([]{}).detach(); }", "k.cpp", "hybrid")
+    assert [(f.name, f.severity) for f in findings] == [("threads", "warning")]
+    assert [f.severity for f in check_cpp("void f() { std::thread([]{}).detach(); }", "k.cpp", "hybrid")] == ["error"]

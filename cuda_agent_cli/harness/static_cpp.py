@@ -35,7 +35,7 @@ from cuda_agent_cli.harness.static_rules import (
 # "error" to refuse them statically too.
 RUNTIME_COVERED: Severity = "warning"
 
-_METHOD = re.compile(r"(?:\.|->)\s*(\w+)\s*(?:<[^<>;]*>)?\s*\(")
+_METHOD = re.compile(r"(?:\.|->)\s*(?:template\s+)?(\w+)\s*(?:<[^<>;]*>)?\s*\(")
 # A qualified name: an optional leading ::, then name::name::...::name.
 _QUALIFIED = re.compile(r"(?<![\w:])(?:::\s*)?([A-Za-z_]\w*)\s*::\s*((?:[A-Za-z_~]\w*\s*::\s*)*)([A-Za-z_~]\w*)")
 
@@ -256,6 +256,10 @@ class _CppChecker:
                 if bad not in ("module_", "module") or "import" in parts:
                     self.add("dynamic_code", f"{shown}: {bad} runs or changes Python from C++, out of the "
                              "checks' sight", m.start())
+            if len(parts) > 1 and parts[-1] in ("thread", "jthread") and root != "std":
+                self.add("threads", f"{shown}: threads can run work outside the timed region", m.start())
+            if root == "pybind11" and len(parts) > 1 and parts[1] == "detail":
+                self.add("dynamic_code", f"{shown}: pybind11's internals reach the interpreter's state", m.start())
             if root == "std" and len(parts) > 1 and parts[-1] in ("thread", "jthread", "async") \
                     and m.group(1) != "std":
                 self.add("threads", f"{shown} (through the alias {m.group(1)}): threads can run work outside "
@@ -377,7 +381,9 @@ class _CppChecker:
                      "the timed region", m.start())
         for m in _PROC_GENERIC.finditer(code):
             word = m.group(1)
-            if _is_member(code, m.start(1)) or not _used_as_function(code, m):
+            if _is_member(code, m.start(1)):
+                continue
+            if not _used_as_function(code, m) and not (word in ("system", "kill", "daemon") and _used_as_value(code, m)):
                 continue
             qual = _qualifier(code, m.start(1))
             if qual in ("at", "torch", "c10") and word in ("clone", "raise"):
@@ -393,7 +399,12 @@ class _CppChecker:
                      m.start())
         for m in _ASM.finditer(code):
             end = _closing_paren(code, m.end() - 1)
-            text = _asm_template(self.literal[m.end():end])
+            args = self.literal[m.end():end]
+            if not re.match(r'\s*(?:[uUL]|u8)?R?"', args):
+                self.add("threads", "inline assembly whose instructions are not a literal string cannot be "
+                         "checked; write the PTX out", m.start())
+                continue
+            text = _asm_template(args)
             hit = _ASM_FORBIDDEN.search(text)
             if re.fullmatch(r"\s*[A-Za-z_$][\w$@.]*\s*", text) and text.strip() not in ("trap", "exit", "brkpt"):
                 self.add("threads", f'asm("{text.strip()}") renames a symbol (an asm label), which hides what is '
@@ -479,6 +490,14 @@ def _asm_template(args: str) -> str:
             break
         parts.append(m.group(1))
     return "".join(parts)
+
+
+def _used_as_value(code: str, m: re.Match[str]) -> bool:
+    """`f = system;`, `g(system, ...)`: the function itself handed on."""
+    after = code[m.end(1):m.end(1) + 8].lstrip()
+    before = code[max(0, m.start(1) - 32):m.start(1)]
+    before = re.sub(r"(?:\w+\s*::\s*)+$", "", before.rstrip()).rstrip()
+    return after[:1] in (";", ",", ")", "}") and (before.endswith(("=", "(", ",", "{")) or before.endswith("return"))
 
 
 def _closing_paren(code: str, open_pos: int) -> int:

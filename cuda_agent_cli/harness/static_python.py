@@ -144,6 +144,12 @@ _TORCH_LOADERS: tuple[tuple[str, str, str], ...] = (
     ("torch.jit._fork", "threads", "jit.fork runs the function on another thread"),
     ("torch.futures", "threads", "futures run callbacks on other threads"),
     ("torch.cuda.cudart", "file_env_access", "the CUDA runtime's profiler controls tell verification and timing apart"),
+    ("torch.cuda.memory.CUDAPluggableAllocator", "dynamic_code", "a pluggable allocator loads a native library"),
+    ("torch.cuda.CUDAPluggableAllocator", "dynamic_code", "a pluggable allocator loads a native library"),
+    ("torch.cuda.memory.change_current_allocator", "dynamic_code", "replaces the allocator the harness measures with"),
+    ("torch.cuda.change_current_allocator", "dynamic_code", "replaces the allocator the harness measures with"),
+    ("torch.cuda.tunable", "file_env_access", "tunable ops read and write result files"),
+    ("torch.cuda.gds", "file_env_access", "GPU direct storage reads files"),
     ("torch.amp", "precision_flags", "autocast changes the precision fixed by the harness"),
     ("torch.autocast", "precision_flags", "autocast changes the precision fixed by the harness"),
     ("torch.cuda.amp", "precision_flags", "autocast changes the precision fixed by the harness"),
@@ -235,6 +241,8 @@ _LINKABLE = re.compile(r"^-l(cublas|cublasLt|cudnn|curand|cusparse|cusolver|cuff
 _INTROSPECTION_IN_FORMAT = re.compile(r"\{[^{}]*[.\[](" + "|".join(sorted(FRAME_ATTRS | DUNDER_ESCAPES))
                                       + r"|co_\w+)\b")
 
+# The one torch.utils subtree a candidate needs; the others load code, start workers or touch files.
+_TORCH_UTILS_ALLOWED = frozenset({"cpp_extension"})
 # Names that `from X import name` binds to a module rather than a function or a constant.
 _SUBMODULE_NAMES = frozenset({"nn", "functional", "cuda", "utils", "cpp_extension", "backends", "linalg",
                               "fft", "special", "autograd", "path", "jit", "ops", "init", "amp"})
@@ -711,6 +719,11 @@ class PythonChecker:
             self.add("reference_use", f"uses the reference module ({name})", node)
             return
         for seg in parts[1:]:
+            if seg in ("numpy", "np") and root != "numpy":
+                if self.policy == "strict":
+                    self.add("torch_ops_python", f"{name} reaches numpy, whose math runs outside the extension; "
+                             "strict policy needs a hand-written kernel", node)
+                return
             if seg in _REEXPORTED_MODULES:
                 self.add("dynamic_code", f"{name} reaches the {seg} module through {root}; "
                          "model_new.py may not use it", node)
@@ -733,6 +746,9 @@ class PythonChecker:
                     return
                 self.add(finding, f"{name}: {reason}", node)
                 return
+        if len(parts) > 2 and parts[:2] == ["torch", "utils"] and parts[2] not in _TORCH_UTILS_ALLOWED:
+            self.add("dynamic_code", f"{name}: of torch.utils a kernel needs only cpp_extension", node)
+            return
         if name.startswith(("torch.multiprocessing", "torch.distributed", "torch.utils.data")):
             self.add("threads", f"{name}: extra processes can run work outside the timed region", node)
 
@@ -788,6 +804,12 @@ class PythonChecker:
                 self.add("file_env_access", _FILE_BUILTINS[func.id], node)
             elif func.id in _ATTR_BUILTINS:
                 self._check_getattr(node, func.id)
+        if isinstance(func, ast.Call) and _is_name(func.func, "getattr") and len(func.args) >= 2 \
+                and isinstance(func.args[1], ast.Constant) and isinstance(func.args[1].value, str) \
+                and self.resolve(func) is None:
+            # getattr(x, "sum")(...) is x.sum(...) spelled to dodge the method check
+            spelled = ast.copy_location(ast.Attribute(value=func.args[0], attr=func.args[1].value, ctx=ast.Load()), func)
+            self._check_method_call(node, spelled, parents)
         name = self.resolve(func)
         if name is None:
             if isinstance(func, ast.Attribute):
@@ -811,6 +833,10 @@ class PythonChecker:
             self.add("file_env_access" if name != "torch.ops.load_library" else "dynamic_code",
                      f"{name} loads or stores files outside the checked build", node)
         elif name in ("torch.compile", "torch.jit.script", "torch.jit.trace") or name.startswith("triton"):
+            for kw in node.keywords:
+                if name == "torch.compile" and kw.arg in ("backend", "options"):
+                    self.add("dynamic_code", f"torch.compile {kw.arg}= runs code (or compilers) the checks "
+                             "cannot see; use mode= only", node)
             if self.policy == "strict":
                 self.add("torch_ops_python", f"{name} generates kernels from torch ops; strict policy "
                          "needs a hand-written kernel", node)
