@@ -862,3 +862,20 @@ def test_helper_thread_through_a_std_alias_is_reported_not_refused():
     findings = check_cpp("namespace conc = std;\nvoid f() { conc::thread([]{}).detach(); }", "k.cpp", "hybrid")
     assert [(f.name, f.severity) for f in findings] == [("threads", "warning")]
     assert [f.severity for f in check_cpp("void f() { std::thread([]{}).detach(); }", "k.cpp", "hybrid")] == ["error"]
+
+
+def test_long_chains_of_rebinding_stay_legal_and_fast():
+    import time
+
+    body = "out = torch.empty_like(x)\n" + "".join(
+        f"                x = x.contiguous()\n                out = out.view(-1) if x.numel() else out\n"
+        for _ in range(40)) + "                out[0] = 0\n                cuda_extension.relu_into(x, out)\n" \
+        "                return out"
+    started = time.perf_counter()
+    assert names(_model(body)) == set()
+    assert time.perf_counter() - started < 2
+
+
+def test_nesting_too_deep_to_check_is_one_finding():
+    src = "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n"
+    assert [f.name for f in check_sources(src, {}, "strict")] == ["syntax"]
