@@ -868,7 +868,7 @@ def test_long_chains_of_rebinding_stay_legal_and_fast():
     import time
 
     body = "out = torch.empty_like(x)\n" + "".join(
-        f"                x = x.contiguous()\n                out = out.view(-1) if x.numel() else out\n"
+        "                x = x.contiguous()\n                out = out.view(-1) if x.numel() else out\n"
         for _ in range(40)) + "                out[0] = 0\n                cuda_extension.relu_into(x, out)\n" \
         "                return out"
     started = time.perf_counter()

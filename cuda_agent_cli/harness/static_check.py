@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from cuda_agent_cli.harness.static_cpp import check_cpp, strip_cpp_comments_and_strings
-from cuda_agent_cli.harness.static_python import ALLOWED_IMPORTS, PythonChecker
+from cuda_agent_cli.harness.static_python import PythonChecker
+from cuda_agent_cli.harness.static_python_names import ALLOWED_IMPORTS
 from cuda_agent_cli.harness.static_rules import POLICIES, Finding, Severity
 
 __all__ = ["ALLOWED_IMPORTS", "POLICIES", "Finding", "Severity", "check_cpp", "check_sources", "errors",

@@ -21,10 +21,40 @@ C++ handed to `load_inline` is extracted here and checked by static_cpp.
 from __future__ import annotations
 
 import ast
-import re
 import string
-from typing import Iterable
 
+from cuda_agent_cli.harness.static_origin import FRESH, IMPORTED, UNKNOWN, OriginAnalysis
+from cuda_agent_cli.harness.static_python_names import (
+    ALLOWED_IMPORTS,
+    HYBRID_IMPORTS,
+    ATTR_BUILTINS,
+    BANNED_IMPORTS,
+    BUILD_FLAG_KWARGS,
+    DYNAMIC_BUILTINS,
+    FILE_BUILTINS,
+    HARMLESS_SYS,
+    HOOK_METHODS,
+    INJECTING_FLAGS,
+    INTROSPECTION_IN_FORMAT,
+    LINKABLE,
+    NO_VALUE_BUILTINS,
+    NUMPY_BRIDGES,
+    PRECISION_ATTRS,
+    PRECISION_CALLS,
+    PURE_OS_PATH,
+    REEXPORTED_MODULES,
+    SAFE_DUNDERS,
+    STREAM_CREATORS,
+    STREAM_SWITCHERS,
+    SUBMODULE_NAMES,
+    SYNC_METHODS,
+    SYNC_NAMES,
+    TORCH_ALLOWED_CALLS,
+    TORCH_ALLOWED_PREFIXES,
+    TORCH_LOADERS,
+    TORCH_OPS_LIBRARIES,
+    TORCH_UTILS_ALLOWED,
+)
 from cuda_agent_cli.harness.static_rules import (
     FRAME_ATTRS,
     DUNDER_ESCAPES,
@@ -37,232 +67,8 @@ from cuda_agent_cli.harness.static_rules import (
 
 PY_FILE = "model_new.py"
 
-# The modules model_new.py may import. torch's own submodules are allowed as a tree; the names
-# reached inside it are judged one by one (_judge_reference). os and sys are importable only
-# for their pure parts (os.path string functions, sys.version_info): every other use is judged.
-ALLOWED_IMPORTS = frozenset({
-    "torch", "cuda_extension", "math", "cmath", "numbers", "typing", "typing_extensions",
-    "dataclasses", "functools", "enum", "abc", "collections", "itertools", "copy", "contextlib",
-    "__future__", "os", "sys",
-})
-# Allowed only where torch ops are: numpy and triton compute outside the extension.
-HYBRID_IMPORTS = frozenset({"numpy", "triton"})
 
-# Known modules outside the allowlist, with the finding that names why.
-_BANNED_IMPORTS: tuple[tuple[str, str, str], ...] = (
-    ("threading", "threads", "threads can run work outside the timed region"),
-    ("_thread", "threads", "threads can run work outside the timed region"),
-    ("multiprocessing", "threads", "extra processes can run work outside the timed region"),
-    ("torch.multiprocessing", "threads", "extra processes can run work outside the timed region"),
-    ("torch.distributed", "threads", "extra processes can run work outside the timed region"),
-    ("torch.utils.data", "threads", "data loader workers are processes outside the timed region"),
-    ("concurrent", "threads", "thread pools can run work outside the timed region"),
-    ("asyncio", "threads", "event loops can run work outside the timed region"),
-    ("subprocess", "threads", "subprocesses are not allowed in a candidate"),
-    ("pty", "threads", "subprocesses are not allowed in a candidate"),
-    ("signal", "threads", "signal handlers can run code outside the checked call"),
-    ("importlib", "dynamic_code", "dynamic imports hide what the candidate runs"),
-    ("builtins", "dynamic_code", "the builtins module can rewrite how the harness behaves"),
-    ("inspect", "dynamic_code", "frame inspection can reach the harness or the reference"),
-    ("traceback", "dynamic_code", "tracebacks lead to the harness's frames"),
-    ("gc", "dynamic_code", "the garbage collector can reach the reference's objects"),
-    ("ctypes", "dynamic_code", "ctypes can patch memory or load unchecked code"),
-    ("cffi", "dynamic_code", "cffi can load unchecked native code"),
-    ("marshal", "dynamic_code", "marshal loads code objects that escape the static checks"),
-    ("pickle", "dynamic_code", "pickle can execute arbitrary code on load"),
-    ("types", "dynamic_code", "building functions or modules at runtime escapes the static checks"),
-    ("runpy", "dynamic_code", "running other modules escapes the static checks"),
-    ("code", "dynamic_code", "interactive interpreters escape the static checks"),
-    ("pydoc", "dynamic_code", "pydoc.locate imports and returns any object by name"),
-    ("operator", "dynamic_code", "attrgetter/methodcaller read attributes by computed names"),
-    ("atexit", "dynamic_code", "exit hooks run code outside the checked call"),
-    ("weakref", "dynamic_code", "finalizers run code outside the checked call"),
-    ("model", "reference_use", "the candidate must not import the reference model"),
-    ("io", "file_env_access", "file access is not allowed in a candidate"),
-    ("pathlib", "file_env_access", "file access is not allowed in a candidate"),
-    ("shutil", "file_env_access", "file access is not allowed in a candidate"),
-    ("tempfile", "file_env_access", "file access is not allowed in a candidate"),
-    ("glob", "file_env_access", "file access is not allowed in a candidate"),
-    ("socket", "file_env_access", "network access is not allowed in a candidate"),
-    ("urllib", "file_env_access", "network access is not allowed in a candidate"),
-    ("http", "file_env_access", "network access is not allowed in a candidate"),
-    ("requests", "file_env_access", "network access is not allowed in a candidate"),
-    ("time", "dynamic_code", "the candidate must not read or patch the clock"),
-    ("torch._C", "dynamic_code", "torch._C internals can disable the runtime guards"),
-    ("torch.utils._python_dispatch", "dynamic_code", "dispatch internals can disable the runtime guards"),
-    ("torch.overrides", "dynamic_code", "torch function overrides can disable the runtime guards"),
-    ("torch.testing", "dynamic_code", "the candidate must not touch the checker's comparison functions"),
-    ("torch.profiler", "file_env_access", "probing the profiler tells verification and timing apart"),
-    ("torch.autograd.profiler", "file_env_access", "probing the profiler tells verification and timing apart"),
-    ("torch.library", "dynamic_code", "custom dispatcher ops hide the torch ops run inside them"),
-)
-
-# Standard-library modules that torch and its submodules re-export as attributes (torch.os,
-# torch.utils.cpp_extension.subprocess, ...): reaching one through torch is importing it.
-_REEXPORTED_MODULES = frozenset({
-    "os", "sys", "subprocess", "importlib", "builtins", "inspect", "ctypes", "threading",
-    "_thread", "multiprocessing", "pickle", "marshal", "traceback", "gc", "operator", "_operator",
-    "pydoc", "runpy", "code", "codeop", "shutil", "tempfile", "io", "pathlib", "socket", "glob",
-    "atexit", "weakref", "copyreg", "warnings", "logging", "json", "time", "platform",
-    "sysconfig", "site", "pkgutil", "zipimport", "linecache", "dis", "ast", "asyncio",
-    "concurrent", "queue", "selectors", "types", "posix", "posixpath", "genericpath", "fcntl",
-    "mmap", "resource", "pty", "shlex", "tokenize", "string",
-})
-# Dunder names that are plain data and safe to read off a module.
-_SAFE_DUNDERS = frozenset({"__version__", "__name__", "__doc__", "__file__", "__init__", "__call__",
-                           "__future__", "__qualname__", "__module__"})
-
-# torch subtrees that load or generate code, start processes, or touch files: (prefix, finding,
-# reason). Checked on every resolved name, so `from torch import hub` is caught as well.
-_TORCH_LOADERS: tuple[tuple[str, str, str], ...] = (
-    ("torch.hub", "dynamic_code", "torch.hub imports and runs Python from a directory or a URL"),
-    ("torch.package", "dynamic_code", "torch.package imports code from archives"),
-    ("torch.fx", "dynamic_code", "torch.fx generates and runs Python code"),
-    ("torch.compiler", "dynamic_code", "the compiler's hooks run code the checks cannot see"),
-    ("torch.export", "dynamic_code", "torch.export generates and runs code"),
-    ("torch.onnx", "dynamic_code", "torch.onnx generates code and writes files"),
-    ("torch.utils.benchmark", "dynamic_code", "benchmark timers compile and run statements given as strings"),
-    ("torch.utils.bundled_inputs", "dynamic_code", "bundled inputs generate code"),
-    ("torch.utils.model_zoo", "file_env_access", "model_zoo downloads and loads files"),
-    ("torch.utils.dlpack", "torch_ops_python", "dlpack hands tensors to other libraries"),
-    ("torch.utils.hooks", "dynamic_code", "hooks run code outside the checked call"),
-    ("torch.serialization", "file_env_access", "serialization reads and writes files"),
-    ("torch.cuda.jiterator", "dynamic_code", "jiterator compiles kernels from strings the C++ checks never see"),
-    ("torch.cuda.nvtx", "file_env_access", "probing the profiler tells verification and timing apart"),
-    ("torch.cuda.profiler", "file_env_access", "probing the profiler tells verification and timing apart"),
-    ("torch.ops.load_library", "dynamic_code", "loads native code outside the checked build"),
-    ("torch.ops.import_module", "dynamic_code", "imports a Python module by name"),
-    ("torch.classes", "dynamic_code", "custom classes load native code outside the checked build"),
-    ("torch.utils.cpp_extension.load_library", "dynamic_code", "loads native code outside the checked build"),
-    ("torch.nn.modules.module.register_module", "dynamic_code",
-     "global module hooks run code inside every module, the harness's too"),
-    ("torch.jit.load", "file_env_access", "loads files outside the checked build"),
-    ("torch.jit.save", "file_env_access", "writes files"),
-    ("torch.jit.CompilationUnit", "dynamic_code", "compiles TorchScript from a string"),
-    ("torch.jit.frontend", "dynamic_code", "compiles TorchScript from source"),
-    ("torch.jit.fork", "threads", "jit.fork runs the function on another thread"),
-    ("torch.jit._fork", "threads", "jit.fork runs the function on another thread"),
-    ("torch.futures", "threads", "futures run callbacks on other threads"),
-    ("torch.cuda.cudart", "file_env_access", "the CUDA runtime's profiler controls tell verification and timing apart"),
-    ("torch.cuda.memory.CUDAPluggableAllocator", "dynamic_code", "a pluggable allocator loads a native library"),
-    ("torch.cuda.CUDAPluggableAllocator", "dynamic_code", "a pluggable allocator loads a native library"),
-    ("torch.cuda.memory.change_current_allocator", "dynamic_code", "replaces the allocator the harness measures with"),
-    ("torch.cuda.change_current_allocator", "dynamic_code", "replaces the allocator the harness measures with"),
-    ("torch.cuda.tunable", "file_env_access", "tunable ops read and write result files"),
-    ("torch.cuda.gds", "file_env_access", "GPU direct storage reads files"),
-    ("torch.amp", "precision_flags", "autocast changes the precision fixed by the harness"),
-    ("torch.autocast", "precision_flags", "autocast changes the precision fixed by the harness"),
-    ("torch.cuda.amp", "precision_flags", "autocast changes the precision fixed by the harness"),
-    ("torch.cpu.amp", "precision_flags", "autocast changes the precision fixed by the harness"),
-    ("torch.Storage.from_file", "file_env_access", "maps a file into a tensor"),
-    ("torch.UntypedStorage.from_file", "file_env_access", "maps a file into a tensor"),
-    ("typing.get_type_hints", "dynamic_code", "evaluates annotation strings as code"),
-    ("typing.ForwardRef", "dynamic_code", "evaluates annotation strings as code"),
-    ("typing_extensions.get_type_hints", "dynamic_code", "evaluates annotation strings as code"),
-    ("typing_extensions.get_annotations", "dynamic_code", "evaluates annotation strings as code"),
-    ("functools.singledispatch", "dynamic_code", "dispatch on types registered at runtime hides what is called"),
-)
-
-# The only os.path functions that are pure string work (used to locate sources for load()).
-_PURE_OS_PATH = frozenset({"os.path.join", "os.path.dirname", "os.path.abspath", "os.path.basename",
-                           "os.path.realpath", "os.path.normpath", "os.path.splitext"})
-
-_HARMLESS_SYS = frozenset({"sys.version_info", "sys.maxsize", "sys.platform", "sys.byteorder",
-                           "sys.float_info", "sys.version"})
-
-_DYNAMIC_BUILTINS = {
-    "exec": "exec runs code the static checks cannot see",
-    "eval": "eval runs code the static checks cannot see",
-    "compile": "compile builds code the static checks cannot see",
-    "__import__": "__import__ hides which module is imported",
-    "globals": "globals() can rewrite names behind the static checks",
-    "locals": "locals() can rewrite names behind the static checks",
-    "vars": "vars() can rewrite names behind the static checks",
-    "breakpoint": "debugger hooks run arbitrary code",
-}
-_FILE_BUILTINS = {"open": "file access is not allowed in a candidate",
-                  "input": "reading stdin is not allowed in a candidate"}
-_ATTR_BUILTINS = ("getattr", "setattr", "delattr", "hasattr")
-# Builtins that must only ever be called directly by name: passed as a value (functools.reduce(
-# getattr, ...), map(setattr, ...), f = eval) they run with arguments the checks cannot see.
-_NO_VALUE_BUILTINS = frozenset({*_DYNAMIC_BUILTINS, *_FILE_BUILTINS, "getattr", "setattr", "delattr"})
-
-# torch functions ModelNew.forward may call under strict: allocation, metadata, device queries.
-_TORCH_ALLOWED_CALLS = frozenset({
-    "torch.empty", "torch.empty_like", "torch.empty_strided", "torch.zeros", "torch.zeros_like",
-    "torch.ones", "torch.ones_like", "torch.full", "torch.full_like", "torch.arange",
-    "torch.tensor", "torch.as_tensor", "torch.Size", "torch.device", "torch.dtype",
-    "torch.is_tensor", "torch.numel", "torch.get_default_dtype", "torch.is_floating_point",
-    "torch.is_complex", "torch.finfo", "torch.iinfo", "torch.no_grad", "torch.inference_mode",
-    "torch.is_grad_enabled", "torch.is_inference_mode_enabled", "torch.enable_grad",
-    "torch.set_grad_enabled", "torch.result_type", "torch.promote_types", "torch.broadcast_shapes",
-    "torch.cuda.current_device", "torch.cuda.current_stream", "torch.cuda.default_stream",
-    "torch.cuda.device", "torch.cuda.is_available", "torch.cuda.device_count",
-    "torch.cuda.synchronize", "torch.cuda.get_device_capability", "torch.cuda.get_device_properties",
-    "torch.cuda.get_device_name", "torch.utils.cpp_extension.load_inline",
-    "torch.utils.cpp_extension.load", "torch.nn.Parameter", "torch.nn.Module",
-})
-# torch namespaces whose calls never compute (types, parameter containers, init in __init__).
-_TORCH_ALLOWED_PREFIXES = ("torch.cuda.", "torch.utils.cpp_extension.", "torch.backends.",
-                           "torch.nn.Module", "torch.nn.ModuleList", "torch.nn.ParameterList",
-                           "torch.nn.ModuleDict", "torch.nn.ParameterDict")
-# A torch.ops namespace other than these belongs to a custom extension, which is the point.
-_TORCH_OPS_LIBRARIES = frozenset({"aten", "prims", "quantized", "_quantized", "torchvision"})
-# Bridges from a tensor to numpy (and so to numpy's BLAS): torch ops under strict.
-_NUMPY_BRIDGES = frozenset({"__array__", "__array_interface__", "__array_wrap__", "__array_priority__",
-                            "__dlpack__", "__cuda_array_interface__"})
-
-_PRECISION_ATTRS = frozenset({"allow_tf32", "allow_fp16_reduced_precision_reduction",
-                              "allow_bf16_reduced_precision_reduction", "fp32_precision",
-                              "benchmark", "deterministic", "enabled"})
-_PRECISION_CALLS = frozenset({"torch.set_float32_matmul_precision", "torch.set_default_dtype",
-                              "torch.use_deterministic_algorithms", "torch.set_flush_denormal",
-                              "torch.set_default_tensor_type"})
-
-_STREAM_CREATORS = frozenset({"torch.cuda.Stream", "torch.cuda.ExternalStream", "torch.Stream",
-                              "torch.cuda.streams.Stream"})
-_STREAM_SWITCHERS = frozenset({"torch.cuda.stream", "torch.cuda.set_stream",
-                               "torch.cuda.StreamContext"})
-_SYNC_NAMES = frozenset({"torch.cuda.synchronize"})
-_SYNC_METHODS = frozenset({"synchronize", "wait_stream"})
-# Methods that run code at times other than the checked call (finalizers) or intercept every
-# torch call on a tensor (the comparison functions of the checker included).
-_HOOK_METHODS = {
-    "__del__": "a finalizer runs code outside the checked call",
-    "__torch_function__": "__torch_function__ intercepts every torch call on the object, the checker's too",
-    "__torch_dispatch__": "__torch_dispatch__ intercepts every op on the object, the checker's too",
-    "__exit__": "a context manager's __exit__ can swallow kernel failures (a hidden try/except)",
-    "__aexit__": "a context manager's __aexit__ can swallow kernel failures (a hidden try/except)",
-}
-_BUILD_FLAG_KWARGS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
-# Libraries an extension may link: the CUDA math libraries and the C++ runtime.
-_LINKABLE = re.compile(r"^-l(cublas|cublasLt|cudnn|curand|cusparse|cusolver|cufft|cuda|cudart|nvrtc|"
-                       r"stdc\+\+|m|gomp)$")
-_INTROSPECTION_IN_FORMAT = re.compile(r"\{[^{}]*[.\[](" + "|".join(sorted(FRAME_ATTRS | DUNDER_ESCAPES))
-                                      + r"|co_\w+)\b")
-
-# The one torch.utils subtree a candidate needs; the others load code, start workers or touch files.
-_TORCH_UTILS_ALLOWED = frozenset({"cpp_extension"})
-# Names that `from X import name` binds to a module rather than a function or a constant.
-_SUBMODULE_NAMES = frozenset({"nn", "functional", "cuda", "utils", "cpp_extension", "backends", "linalg",
-                              "fft", "special", "autograd", "path", "jit", "ops", "init", "amp"})
-_INJECTING_FLAGS = ("-include", "-imacros", "-fplugin", "-specs", "--specs", "-wrapper", "-Wl,",
-                    "-Xlinker", "-load", "-ccbin", "--compiler-bindir")
-
-# Where a value comes from, for the patch rule: FRESH objects were created in this file (self,
-# literals, results of torch/extension constructors); PARAM are arguments; IMPORTED reach an
-# imported module; UNKNOWN cannot be traced. Ordered: combining takes the worst.
-FRESH, PARAM, UNKNOWN, IMPORTED = 0, 1, 2, 3
-# Callables whose result is built from their arguments: the result is as foreign as they are.
-# Methods that put their arguments into the receiver (a list, a dict, a set, a deque).
-_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "appendleft",
-                       "extendleft", "push", "put", "__setitem__", "__iadd__"})
-_PASS_THROUGH_BUILTINS = frozenset({"next", "iter", "reversed", "sorted", "max", "min", "list",
-                                    "tuple", "dict", "set", "frozenset", "type", "super", "getattr",
-                                    "filter", "map", "zip", "enumerate", "id", "object"})
-
-
-class PythonChecker:
+class PythonChecker(OriginAnalysis):
     """Findings for one model_new.py; `inline_cpp` holds the C++ it hands to load_inline."""
 
     def __init__(self, source: str, policy: str) -> None:
@@ -350,7 +156,7 @@ class PythonChecker:
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for a in node.names:
                     self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-                    if a.name in _SUBMODULE_NAMES:
+                    if a.name in SUBMODULE_NAMES:
                         self.module_aliases.add(a.asname or a.name)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.local_defs.add(node.name)
@@ -383,222 +189,6 @@ class PythonChecker:
                     changed = True
             if not changed:
                 break
-
-    def _collect_bindings(self, tree: ast.Module) -> None:
-        """Every value each plain name (and each `self.<attr>`) is bound to, for origin()."""
-        def bind(target: ast.expr, value: ast.expr | None) -> None:
-            if isinstance(target, ast.Name):
-                self.bindings.setdefault(target.id, []).append(value)
-            elif isinstance(target, (ast.Tuple, ast.List)):
-                pairs = value.elts if isinstance(value, (ast.Tuple, ast.List)) and \
-                    len(value.elts) == len(target.elts) else None
-                for i, elt in enumerate(target.elts):
-                    bind(elt, pairs[i] if pairs else (ast.Subscript(value=value, slice=ast.Constant(i))
-                                                      if value is not None else None))
-            elif isinstance(target, ast.Starred):
-                bind(target.value, value)
-            elif isinstance(target, ast.Attribute) and value is not None:
-                # Any object's attribute: `b.m = torch` makes `b.m` (and every `.m`) foreign.
-                self.attr_bindings.setdefault(target.attr, []).append(value)
-            elif isinstance(target, ast.Subscript) and value is not None:
-                hold(target.value, value)  # the container now holds the value
-
-        def hold(container: ast.expr, value: ast.expr) -> None:
-            while isinstance(container, ast.Subscript):
-                container = container.value
-            if isinstance(container, ast.Name):
-                self.bindings.setdefault(container.id, []).append(value)
-            elif isinstance(container, ast.Attribute):
-                self.attr_bindings.setdefault(container.attr, []).append(value)
-
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                args = node.args
-                ordered = [*args.posonlyargs, *args.args]
-                in_class = isinstance(self.parents.get(node), ast.ClassDef)
-                is_static = any(_is_name(d, "staticmethod") for d in getattr(node, "decorator_list", []))
-                for i, a in enumerate([*ordered, *args.kwonlyargs]):
-                    if i == 0 and in_class and not is_static:
-                        self.self_names.add(a.arg)
-                    else:
-                        self.params.add(a.arg)
-                for a in (args.vararg, args.kwarg):
-                    if a is not None:
-                        self.params.add(a.arg)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    bind(target, node.value)
-            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
-                bind(node.target, node.value)
-            elif isinstance(node, ast.NamedExpr):
-                bind(node.target, node.value)
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-                bind(node.target, ast.Subscript(value=node.iter, slice=ast.Constant(0)))
-            elif isinstance(node, (ast.With, ast.AsyncWith)):
-                for item in node.items:
-                    if item.optional_vars is not None:
-                        bind(item.optional_vars, item.context_expr)
-            elif isinstance(node, ast.Call) and _is_name(node.func, "setattr") and len(node.args) >= 3:
-                attr = node.args[1]
-                if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
-                    self.attr_bindings.setdefault(attr.value, []).append(node.args[2])
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr in _MUTATORS:
-                for arg in [*node.args, *[k.value for k in node.keywords]]:
-                    hold(node.func.value, arg)
-            elif isinstance(node, ast.ClassDef):
-                for item in node.body:  # class attributes are read as self.<name> and Class.<name>
-                    if isinstance(item, (ast.Assign, ast.AnnAssign)) and item.value is not None:
-                        for t in (item.targets if isinstance(item, ast.Assign) else [item.target]):
-                            if isinstance(t, ast.Name):
-                                self.attr_bindings.setdefault(t.id, []).append(item.value)
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                for n in node.names:
-                    self.bindings.setdefault(n, [])
-            if isinstance(node, ast.Call) and self.resolve(node.func) == "torch.utils.cpp_extension.load_inline":
-                parent = self.parents.get(node)
-                if isinstance(parent, ast.Assign):
-                    for t in parent.targets:
-                        if isinstance(t, ast.Name):
-                            self.extension_vars.add(t.id)
-            if isinstance(node, ast.Call) and self.resolve(node.func) == "torch.utils.cpp_extension.load":
-                parent = self.parents.get(node)
-                if isinstance(parent, ast.Assign):
-                    for t in parent.targets:
-                        if isinstance(t, ast.Name):
-                            self.extension_vars.add(t.id)
-
-    # -- origin of a value (for the patch rule) ----------------------------------------------
-    def origin(self, node: ast.AST | None, depth: int = 0) -> int:
-        """How far from this file the object an expression evaluates to may come from."""
-        if node is None or depth > 60:
-            return UNKNOWN
-        key = id(node)
-        if key in self._origin_stack:
-            return FRESH  # a cycle adds nothing new: the other bindings decide
-        self._origin_stack.add(key)
-        try:
-            return self._origin(node, depth + 1)
-        finally:
-            self._origin_stack.discard(key)
-
-    def _combine(self, nodes: Iterable[ast.AST | None], depth: int) -> int:
-        worst = FRESH
-        for n in nodes:
-            worst = max(worst, self.origin(n, depth))
-            if worst == IMPORTED:
-                break
-        return worst
-
-    def _origin(self, node: ast.AST, depth: int) -> int:
-        if isinstance(node, ast.Constant):
-            return FRESH
-        if self.resolve(node) is not None:
-            return IMPORTED
-        if isinstance(node, ast.Name):
-            return self._name_origin(node.id, depth)
-        if isinstance(node, ast.Attribute):
-            held = self._attr_origin(node.attr, depth)
-            if isinstance(node.value, ast.Name) and node.value.id in self.self_names:
-                return held
-            return max(held, self.origin(node.value, depth))
-        if isinstance(node, ast.Subscript):
-            return self.origin(node.value, depth)
-        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            return self._combine(node.elts, depth)
-        if isinstance(node, ast.Dict):
-            return self._combine([*node.values, *[k for k in node.keys if k is not None]], depth)
-        if isinstance(node, ast.Starred):
-            return self.origin(node.value, depth)
-        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
-            return self._combine([node.elt, *[g.iter for g in node.generators]], depth)
-        if isinstance(node, ast.DictComp):
-            return self._combine([node.key, node.value, *[g.iter for g in node.generators]], depth)
-        if isinstance(node, ast.BinOp):
-            return self._combine([node.left, node.right], depth)
-        if isinstance(node, ast.BoolOp):
-            return self._combine(node.values, depth)
-        if isinstance(node, ast.IfExp):
-            return self._combine([node.body, node.orelse], depth)
-        if isinstance(node, ast.NamedExpr):
-            return self.origin(node.value, depth)
-        if isinstance(node, (ast.UnaryOp, ast.Compare, ast.JoinedStr, ast.Lambda)):
-            return FRESH
-        if isinstance(node, ast.Call):
-            return self._call_origin(node, depth)
-        return UNKNOWN
-
-    def _call_origin(self, node: ast.Call, depth: int) -> int:
-        func = node.func
-        args = [*node.args, *[k.value for k in node.keywords]]
-        name = self.resolve(func)
-        if name is not None:
-            root = name.split(".")[0]
-            # torch constructors and extension functions build new objects; other library
-            # calls (functools.reduce, copy.copy, ...) may hand back what they were given.
-            if root in ("torch", "cuda_extension", "math", "cmath"):
-                return FRESH
-            return max(PARAM, self._combine(args, depth))
-        if isinstance(func, ast.Name):
-            if func.id in self.local_classes:
-                return FRESH
-            if func.id in self.functions:
-                return self._combine(_returns(self.functions[func.id]), depth)
-            if func.id in _PASS_THROUGH_BUILTINS or func.id not in self.bindings:
-                return max(FRESH, self._combine(args, depth))
-            return self._combine([*_lambda_bodies(self.bindings[func.id]), *args], depth) \
-                if all(isinstance(v, ast.Lambda) for v in self.bindings[func.id]) else UNKNOWN
-        if isinstance(func, ast.Lambda):
-            return self.origin(func.body, depth)
-        if isinstance(func, ast.Attribute):
-            receiver = self.origin(func.value, depth)
-            if isinstance(func.value, ast.Name) and func.value.id in self.self_names:
-                methods = self._methods(func.attr)
-                if methods:
-                    return self._combine(_returns(methods), depth)
-                # self.linear(x), self.parameters(): what nn.Module gives back is fresh,
-                # unless self.<attr> itself holds something foreign.
-                return self._attr_origin(func.attr, depth)
-            if receiver == FRESH:
-                return FRESH
-            return receiver
-        return UNKNOWN
-
-    def _name_origin(self, name: str, depth: int) -> int:
-        """Origin of a variable over all its bindings in the file, computed once per name."""
-        key = ("name", name)
-        if key in self._origin_cache:
-            return self._origin_cache[key]
-        if name in self.self_names or name in self.local_defs or name in self.extension_vars:
-            return FRESH
-        values = self.bindings.get(name)
-        if values is None and name not in self.params:
-            return UNKNOWN  # a builtin or a name bound nowhere in the file
-        if values and any(v is None for v in values):
-            return UNKNOWN
-        self._origin_cache[key] = FRESH  # a cycle through this name adds nothing new
-        result = max(PARAM if name in self.params else FRESH, self._combine(values or [], depth))
-        self._origin_cache[key] = result
-        return result
-
-    def _attr_origin(self, attr: str, depth: int) -> int:
-        """Origin of what any `<obj>.<attr>` was assigned, computed once per attribute name."""
-        key = ("attr", attr)
-        if key in self._origin_cache:
-            return self._origin_cache[key]
-        self._origin_cache[key] = FRESH
-        result = self._combine(self.attr_bindings.get(attr, []), depth)
-        self._origin_cache[key] = result
-        return result
-
-    def _methods(self, name: str) -> list[ast.AST]:
-        out: list[ast.AST] = []
-        for cls in self.local_classes.values():
-            for item in cls.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == name:
-                    out.append(item)
-        return out
 
     # -- imports -----------------------------------------------------------------------------
     def _check_imports(self, tree: ast.Module) -> None:
@@ -657,7 +247,7 @@ class PythonChecker:
                     name = self.resolve(expr.func if isinstance(expr, ast.Call) else expr)
                     if name == "contextlib.suppress":
                         self.add("try_fallback", "contextlib.suppress swallows kernel failures", node)
-                    if name in _STREAM_SWITCHERS:
+                    if name in STREAM_SWITCHERS:
                         self._stream_sites.append(node.lineno)
             elif isinstance(node, ast.Call):
                 self._check_call(node, parents)
@@ -667,9 +257,9 @@ class PythonChecker:
                 self._check_name(node, parents)
             elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
                 self._check_assignment(node)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in _HOOK_METHODS:
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in HOOK_METHODS:
                 kind = "try_fallback" if node.name in ("__exit__", "__aexit__") else "dynamic_code"
-                self.add(kind, _HOOK_METHODS[node.name], node)
+                self.add(kind, HOOK_METHODS[node.name], node)
             if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)):
                 self._check_string(node, parents)
 
@@ -683,7 +273,7 @@ class PythonChecker:
         if text in FRAME_ATTRS or text in DUNDER_ESCAPES or (text.startswith("co_") and text.isidentifier()):
             self.add("dynamic_code", f"the string {text!r} names interpreter internals (frames, code, "
                      "globals); read only plain attributes", node)
-        elif "{" in text and _INTROSPECTION_IN_FORMAT.search(text) and _is_format_string(text):
+        elif "{" in text and INTROSPECTION_IN_FORMAT.search(text) and _is_format_string(text):
             self.add("dynamic_code", "a format string reads frame or code internals", node)
 
     def _check_name(self, node: ast.Name, parents: dict[ast.AST, ast.AST]) -> None:
@@ -698,7 +288,7 @@ class PythonChecker:
             self.add("dynamic_code", "__builtins__ can rewrite how the harness behaves", node)
         if node.id == "Model" and "Model" not in self.local_defs and node.id not in self.aliases:
             self.add("reference_use", "uses the reference class Model", node)
-        if node.id in _NO_VALUE_BUILTINS and isinstance(node.ctx, ast.Load) and node.id not in self.aliases \
+        if node.id in NO_VALUE_BUILTINS and isinstance(node.ctx, ast.Load) and node.id not in self.aliases \
                 and node.id not in self.local_defs \
                 and not (isinstance(parent, ast.Call) and parent.func is node):
             self.add("dynamic_code", f"{node.id} passed as a value runs with arguments the checks cannot "
@@ -710,7 +300,7 @@ class PythonChecker:
                     and node.value.id in self.self_names | {"self"}):
                 self.add("dynamic_code", f"access to {node.attr} reaches interpreter internals "
                          "(frames, code, globals, the class graph)", node)
-        elif node.attr in _NUMPY_BRIDGES and self.policy == "strict":
+        elif node.attr in NUMPY_BRIDGES and self.policy == "strict":
             self.add("torch_ops_python", f"{node.attr} hands the tensor to numpy, whose math runs outside "
                      "the extension; strict policy needs a hand-written kernel", node)
         if isinstance(node.value, ast.Name) and node.value.id in self.local_classes \
@@ -735,7 +325,7 @@ class PythonChecker:
                                                                     "sys.orig_argv", "sys.flags")):
             self.add("file_env_access", f"{name}: the candidate must not read the environment or argv", node)
             return
-        if name.startswith("sys.") and name not in _HARMLESS_SYS:
+        if name.startswith("sys.") and name not in HARMLESS_SYS:
             self.add("dynamic_code", f"{name}: sys reaches modules, frames and hooks of the harness", node)
             return
         if root == "model":
@@ -747,12 +337,12 @@ class PythonChecker:
                     self.add("torch_ops_python", f"{name} reaches numpy, whose math runs outside the extension; "
                              "strict policy needs a hand-written kernel", node)
                 return
-            if seg in _REEXPORTED_MODULES:
+            if seg in REEXPORTED_MODULES:
                 self.add("dynamic_code", f"{name} reaches the {seg} module through {root}; "
                          "model_new.py may not use it", node)
                 return
         for seg in parts[1:]:
-            if seg.startswith("_") and seg not in _SAFE_DUNDERS and root != "cuda_extension" \
+            if seg.startswith("_") and seg not in SAFE_DUNDERS and root != "cuda_extension" \
                     and not name.startswith("torch.ops.") and not is_introspection_attr(seg):
                 self.add("dynamic_code", f"{name}: private internals can disable the runtime guards", node)
                 return
@@ -762,14 +352,14 @@ class PythonChecker:
         if name.startswith(("torch.overrides", "torch.utils._python_dispatch", "torch.library")):
             self.add("dynamic_code", f"{name}: torch internals can disable the runtime guards", node)
             return
-        for prefix, finding, reason in _TORCH_LOADERS:
+        for prefix, finding, reason in TORCH_LOADERS:
             if name == prefix or name.startswith(prefix + ".") or \
                     (prefix.endswith("register_module") and name.startswith(prefix)):
                 if finding == "torch_ops_python" and self.policy != "strict":
                     return
                 self.add(finding, f"{name}: {reason}", node)
                 return
-        if len(parts) > 2 and parts[:2] == ["torch", "utils"] and parts[2] not in _TORCH_UTILS_ALLOWED:
+        if len(parts) > 2 and parts[:2] == ["torch", "utils"] and parts[2] not in TORCH_UTILS_ALLOWED:
             self.add("dynamic_code", f"{name}: of torch.utils a kernel needs only cpp_extension", node)
             return
         if name.startswith(("torch.multiprocessing", "torch.distributed", "torch.utils.data")):
@@ -795,7 +385,7 @@ class PythonChecker:
         owner = self.resolve(base)
         what = f".{leaf.attr}" if isinstance(leaf, ast.Attribute) else "[...]"
         if full and full.startswith("torch.backends.") and isinstance(leaf, ast.Attribute) \
-                and leaf.attr in _PRECISION_ATTRS:
+                and leaf.attr in PRECISION_ATTRS:
             self.add("precision_flags", f"sets {full}; precision flags are fixed by the harness", node)
             return
         if owner and owner.split(".")[0] == "os" and "environ" in owner:
@@ -821,11 +411,11 @@ class PythonChecker:
     def _check_call(self, node: ast.Call, parents: dict[ast.AST, ast.AST]) -> None:
         func = node.func
         if isinstance(func, ast.Name) and func.id not in self.aliases and func.id not in self.local_defs:
-            if func.id in _DYNAMIC_BUILTINS:
-                self.add("dynamic_code", _DYNAMIC_BUILTINS[func.id], node)
-            elif func.id in _FILE_BUILTINS:
-                self.add("file_env_access", _FILE_BUILTINS[func.id], node)
-            elif func.id in _ATTR_BUILTINS:
+            if func.id in DYNAMIC_BUILTINS:
+                self.add("dynamic_code", DYNAMIC_BUILTINS[func.id], node)
+            elif func.id in FILE_BUILTINS:
+                self.add("file_env_access", FILE_BUILTINS[func.id], node)
+            elif func.id in ATTR_BUILTINS:
                 self._check_getattr(node, func.id)
         if isinstance(func, ast.Call) and _is_name(func.func, "getattr") and len(func.args) >= 2 \
                 and isinstance(func.args[1], ast.Constant) and isinstance(func.args[1].value, str) \
@@ -840,13 +430,13 @@ class PythonChecker:
             self._check_extension_args(node, func)
             return
         self._check_extension_args(node, func)
-        if name in _SYNC_NAMES:
+        if name in SYNC_NAMES:
             self._has_sync = True
-        if name in _STREAM_CREATORS or name in _STREAM_SWITCHERS or name.endswith("getStreamFromPool"):
+        if name in STREAM_CREATORS or name in STREAM_SWITCHERS or name.endswith("getStreamFromPool"):
             self._stream_sites.append(node.lineno)
-        if name in _PRECISION_CALLS or (name.startswith("torch.backends.") and not name.endswith("is_available")):
+        if name in PRECISION_CALLS or (name.startswith("torch.backends.") and not name.endswith("is_available")):
             self.add("precision_flags", f"{name} changes precision flags fixed by the harness", node)
-        if name.startswith("os.") and name not in _PURE_OS_PATH and not name.startswith("os.environ"):
+        if name.startswith("os.") and name not in PURE_OS_PATH and not name.startswith("os.environ"):
             kind = "threads" if _is_process_call(name) else "file_env_access"
             self.add(kind, f"{name} is not allowed in a candidate", node)
         elif name.startswith(("io.", "pathlib.", "shutil.", "tempfile.")):
@@ -887,7 +477,7 @@ class PythonChecker:
                          "pass tensors and numbers", node)
 
     def _check_method_call(self, node: ast.Call, func: ast.Attribute, parents: dict[ast.AST, ast.AST]) -> None:
-        if func.attr in _SYNC_METHODS:
+        if func.attr in SYNC_METHODS:
             self._has_sync = True
         if func.attr in ("format", "format_map") and not isinstance(func.value, ast.Constant):
             text = _fold(func.value, self.string_values)
@@ -925,7 +515,7 @@ class PythonChecker:
             leaf = ast.Attribute(value=node.args[0], attr=attr.value, ctx=ast.Store())
             ast.copy_location(leaf, node)
             self._check_write(leaf, node, "deletes" if fn == "delattr" else "writes")
-        elif fn == "getattr" and owner and attr.value.startswith("_") and attr.value not in _SAFE_DUNDERS:
+        elif fn == "getattr" and owner and attr.value.startswith("_") and attr.value not in SAFE_DUNDERS:
             # getattr(torch, "relu") is torch.relu spelled to dodge a text search: judge what
             # it resolves to instead (the call check sees it through resolve()).
             self.add("dynamic_code", f"getattr reaches private {owner}.{attr.value}", node)
@@ -994,7 +584,7 @@ class PythonChecker:
             if name not in ("torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load"):
                 continue
             for kw in node.keywords:
-                if kw.arg in _BUILD_FLAG_KWARGS:
+                if kw.arg in BUILD_FLAG_KWARGS:
                     self._check_build_flags(kw.value, kw.arg)
                 elif kw.arg == "build_directory":
                     self.add("dynamic_code", "build_directory points the build at files the harness did not "
@@ -1058,12 +648,12 @@ class PythonChecker:
 
             if text.startswith("-D") and BANNED_IN_MACRO.search(text.partition("=")[2]):
                 self.add("token_pasting", f"build flag {text} defines a macro that hides a banned name", flag)
-            elif text.startswith("-B") or any(f in text for f in _INJECTING_FLAGS):
+            elif text.startswith("-B") or any(f in text for f in INJECTING_FLAGS):
                 self.add("dynamic_code", f"build flag {text} injects code the checks cannot see", flag)
             elif text.startswith("-L") and (not text[2:].startswith("/") or _writable_place(text[2:])):
                 self.add("dynamic_code", f"library path {text} can hold libraries the checks never read; "
                          "link from the CUDA and torch installations", flag)
-            elif kwarg == "extra_ldflags" and not (_LINKABLE.match(text) or text.startswith(("-O", "-L"))):
+            elif kwarg == "extra_ldflags" and not (LINKABLE.match(text) or text.startswith(("-O", "-L"))):
                 self.add("dynamic_code", f"link flag {text} brings in native code the checks never read; "
                          "link only the CUDA libraries (-lcublas, -lcudnn, ...)", flag)
             elif kwarg == "extra_include_paths" or text.startswith(("-I", "-isystem", "-iquote")):
@@ -1139,21 +729,6 @@ def _is_format_string(text: str) -> bool:
     return True
 
 
-def _returns(functions: list[ast.AST]) -> list[ast.AST | None]:
-    out: list[ast.AST | None] = []
-    for fn in functions:
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Return):
-                out.append(node.value if node.value is not None else ast.Constant(None))
-            elif isinstance(node, (ast.Yield, ast.YieldFrom)):
-                out.append(node.value)
-    return out
-
-
-def _lambda_bodies(values: list[ast.expr | None]) -> list[ast.AST]:
-    return [v.body for v in values if isinstance(v, ast.Lambda)]
-
-
 def _bind_pairs(target: ast.expr, value: ast.expr) -> list[tuple[str, ast.expr]]:
     if isinstance(target, ast.Name):
         return [(target.id, value)]
@@ -1178,7 +753,7 @@ def _flatten_targets(target: ast.expr) -> list[ast.expr]:
 
 
 def _banned_import(module: str) -> tuple[str, str] | None:
-    for prefix, name, reason in _BANNED_IMPORTS:
+    for prefix, name, reason in BANNED_IMPORTS:
         if module == prefix or module.startswith(prefix + "."):
             return name, reason
     return None
@@ -1190,10 +765,10 @@ def _is_process_call(name: str) -> bool:
 
 
 def _torch_call_allowed(name: str) -> bool:
-    if name in _TORCH_ALLOWED_CALLS or name.startswith(_TORCH_ALLOWED_PREFIXES):
+    if name in TORCH_ALLOWED_CALLS or name.startswith(TORCH_ALLOWED_PREFIXES):
         return True
     if name.startswith("torch.ops."):
         parts = name.split(".")
-        return len(parts) > 2 and parts[2] not in _TORCH_OPS_LIBRARIES
+        return len(parts) > 2 and parts[2] not in TORCH_OPS_LIBRARIES
     # dtype objects and the like are attributes, not calls; anything else under torch computes.
     return False
