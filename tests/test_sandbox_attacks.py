@@ -351,9 +351,12 @@ def test_a_fork_bomb_is_held_to_the_cap_and_the_machine_survives(tmp_path: Path)
     assert time.monotonic() - started < 30
     peaks = [int(line[5:]) for line in r.output.splitlines() if line.startswith("PEAK=")]
     assert peaks, r.output
-    # The bomb ran (it filled more than a handful of slots) and never got past the cap: the
-    # counting shell and bwrap's own init are the only tasks beyond the uid's.
-    assert 8 < peaks[0] <= cap + 2, r.output
+    # Never past the cap: the counting shell and bwrap's own init are the only tasks beyond the
+    # uid's. After the uid drop the cap is shared with every task of that uid on the host, so the
+    # bomb is only expected to fill slots when few were taken before it started.
+    assert peaks[0] <= cap + 2, r.output
+    if baseline + 16 < cap:
+        assert peaks[0] > 8, r.output
     deadline = time.monotonic() + 10
     while _uid_process_count(uid) > baseline and time.monotonic() < deadline:
         time.sleep(0.1)

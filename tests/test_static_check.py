@@ -879,3 +879,10 @@ def test_long_chains_of_rebinding_stay_legal_and_fast():
 def test_nesting_too_deep_to_check_is_one_finding():
     src = "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n"
     assert [f.name for f in check_sources(src, {}, "strict")] == ["syntax"]
+
+
+def test_a_parameter_named_like_a_builtin_is_fine_but_rebinding_one_is_not():
+    src = HEADER + "class ModelNew(nn.Module):\n    def forward(self, input):\n        return cuda_extension.relu(input)\n"
+    assert names(src) == set(), details(src)
+    assert "dynamic_code" in names(_mod("getattr = getattr\nf = getattr\n"))
+    assert "dynamic_code" in names(_mod("def f(x, g=getattr):\n    return g(x, 'y')\n"))

@@ -288,8 +288,11 @@ class PythonChecker(OriginAnalysis):
             self.add("dynamic_code", "__builtins__ can rewrite how the harness behaves", node)
         if node.id == "Model" and "Model" not in self.local_defs and node.id not in self.aliases:
             self.add("reference_use", "uses the reference class Model", node)
-        if node.id in NO_VALUE_BUILTINS and isinstance(node.ctx, ast.Load) and node.id not in self.aliases \
-                and node.id not in self.local_defs \
+        if node.id in NO_VALUE_BUILTINS and isinstance(node.ctx, ast.Store):
+            self.add("dynamic_code", f"rebinding the builtin {node.id} hides what is called; pick another name",
+                     node)
+        elif node.id in NO_VALUE_BUILTINS and isinstance(node.ctx, ast.Load) and node.id not in self.aliases \
+                and node.id not in self.local_defs and node.id not in self.params \
                 and not (isinstance(parent, ast.Call) and parent.func is node):
             self.add("dynamic_code", f"{node.id} passed as a value runs with arguments the checks cannot "
                      f"see; call {node.id}(...) directly with a literal name, or not at all", node)
