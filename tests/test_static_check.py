@@ -886,3 +886,11 @@ def test_a_parameter_named_like_a_builtin_is_fine_but_rebinding_one_is_not():
     assert names(src) == set(), details(src)
     assert "dynamic_code" in names(_mod("getattr = getattr\nf = getattr\n"))
     assert "dynamic_code" in names(_mod("def f(x, g=getattr):\n    return g(x, 'y')\n"))
+
+
+def test_numeric_limits_beside_a_tensor_is_not_a_member_pointer():
+    src = ("at::Tensor f(at::Tensor x) { at::Tensor y = torch::full({1}, std::numeric_limits<float>::max(), "
+           "x.options()); auto lo = std::numeric_limits<float>::min(); return y; }")
+    assert cpp_names(src, "strict") == set(), check_cpp(src, "k.cu", "strict")
+    multi = "#define CHECK_INPUT(x) \\\n  TORCH_CHECK(x.is_contiguous(), \"contiguous\")\nint THPUT_MAX = 4;\n"
+    assert cpp_names(multi, "strict") == set(), check_cpp(multi, "k.cu", "strict")

@@ -118,7 +118,7 @@ _CPP_PRECISION = re.compile(r"\b(setAllowTF32\w*|setFloat32MatmulPrecision|setAl
                             r"cublasSetMathMode|setFloat32Precision|CUBLAS_TF32_TENSOR_OP_MATH|"
                             r"CUBLAS_COMPUTE_32F_FAST_\w+)\b")
 # The CPython C API and torch's own Python bindings (THPVariable_Wrap, ...).
-_CPYTHON = re.compile(r"\b(_?Py[A-Z_]\w*|THP\w+)\b")
+_CPYTHON = re.compile(r"\b(_?Py[A-Z_]\w*|THP[A-Z][a-z]\w*)\b")
 _PY_EMBED_WORDS = re.compile(r"\b(scoped_interpreter|initialize_interpreter|finalize_interpreter|"
                              r"PYBIND11_EMBEDDED_MODULE|embedded_module|eval_statements|eval_single_statement)\b")
 _PY_RUN_CALL = re.compile(r"\b(exec|eval|eval_file|globals)\b\s*(?:<[^<>;]*>)?\s*\(")
@@ -152,7 +152,7 @@ BANNED_IN_MACRO = re.compile(r"\b(torch|at|c10|pybind11|py|cudaStreamCreate\w*|f
                              r"dlsym|dlopen|system|popen|syscall|fork|vfork|exec[lv]\w*|exec|eval|_?Py[A-Z_]\w*|"
                              r"SYS_\w+|__NR_\w+|DispatchKey\w*|\w*DispatchKeyGuard|prctl|ptrace|"
                              r"posix_spawn\w*|mem_fn)\b")
-_SPLIT_IDENTIFIER = re.compile(r"\w\\\n[ \t]*\w")
+_SPLIT_IDENTIFIER = re.compile(r"\w\\\n\w")
 _UNIVERSAL_NAME = re.compile(r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}")
 # Another name for a libc function: an asm label, alias/weakref attributes, a pragma.
 _SYMBOL_RENAME = re.compile(r"__attribute__\s*\(\s*\(\s*(?:__)?(alias|weakref|ifunc|symver)\b|"
@@ -284,8 +284,8 @@ class _CppChecker:
                          "hand-written kernel", m.start())
         for m in _MEMBER_AFTER_TYPE_EXPR.finditer(code):
             name = m.group(1)
-            statement = re.split(r"[;{}]", code[max(0, m.start() - 200):m.start()])[-1]
-            names_tensor = re.search(r"\b(decltype|" + "|".join(sorted(self.tensor_types)) + r")\b", statement)
+            group = _bracket_group_before(code, m.start())
+            names_tensor = re.search(r"\b(decltype|" + "|".join(sorted(self.tensor_types)) + r")\b", group)
             if names_tensor and (name in TENSOR_COMPUTE_METHODS or name.rstrip("_") in TENSOR_COMPUTE_METHODS):
                 self.add("torch_ops_cpp", f"::{name} after a type expression (decltype, a template) names a "
                          "Tensor method; strict policy needs a hand-written kernel", m.start())
@@ -480,6 +480,23 @@ def _used_as_function(code: str, m: re.Match[str]) -> bool:
     before = re.sub(r"(?:\w+\s*::\s*)+$", "", before).rstrip()
     parenthesized = before.endswith("(") and re.match(r"\)\s*\(", after) is not None
     return after.startswith("(") or parenthesized or (before.endswith("&") and not before.endswith("&&"))
+
+
+def _bracket_group_before(code: str, close: int) -> str:
+    """The `<...>` or `decltype(...)` that ends at `close` (a `>` or `)`), with the word before it."""
+    pair = {">": "<", ")": "("}.get(code[close])
+    if pair is None:
+        return ""
+    depth = 0
+    for i in range(close, max(-1, close - 400), -1):
+        if code[i] == code[close]:
+            depth += 1
+        elif code[i] == pair:
+            depth -= 1
+            if depth == 0:
+                word = re.search(r"(\w+)\s*$", code[max(0, i - 40):i])
+                return (word.group(1) if word else "") + code[i:close + 1]
+    return ""
 
 
 def _asm_template(args: str) -> str:
