@@ -894,3 +894,24 @@ def test_numeric_limits_beside_a_tensor_is_not_a_member_pointer():
     assert cpp_names(src, "strict") == set(), check_cpp(src, "k.cu", "strict")
     multi = "#define CHECK_INPUT(x) \\\n  TORCH_CHECK(x.is_contiguous(), \"contiguous\")\nint THPUT_MAX = 4;\n"
     assert cpp_names(multi, "strict") == set(), check_cpp(multi, "k.cu", "strict")
+
+
+@pytest.mark.parametrize("source", [
+    _model("return f(x)\n\n            def helper(self, x, f=torch.relu):\n                return f(x)"),
+    _model("return self.act(x)", init_body="self.act = torch.relu"),
+    _model("return self.act(x)", init_body="self.act = nn.GELU()"),
+    _model("return self.lin(x)", init_body="self.lin = nn.Linear(4, 4)"),
+    HEADER + "import torch.nn.functional as F\nclass ModelNew(nn.Module):\n    forward = staticmethod(F.relu)\n",
+    _model("return list(map(torch.tanh, [x]))[0]"),
+])
+def test_torch_ops_handed_around_as_values_under_strict(source):
+    assert "torch_ops_python" in names(source, policy="strict"), details(source)
+    assert "torch_ops_python" not in names(source, policy="hybrid")
+
+
+def test_torch_data_attributes_are_not_ops():
+    src = _model("y = torch.empty(x.shape, dtype=torch.float16, memory_format=torch.contiguous_format)\n"
+                 "                assert isinstance(x, torch.Tensor) and x.dtype in (torch.float32, torch.bfloat16)\n"
+                 "                cuda_extension.relu_into(x, y, torch.inf, torch.pi)\n                return y",
+                 init_body="self.lin = nn.Linear(4, 4); self.blocks = nn.ModuleList([nn.Linear(4, 4)])")
+    assert names(src) == set(), details(src)

@@ -25,6 +25,9 @@ import string
 
 from cuda_agent_cli.harness.static_origin import FRESH, IMPORTED, UNKNOWN, OriginAnalysis
 from cuda_agent_cli.harness.static_python_names import (
+    DTYPE_NAME,
+    NN_CONTAINERS,
+    TORCH_VALUES,
     ALLOWED_IMPORTS,
     HYBRID_IMPORTS,
     ATTR_BUILTINS,
@@ -284,6 +287,7 @@ class PythonChecker(OriginAnalysis):
         elif "." in target and not isinstance(parent, ast.Attribute):
             # `from os import environ` makes a bare name as dangerous as the dotted one.
             self._judge_reference(target, node)
+            self._judge_torch_value(target, node, parents)
         if node.id == "__builtins__":
             self.add("dynamic_code", "__builtins__ can rewrite how the harness behaves", node)
         if node.id == "Model" and "Model" not in self.local_defs and node.id not in self.aliases:
@@ -319,6 +323,30 @@ class PythonChecker(OriginAnalysis):
         if isinstance(parents.get(node), ast.Attribute):
             return  # judged at the outermost attribute of the chain
         self._judge_reference(name, node)
+        self._judge_torch_value(name, node, parents)
+
+    def _judge_torch_value(self, name: str, node: ast.AST, parents: dict[ast.AST, ast.AST]) -> None:
+        """Under strict, a torch compute function handed around as a value (a default argument,
+        `self.act = torch.relu`, `forward = torch.relu`, `map(F.gelu, ...)`) runs as a torch op
+        wherever it is called, out of sight of the call check."""
+        if self.policy != "strict" or not isinstance(getattr(node, "ctx", None), ast.Load):
+            return
+        parent = parents.get(node)
+        if isinstance(parent, ast.Call) and parent.func is node:
+            return  # a call: judged by _check_call
+        if isinstance(parent, ast.ClassDef) and node in parent.bases:
+            return
+        parts = name.split(".")
+        leaf = parts[-1]
+        judged = (len(parts) == 2 and parts[0] == "torch") or \
+            (len(parts) == 3 and parts[:2] in (["torch", "special"], ["torch", "linalg"], ["torch", "fft"],
+                                               ["torch", "Tensor"])) or \
+            (len(parts) == 4 and parts[:3] == ["torch", "nn", "functional"])
+        if not judged or leaf[:1].isupper() or leaf.startswith("_") or leaf in TORCH_VALUES \
+                or DTYPE_NAME.match(leaf) or _torch_call_allowed(name):
+            return
+        self.add("torch_ops_python", f"{name} passed around as a value runs a torch op wherever it is "
+                 "called; strict policy needs a custom kernel", node)
 
     def _judge_reference(self, name: str, node: ast.AST) -> None:
         """Rules for touching a resolved dotted name, whether or not it is called."""
@@ -489,8 +517,17 @@ class PythonChecker(OriginAnalysis):
                          "attributes by name; format literal strings or use f-strings", node)
         if self.policy != "strict" or not self._in_forward_path(node, parents):
             return
-        if isinstance(func.value, ast.Name) and func.value.id in ("self", "cls", "super"):
-            return  # the module's own methods, not tensor methods
+        if isinstance(func.value, ast.Name) and func.value.id in self.self_names | {"self"}:
+            for value in self.attr_bindings.get(func.attr, []):
+                ctor = self.resolve(value.func) if isinstance(value, ast.Call) else None
+                if ctor and ctor.startswith("torch.nn.") and ctor.split(".")[-1][:1].isupper() \
+                        and ctor not in NN_CONTAINERS:
+                    self.add("torch_ops_python", f"self.{func.attr}(...) runs {ctor}, a torch op; strict policy "
+                             "needs a custom kernel (use its parameters in your kernel)", node)
+                    break
+            return  # otherwise the module's own methods, not tensor methods
+        if isinstance(func.value, ast.Name) and func.value.id in ("cls", "super"):
+            return
         if func.attr == "numpy":
             self.add("torch_ops_python", ".numpy() hands the tensor to numpy, whose math (and BLAS) runs "
                      "outside the extension; strict policy needs a hand-written kernel", node)

@@ -220,3 +220,18 @@ SUBMODULE_NAMES = frozenset({"nn", "functional", "cuda", "utils", "cpp_extension
                               "fft", "special", "autograd", "path", "jit", "ops", "init", "amp"})
 INJECTING_FLAGS = ("-include", "-imacros", "-fplugin", "-specs", "--specs", "-wrapper", "-Wl,",
                     "-Xlinker", "-load", "-ccbin", "--compiler-bindir")
+
+# torch attributes that are data, not functions: dtypes, layouts, memory formats, constants.
+DTYPE_NAME = re.compile(r"^(u?int\d+|float\d*\w*|bfloat16|half|double|long|short|bool|int|complex\d*|"
+                        r"cfloat|cdouble|chalf|q?u?int\d+x?\d*|quint\w+|qint\w+|bits\w+)$")
+TORCH_VALUES = frozenset({"contiguous_format", "channels_last", "channels_last_3d", "preserve_format",
+                          "strided", "sparse_coo", "sparse_csr", "inf", "nan", "pi", "e", "newaxis",
+                          "float32", "version", "cuda", "nn", "utils", "ops", "backends", "jit",
+                          "autograd", "special", "linalg", "fft", "functional", "cpu", "mps", "types",
+                          "random", "distributions", "testing", "library", "overrides", "profiler",
+                          "hub", "fx", "package", "onnx", "export", "compiler", "amp", "futures",
+                          "multiprocessing", "distributed", "serialization", "storage", "classes"})
+# nn containers hold modules and parameters; calling them computes nothing by itself.
+NN_CONTAINERS = frozenset({"torch.nn.Module", "torch.nn.ModuleList", "torch.nn.ModuleDict",
+                           "torch.nn.Parameter", "torch.nn.ParameterList", "torch.nn.ParameterDict",
+                           "torch.nn.Identity"})
