@@ -105,7 +105,8 @@ _INIT_SECTION = re.compile(r"section\s*\(\s*\"\.(init_array|preinit_array|ctors|
 
 _CPP_FILE_ENV = re.compile(r"\b(fopen|freopen|fdopen|open|openat|creat|getenv|secure_getenv|setenv|"
                            r"putenv|unsetenv|environ|ifstream|ofstream|fstream|readlink|dlopen|"
-                           r"dlsym|dlvsym|dlmopen|opendir|mmap|socket|connect)\b")
+                           r"dlsym|dlvsym|dlmopen|opendir|mmap|socket|connect|shm_open|shm_unlink|shmget|shmat|"
+                           r"msgget|semget|inotify_init\w*|fanotify_init)\b")
 _CPP_DISPATCH_BYPASS = re.compile(r"\b(ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard|tls_\w+|"
                                   r"\w*LocalDispatchKeySet\w*|ForceDispatchKeyGuard|\w*DispatchModeTLS\w*|"
                                   r"PythonTLSSnapshot|PythonDispatcher\w*|AutoDispatch\w+|"
