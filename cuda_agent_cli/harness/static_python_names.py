@@ -78,7 +78,7 @@ REEXPORTED_MODULES = frozenset({
     "atexit", "weakref", "copyreg", "warnings", "logging", "json", "time", "platform",
     "sysconfig", "site", "pkgutil", "zipimport", "linecache", "dis", "ast", "asyncio",
     "concurrent", "queue", "selectors", "types", "posix", "posixpath", "genericpath", "fcntl",
-    "mmap", "resource", "pty", "shlex", "tokenize", "string",
+    "mmap", "resource", "pty", "shlex", "tokenize", "string", "ctypeslib", "f2py", "distutils",
 })
 # Dunder names that are plain data and safe to read off a module.
 SAFE_DUNDERS = frozenset({"__version__", "__name__", "__doc__", "__file__", "__init__", "__call__",
