@@ -915,3 +915,16 @@ def test_torch_data_attributes_are_not_ops():
                  "                cuda_extension.relu_into(x, y, torch.inf, torch.pi)\n                return y",
                  init_body="self.lin = nn.Linear(4, 4); self.blocks = nn.ModuleList([nn.Linear(4, 4)])")
     assert names(src) == set(), details(src)
+
+
+@pytest.mark.parametrize("snippet", [
+    "void f() { at::AutoNonVariableTypeMode g(true); }",
+    "void f() { at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED); }",
+    "void f() { torch::DisableTorchFunction g; }",
+])
+def test_cpp_torch_function_and_mode_state_is_dynamic_code(snippet):
+    assert "dynamic_code" in cpp_names(snippet, "hybrid")
+
+
+def test_help_imports_modules():
+    assert "dynamic_code" in names(_mod("help('os')\n"))

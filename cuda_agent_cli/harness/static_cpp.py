@@ -113,7 +113,8 @@ _CPP_DISPATCH_BYPASS = re.compile(r"\b(ExcludeDispatchKeyGuard|IncludeDispatchKe
                                   r"DispatchKeySet|DispatchKey|DispatchKeyExtractor|Dispatcher|"
                                   r"OperatorHandle|ThreadLocalState\w*|key_set|redispatch|callBoxed|"
                                   r"findSchemaOrThrow|findSchema|findOp|TORCH_LIBRARY\w*|RegisterOperators|"
-                                  r"_force_tls_local_dispatch_key_set)\b")
+                                  r"_force_tls_local_dispatch_key_set|AutoNonVariableTypeMode|"
+                                  r"\w*TorchFunction\w*|\w*TorchDispatch\w*|\w*PythonMode\w*)\b")
 _CPP_PRECISION = re.compile(r"\b(setAllowTF32\w*|setFloat32MatmulPrecision|setAllowFP16\w*|"
                             r"setAllowBF16\w*|setBenchmarkCuDNN|setDeterministic\w*|"
                             r"cublasSetMathMode|setFloat32Precision|CUBLAS_TF32_TENSOR_OP_MATH|"

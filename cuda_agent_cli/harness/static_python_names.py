@@ -151,6 +151,7 @@ DYNAMIC_BUILTINS = {
     "locals": "locals() can rewrite names behind the static checks",
     "vars": "vars() can rewrite names behind the static checks",
     "breakpoint": "debugger hooks run arbitrary code",
+    "help": "help() imports any module named to it",
 }
 FILE_BUILTINS = {"open": "file access is not allowed in a candidate",
                   "input": "reading stdin is not allowed in a candidate"}
