@@ -928,3 +928,9 @@ def test_cpp_torch_function_and_mode_state_is_dynamic_code(snippet):
 
 def test_help_imports_modules():
     assert "dynamic_code" in names(_mod("help('os')\n"))
+
+
+@pytest.mark.parametrize("extra", ["from cuda_extension import __builtins__ as b\n", "from torch import __dict__ as d\n",
+                                   "from torch.nn import functional as F\nG = F.__globals__\n"])
+def test_interpreter_internals_imported_by_name(extra):
+    assert "dynamic_code" in names(_model("return cuda_extension.relu(x)", extra=extra))

@@ -363,6 +363,9 @@ class PythonChecker(OriginAnalysis):
             self.add("reference_use", f"uses the reference module ({name})", node)
             return
         for seg in parts[1:]:
+            if is_introspection_attr(seg):
+                self.add("dynamic_code", f"{name} reaches interpreter internals", node)
+                return
             if seg in ("numpy", "np") and root != "numpy":
                 if self.policy == "strict":
                     self.add("torch_ops_python", f"{name} reaches numpy, whose math runs outside the extension; "
