@@ -572,44 +572,34 @@ def strip_cpp_comments_and_strings(source: str) -> str:
     return _strip(source, keep_strings=False)
 
 
+_LITERAL_OR_COMMENT = re.compile(
+    r"(?P<line>//(?:\\\n|[^\n])*)"
+    r"|(?P<block>/\*.*?(?:\*/|\Z))"
+    r"|(?<![A-Za-z0-9_])(?P<raw>R\"(?P<delim>[^()\\\s]{0,16})\(.*?(?:\)(?P=delim)\"|\Z))"
+    r"|\"(?P<sbody>(?:[^\"\\\n]|\\.)*)(?P<send>\")?"
+    r"|'(?P<cbody>(?:[^'\\\n]|\\.)*)(?P<cend>')?",
+    re.S)
+
+
 def _strip(source: str, keep_strings: bool) -> str:
+    """Comments blanked (and string literals too unless `keep_strings`), length and newlines kept."""
     out: list[str] = []
-    i, n = 0, len(source)
-    while i < n:
-        c = source[i]
-        nxt = source[i + 1] if i + 1 < n else ""
-        if c == "/" and nxt == "/":
-            j = source.find("\n", i)
-            while j > 0 and source[j - 1] == "\\":  # a // comment continues past a backslash-newline
-                j = source.find("\n", j + 1)
-            j = n if j < 0 else j
-            out.append(_blank(source[i:j]))
-            i = j
-        elif c == "/" and nxt == "*":
-            j = source.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(_blank(source[i:j]))
-            i = j
-        elif c == "R" and nxt == '"' and (i == 0 or not (source[i - 1].isalnum() or source[i - 1] == "_")):
-            m = re.match(r'R"([^()\\\s]{0,16})\(', source[i:])
-            if m:
-                end = source.find(")" + m.group(1) + '"', i + m.end())
-                j = n if end < 0 else end + len(m.group(1)) + 2
-                out.append(source[i:j] if keep_strings else '""' + _blank(source[i + 2:j]))
-                i = j
-                continue
-            out.append(c)
-            i += 1
-        elif c in "\"'":
-            j = i + 1
-            while j < n and source[j] != c and source[j] != "\n":
-                j += 2 if source[j] == "\\" else 1
-            j = min(j + 1, n)
-            out.append(source[i:j] if keep_strings else c + _blank(source[i + 1:j - 1]) + (c if j - 1 > i else ""))
-            i = j
+    last = 0
+    for m in _LITERAL_OR_COMMENT.finditer(source):
+        out.append(source[last:m.start()])
+        text = m.group(0)
+        if m.group("line") is not None or m.group("block") is not None:
+            out.append(_blank(text))
+        elif keep_strings:
+            out.append(text)
+        elif m.group("raw") is not None:
+            out.append('""' + _blank(text[2:]))
         else:
-            out.append(c)
-            i += 1
+            body = m.group("sbody") if m.group("sbody") is not None else m.group("cbody")
+            closed = (m.group("send") or m.group("cend")) is not None
+            out.append(text[0] + _blank(body) + (text[0] if closed else ""))
+        last = m.end()
+    out.append(source[last:])
     return "".join(out)
 
 

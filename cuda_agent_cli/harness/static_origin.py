@@ -41,7 +41,7 @@ class OriginAnalysis:
     _origin_cache: dict[tuple[str, str], int]
 
     def _collect_bindings(self, tree: ast.Module) -> None:
-        """Every value each plain name (and each `self.<attr>`) is bound to, for origin()."""
+        """Every value each plain name, and each attribute name on any object, is bound to."""
         def bind(target: ast.expr, value: ast.expr | None) -> None:
             if isinstance(target, ast.Name):
                 self.bindings.setdefault(target.id, []).append(value)
