@@ -934,3 +934,16 @@ def test_help_imports_modules():
                                    "from torch.nn import functional as F\nG = F.__globals__\n"])
 def test_interpreter_internals_imported_by_name(extra):
     assert "dynamic_code" in names(_model("return cuda_extension.relu(x)", extra=extra))
+
+
+@pytest.mark.parametrize("snippet", [
+    "#include <filesystem>\nvoid f() { for (auto& e : std::filesystem::directory_iterator(\"..\")) {} }",
+    "void f() { unlink(\"/tmp/x\"); }",
+    "void f() { ::rename(\"a\", \"b\"); }",
+])
+def test_cpp_filesystem_access(snippet):
+    assert "file_env_access" in cpp_names(snippet, "hybrid")
+
+
+def test_cpp_members_named_like_file_calls_pass():
+    assert cpp_names("void f(Q& q) { q.rename(1); q.mkdir(); q.open(); }", "hybrid") == set()

@@ -106,7 +106,11 @@ _INIT_SECTION = re.compile(r"section\s*\(\s*\"\.(init_array|preinit_array|ctors|
 _CPP_FILE_ENV = re.compile(r"\b(fopen|freopen|fdopen|open|openat|creat|getenv|secure_getenv|setenv|"
                            r"putenv|unsetenv|environ|ifstream|ofstream|fstream|readlink|dlopen|"
                            r"dlsym|dlvsym|dlmopen|opendir|mmap|socket|connect|shm_open|shm_unlink|shmget|shmat|"
-                           r"msgget|semget|inotify_init\w*|fanotify_init)\b")
+                           r"msgget|semget|inotify_init\w*|fanotify_init|filesystem|unlink|unlinkat|rename|renameat|"
+                           r"truncate|ftruncate|chmod|chown|symlink|mkdir|rmdir|readdir|scandir|nftw|ftw)\b")
+# Words that are also ordinary member names: file access only when called as free functions.
+_FILE_CALLS_ONLY = frozenset({"open", "connect", "socket", "mmap", "creat", "environ", "unlink", "rename",
+                              "truncate", "chmod", "chown", "symlink", "mkdir", "rmdir", "readdir", "ftw"})
 _CPP_DISPATCH_BYPASS = re.compile(r"\b(ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard|tls_\w+|"
                                   r"\w*LocalDispatchKeySet\w*|ForceDispatchKeyGuard|\w*DispatchModeTLS\w*|"
                                   r"PythonTLSSnapshot|PythonDispatcher\w*|AutoDispatch\w+|"
@@ -433,7 +437,7 @@ class _CppChecker:
                      "the timed region", creates[0].start())
         for m in _CPP_FILE_ENV.finditer(code):
             word = m.group(1)
-            if word in ("open", "connect", "socket", "mmap", "creat", "environ") and not _is_free_call(code, m):
+            if word in _FILE_CALLS_ONLY and not _is_free_call(code, m):
                 continue
             self.add("file_env_access", f"{word}: file, environment and network access are not allowed", m.start())
 
