@@ -31,9 +31,9 @@ from cuda_agent_cli.harness.static_rules import (
 
 # Routes the runtime guards stop, and which the adversarial suite's runtime candidates take to
 # reach them (pybind11 attribute chains into the interpreter, std::thread through a namespace
-# alias): reported, as warnings, so those candidates still exercise the runtime layer. Make it
-# "error" to refuse them statically too.
-RUNTIME_COVERED: Severity = "warning"
+# alias): not reported by default (None), so those candidates still exercise the runtime layer
+# and add no warning to the rounds that use their kernel sets. "error" refuses them statically.
+RUNTIME_COVERED: Severity | None = None
 
 _METHOD = re.compile(r"(?:\.|->)\s*(?:template\s+)?(\w+)\s*(?:<[^<>;]*>)?\s*\(")
 # A qualified name: an optional leading ::, then name::name::...::name.
@@ -166,13 +166,19 @@ _SYMBOL_RENAME = re.compile(r"__attribute__\s*\(\s*\(\s*(?:__)?(alias|weakref|if
 _CHECKED_SUFFIXES = (".cu", ".cpp", ".cc", ".cuh", ".h", ".hpp")
 
 
-def check_cpp(source: str, location: str, policy: str) -> list[Finding]:
-    """Findings for one C++/CUDA source, after comments and string literals are stripped."""
-    return _CppChecker(source, location, policy).run()
+def check_cpp(source: str, location: str, policy: str,
+              runtime_covered: Severity | None = RUNTIME_COVERED) -> list[Finding]:
+    """Findings for one C++/CUDA source, after comments and string literals are stripped.
+
+    `runtime_covered` is the severity of the routes the runtime layer stops (RUNTIME_COVERED);
+    None leaves them unreported.
+    """
+    return _CppChecker(source, location, policy, runtime_covered).run()
 
 
 class _CppChecker:
-    def __init__(self, source: str, location: str, policy: str) -> None:
+    def __init__(self, source: str, location: str, policy: str, runtime_covered: Severity | None) -> None:
+        self.runtime_covered = runtime_covered
         self.source = source
         self.location = location
         self.strict = policy == "strict"
@@ -182,7 +188,9 @@ class _CppChecker:
         self.aliases = _namespace_aliases(self.code)
         self.tensor_types = {"Tensor", "TensorBase"} | _tensor_type_aliases(self.code)
 
-    def add(self, name: str, reason: str, pos: int, severity: Severity = "error") -> None:
+    def add(self, name: str, reason: str, pos: int, severity: Severity | None = "error") -> None:
+        if severity is None:
+            return
         line = self.source.count("\n", 0, pos) + 1
         self.findings.append(Finding(name, severity, reason, f"{self.location}:{line}"))
 
@@ -269,7 +277,7 @@ class _CppChecker:
             if root == "std" and len(parts) > 1 and parts[-1] in ("thread", "jthread", "async") \
                     and m.group(1) != "std":
                 self.add("threads", f"{shown} (through the alias {m.group(1)}): threads can run work outside "
-                         "the timed region", m.start(), RUNTIME_COVERED)
+                         "the timed region", m.start(), self.runtime_covered)
             if root == "torch" and len(parts) > 1 and parts[1] == "python":
                 self.add("dynamic_code", f"{shown}: torch's Python bindings reach the interpreter", m.start())
 
@@ -357,14 +365,14 @@ class _CppChecker:
         lit = re.match(r'\s*"((?:[^"\\]|\\.)*)"\s*(?:[,)]|$)', args)
         if lit is None:
             self.add("dynamic_code", f"{fn}() with a computed name reaches Python attributes the checks "
-                     "cannot see; use a literal name", pos, RUNTIME_COVERED)
+                     "cannot see; use a literal name", pos, self.runtime_covered)
             return
         name = lit.group(1)
         if is_introspection_attr(name) or name in _DANGEROUS_PY_NAMES:
-            self.add("dynamic_code", f'{fn}("{name}") reaches interpreter internals from C++', pos, RUNTIME_COVERED)
+            self.add("dynamic_code", f'{fn}("{name}") reaches interpreter internals from C++', pos, self.runtime_covered)
         if fn == "attr" and re.match(r"\s*=(?!=)", self.code[end + 1:end + 8]):
             self.add("dynamic_code", f'attr("{name}") = ... writes a Python attribute from C++: a '
-                     "monkeypatch", pos, RUNTIME_COVERED)
+                     "monkeypatch", pos, self.runtime_covered)
 
     # -- dispatch and precision --------------------------------------------------------------
     def _dispatch_and_precision(self) -> None:
