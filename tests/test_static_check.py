@@ -954,3 +954,19 @@ def test_cpp_filesystem_access(snippet):
 
 def test_cpp_members_named_like_file_calls_pass():
     assert cpp_names("void f(Q& q) { q.rename(1); q.mkdir(); q.open(); }", "hybrid") == set()
+
+
+@pytest.mark.parametrize("body", [
+    "for torch.allclose in [lambda *a, **k: True]:\n    pass\n",
+    "X = [0 for torch.nn.functional.relu in [abs]]\n",
+    "import contextlib\nwith contextlib.nullcontext(abs) as torch.relu:\n    pass\n",
+    "for [torch][0].relu in [abs]:\n    pass\n",
+])
+def test_loop_and_with_targets_are_assignments(body):
+    assert "dynamic_code" in names(_mod(body)), details(_mod(body))
+
+
+def test_loop_targets_on_own_objects_stay_legal():
+    src = _model("outs = [None, None]\n                for i, outs[0] in enumerate([x]):\n                    pass\n"
+                 "                return cuda_extension.relu(x)")
+    assert names(src) == set(), details(src)

@@ -263,6 +263,8 @@ class PythonChecker(OriginAnalysis):
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in HOOK_METHODS:
                 kind = "try_fallback" if node.name in ("__exit__", "__aexit__") else "dynamic_code"
                 self.add(kind, HOOK_METHODS[node.name], node)
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.With, ast.AsyncWith)):
+                self._check_assignment(node)  # `for torch.relu in [f]:` writes an attribute too
             if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)):
                 self._check_string(node, parents)
 
@@ -408,10 +410,15 @@ class PythonChecker(OriginAnalysis):
             targets = [node.target]
         elif isinstance(node, ast.Delete):
             targets = list(node.targets)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            targets = [node.target]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            targets = [item.optional_vars for item in node.items if item.optional_vars is not None]
         for target in targets:
             for leaf in _flatten_targets(target):
                 if isinstance(leaf, (ast.Attribute, ast.Subscript)):
-                    self._check_write(leaf, node, "deletes" if isinstance(node, ast.Delete) else "writes")
+                    self._check_write(leaf, node if hasattr(node, "lineno") else leaf,
+                                      "deletes" if isinstance(node, ast.Delete) else "writes")
 
     def _check_write(self, leaf: ast.Attribute | ast.Subscript, node: ast.AST, verb: str) -> None:
         base = leaf.value
