@@ -970,3 +970,13 @@ def test_loop_targets_on_own_objects_stay_legal():
     src = _model("outs = [None, None]\n                for i, outs[0] in enumerate([x]):\n                    pass\n"
                  "                return cuda_extension.relu(x)")
     assert names(src) == set(), details(src)
+
+
+@pytest.mark.parametrize("body", [
+    "class P:\n    @property\n    def m(self):\n        return torch\nP().m.relu = abs\n",
+    "class P:\n    def __getattr__(self, name):\n        return torch\nP().anything.relu = abs\n",
+    "class P:\n    def __getitem__(self, i):\n        return torch\nP()[0].relu = abs\n",
+    "def g():\n    yield torch\nnext(g()).relu = abs\n",
+])
+def test_patches_through_computed_attributes_and_items(body):
+    assert "dynamic_code" in names(_mod(body)), details(_mod(body))

@@ -160,7 +160,8 @@ class OriginAnalysis:
                 return held
             return max(held, self.origin(node.value, depth))
         if isinstance(node, ast.Subscript):
-            return self.origin(node.value, depth)
+            # a local class's __getitem__ decides what `<obj>[...]` is
+            return max(self.origin(node.value, depth), self._combine(_returns(self._methods("__getitem__")), depth))
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             return self._combine(node.elts, depth)
         if isinstance(node, ast.Dict):
@@ -244,7 +245,10 @@ class OriginAnalysis:
         if key in self._origin_cache:
             return self._origin_cache[key]
         self._origin_cache[key] = FRESH
-        result = self._combine(self.attr_bindings.get(attr, []), depth)
+        # What a property or a class's __getattr__ hands back is read as `<obj>.<attr>` too.
+        computed = [m for m in self._methods(attr) if _is_property(m)] + self._methods("__getattr__")
+        result = max(self._combine(self.attr_bindings.get(attr, []), depth),
+                     self._combine(_returns(computed), depth))
         self._origin_cache[key] = result
         return result
 
@@ -270,6 +274,12 @@ def _returns(functions: list[ast.AST]) -> list[ast.AST | None]:
 
 def _lambda_bodies(values: list[ast.expr | None]) -> list[ast.AST]:
     return [v.body for v in values if isinstance(v, ast.Lambda)]
+
+
+def _is_property(fn: ast.AST) -> bool:
+    decorators = getattr(fn, "decorator_list", [])
+    return any((isinstance(d, ast.Name) and d.id in ("property", "cached_property")) or
+               (isinstance(d, ast.Attribute) and d.attr in ("cached_property", "getter")) for d in decorators)
 
 
 def _is_name(node: ast.AST, name: str) -> bool:
