@@ -16,7 +16,9 @@ stays locked, and the resource limits; `Sandbox.argv()` turns it into one bwrap 
 
 RLIMIT_NPROC does not bind real root, and a user namespace maps the sandbox back to uid 0, so
 when cuda-agent runs as root the command drops to an unprivileged uid (65534) inside the
-sandbox; the workspace's writable entries are handed to that uid by `prepare()`.
+sandbox; the workspace's writable entries are handed to that uid by `prepare()`. The limit counts
+the uid's tasks (processes and threads): in a user namespace (non-root callers) those of this
+sandbox only; after the uid drop, every task of uid 65534 on the host.
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSIO
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+# The default process cap: a few hundred leaves a torch process with a thread per core on a
+# 128-core host, plus a parallel build, well inside it.
+PROCESS_CAP = 512
+
+
 def _default_data_limit() -> int:
     """Per-process data segment: generous enough for nvcc and torch, bounded by the machine."""
     try:
@@ -71,7 +78,10 @@ class Limits:
     are never backed, which an address-space limit would refuse.
     """
 
-    nproc: int = 4096  # processes and threads of the sandbox uid
+    # Processes and threads of the sandbox uid. Honest work peaks far below it (nvcc 7 tasks, a
+    # torch extension build 10, torch's thread pool about one thread per core: see
+    # benchmarks/sandbox_process_peak.py); a fork bomb stops here instead of filling the machine.
+    nproc: int = PROCESS_CAP
     file_size: int = 16 << 30  # bytes, largest file a command may write
     data: int = field(default_factory=_default_data_limit)  # bytes, per process
     nofile: int = 65536

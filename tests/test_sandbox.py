@@ -93,6 +93,16 @@ def test_limits_are_applied_by_the_shell_before_the_command(tmp_path: Path) -> N
     assert script.endswith("echo hi")
 
 
+def test_the_default_process_cap_holds_a_fork_bomb_to_a_few_hundred(tmp_path: Path) -> None:
+    import resource
+
+    assert Limits().nproc == 512
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    expected = 512 if hard == resource.RLIM_INFINITY else min(512, hard)
+    script = Sandbox(SandboxPolicy.optimize(make_ws(tmp_path), []), OK).argv("true")[-1]
+    assert script.startswith(f"ulimit -u {expected} ")
+
+
 def test_missing_bubblewrap_refuses_with_exit_3_and_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sandbox, "probe", lambda: MISSING)
     with pytest.raises(EnvironmentMissing) as info:

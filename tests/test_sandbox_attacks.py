@@ -324,3 +324,56 @@ def test_grep_with_ripgrep_runs_inside_the_sandbox(box) -> None:
     r = box.call("Grep", {"pattern": "__global__", "output_mode": "content"})
     assert not r.is_error and r.data["engine"] == "ripgrep"
     assert r.output == "kernels/k.cu:1:__global__ void k() {}"
+
+
+# Counts every task (what RLIMIT_NPROC counts) in the sandbox's PID namespace for 3 seconds with
+# shell builtins only, so counting forks nothing while the bomb holds every slot. The shell lowers
+# its own priority first: the bomb and its children inherit it, so the shared machine stays usable.
+BOMB_AND_COUNT = (
+    "renice -n 19 -p $$ >/dev/null 2>&1; mkfifo /tmp/tick; exec 9<>/tmp/tick; "
+    "bomb() { bomb | bomb & }; bomb 2>/dev/null; "
+    "max=0; end=$((SECONDS + 3)); "
+    "while [ $SECONDS -lt $end ]; do n=0; for t in /proc/[0-9]*/task/[0-9]*; do n=$((n + 1)); done; "
+    "[ $n -gt $max ] && max=$n; read -t 0.05 -u 9; done; echo PEAK=$max"
+)
+
+
+def test_a_fork_bomb_is_held_to_the_cap_and_the_machine_survives(tmp_path: Path) -> None:
+    cap = 64
+    ws = make_ws(tmp_path)
+    sb = Sandbox(SandboxPolicy.optimize(ws, LOCKED, limits=Limits(nproc=cap)))
+    sb.prepare()
+    uid = sb.policy.sandbox_uid if sb.policy.sandbox_uid is not None else os.getuid()
+    baseline = _uid_process_count(uid)
+    tb = make_toolbox(ActionContext(sb))
+    started = time.monotonic()
+    r = bash(tb, BOMB_AND_COUNT, timeout_ms=20_000)
+    assert time.monotonic() - started < 30
+    peaks = [int(line[5:]) for line in r.output.splitlines() if line.startswith("PEAK=")]
+    assert peaks, r.output
+    # Never past the cap: the counting shell and bwrap's own init are the only tasks beyond the
+    # uid's. After the uid drop the cap is shared with every task of that uid on the host, so the
+    # bomb is only expected to fill slots when few were taken before it started.
+    assert peaks[0] <= cap + 2, r.output
+    if baseline + 16 < cap:
+        assert peaks[0] > 8, r.output
+    deadline = time.monotonic() + 10
+    while _uid_process_count(uid) > baseline and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _uid_process_count(uid) <= baseline
+    ok = bash(tb, "echo machine-fine")
+    assert not ok.is_error and "machine-fine" in ok.output
+    tb.close()
+
+
+def test_the_default_cap_is_a_few_hundred_and_binds_inside(box) -> None:
+    assert 256 <= Limits().nproc <= 512
+    r = bash(box, "ulimit -u")
+    assert not r.is_error and r.output.strip().splitlines()[-1] == str(min(Limits().nproc, _hard_nproc())), r.output
+
+
+def _hard_nproc() -> int:
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    return 1 << 62 if hard == resource.RLIM_INFINITY else hard

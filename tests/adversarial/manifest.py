@@ -57,6 +57,27 @@ ADVERSARIAL: list[Case] = [
     static("s_cpp_cublas_axpy", "torch_ops_cpp", 14, kernels=None),
     static("s_cpp_stream_no_sync", "streams", 1, kernels=None),
     static("s_cpp_tf32_context", "precision_flags", 11, kernels=None),
+    # The second line of defence behind the untrusted candidate process, two spellings or more
+    # per class: imports outside the allowlist and numpy round trips, frame introspection,
+    # patches through unresolvable bases, exec through a library's lookup, and in C++ the
+    # interpreter, raw syscalls, renamed process calls, Tensor member pointers, dispatch keys.
+    static("s_numpy_blas", "torch_ops_python", 14),
+    static("s_numpy_round_trip", "torch_ops_python", 14),
+    static("s_frame_getattr_concat", "dynamic_code", 22),
+    static("s_frame_reduce_getattr", "dynamic_code", 22),
+    static("s_frame_format_leak", "dynamic_code", 25),
+    static("s_patch_through_list", "dynamic_code", 22),
+    static("s_patch_through_dict", "dynamic_code", 22),
+    static("s_patch_through_method", "dynamic_code", 22),
+    static("s_exec_pydoc_locate", "dynamic_code", 22),
+    static("s_exec_torch_reexport", "dynamic_code", 22),
+    static("s_exec_type_hints", "dynamic_code", 22),
+    static("s_cpp_cpython_frame", "dynamic_code", 22, kernels=None),
+    static("s_cpp_pybind_alias_exec", "dynamic_code", 22, kernels=None),
+    static("s_cpp_raw_syscall", "threads", 29, kernels=None),
+    static("s_cpp_asm_label_fork", "threads", 29, kernels=None),
+    static("s_cpp_tensor_member_pointer", "torch_ops_cpp", 27, kernels=None),
+    static("s_cpp_dispatch_alias", "dynamic_code", 28, kernels=None),
     # Static-clean: caught by what actually runs.
     Case("r_return_input", "aliasing", 9, kernels="cpu_tricks"),
     Case("r_clobber_input", "inputs_unchanged", 8, kernels="cpu_tricks"),

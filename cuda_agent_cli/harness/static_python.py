@@ -1,0 +1,824 @@
+"""Static checks on model_new.py, read as an AST with import aliases resolved.
+
+Never a regex on the text: a banned word inside a string or a comment is not a finding, while
+`import torch.nn.functional as F; F.relu(x)` is. The rules, by class:
+
+- imports: only the modules on an allowlist (torch, a few pure standard-library modules, the
+  workspace's cuda_extension); every other import is a finding;
+- names: a dotted name resolved through the aliases is judged wherever it appears (os.environ,
+  sys.*, private `_` names, standard-library modules re-exported by torch, torch's code loaders);
+- introspection: frame, code, function and class internals are refused as attributes, as
+  getattr/setattr names and as strings; the builtins that read attributes or run code are
+  refused when passed around as values;
+- patches: an attribute or item written on an object the file did not create (an imported
+  module, or anything whose origin cannot be traced) is a monkeypatch;
+- strict policy: torch compute ops, numpy round trips and torch.compile in any function except
+  `__init__`.
+
+C++ handed to `load_inline` is extracted here and checked by static_cpp.
+"""
+
+from __future__ import annotations
+
+import ast
+import string
+
+from cuda_agent_cli.harness.static_origin import FRESH, IMPORTED, UNKNOWN, OriginAnalysis
+from cuda_agent_cli.harness.static_python_names import (
+    DTYPE_NAME,
+    NN_CONTAINERS,
+    TORCH_VALUES,
+    ALLOWED_IMPORTS,
+    HYBRID_IMPORTS,
+    ATTR_BUILTINS,
+    BANNED_IMPORTS,
+    BUILD_FLAG_KWARGS,
+    DYNAMIC_BUILTINS,
+    FILE_BUILTINS,
+    HARMLESS_SYS,
+    HOOK_METHODS,
+    INJECTING_FLAGS,
+    INTROSPECTION_IN_FORMAT,
+    LINKABLE,
+    NO_VALUE_BUILTINS,
+    NUMPY_BRIDGES,
+    PRECISION_ATTRS,
+    PRECISION_CALLS,
+    PURE_OS_PATH,
+    REEXPORTED_MODULES,
+    SAFE_DUNDERS,
+    STREAM_CREATORS,
+    STREAM_SWITCHERS,
+    SUBMODULE_NAMES,
+    SYNC_METHODS,
+    SYNC_NAMES,
+    TORCH_ALLOWED_CALLS,
+    TORCH_ALLOWED_PREFIXES,
+    TORCH_LOADERS,
+    TORCH_OPS_LIBRARIES,
+    TORCH_UTILS_ALLOWED,
+)
+from cuda_agent_cli.harness.static_rules import (
+    FRAME_ATTRS,
+    DUNDER_ESCAPES,
+    TENSOR_ALLOWED_METHODS,
+    TENSOR_COMPUTE_METHODS,
+    Finding,
+    Severity,
+    is_introspection_attr,
+)
+
+PY_FILE = "model_new.py"
+
+
+class PythonChecker(OriginAnalysis):
+    """Findings for one model_new.py; `inline_cpp` holds the C++ it hands to load_inline."""
+
+    def __init__(self, source: str, policy: str) -> None:
+        self.source = source
+        self.policy = policy
+        self.findings: list[Finding] = []
+        self.inline_cpp: list[tuple[str, str]] = []
+        self.aliases: dict[str, str] = {}
+        self.module_aliases: set[str] = set()
+        self.string_values: dict[str, ast.expr] = {}
+        self.local_defs: set[str] = set()
+        self.local_classes: dict[str, ast.ClassDef] = {}
+        self.functions: dict[str, list[ast.AST]] = {}
+        self.bindings: dict[str, list[ast.expr | None]] = {}
+        self.attr_bindings: dict[str, list[ast.expr]] = {}
+        self.params: set[str] = set()
+        self.self_names: set[str] = set()
+        self.extension_vars: set[str] = set()
+        self.parents: dict[ast.AST, ast.AST] = {}
+        self._stream_sites: list[int] = []
+        self._has_sync = False
+        self._origin_stack: set[int] = set()
+        self._origin_cache: dict[tuple[str, str], int] = {}
+
+    # -- helpers -----------------------------------------------------------------------------
+    def add(self, name: str, reason: str, node: ast.AST | None, severity: Severity = "error") -> None:
+        line = getattr(node, "lineno", 0)
+        self.findings.append(Finding(name, severity, reason, f"{PY_FILE}:{line}"))
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """The dotted name an expression refers to, through import aliases; None if unknown."""
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            return f"{base}.{node.attr}" if base else None
+        if isinstance(node, ast.Call) and _is_name(node.func, "getattr") and len(node.args) >= 2:
+            base = self.resolve(node.args[0])
+            attr = node.args[1]
+            if base and isinstance(attr, ast.Constant) and isinstance(attr.value, str):
+                return f"{base}.{attr.value}"
+        return None
+
+    # -- driver ------------------------------------------------------------------------------
+    def run(self) -> list[Finding]:
+        try:
+            return self._run()
+        except (RecursionError, MemoryError):
+            return [Finding("syntax", "error", "model_new.py is nested too deeply to check; write plain code",
+                            f"{PY_FILE}:0")]
+
+    def _run(self) -> list[Finding]:
+        try:
+            tree = ast.parse(self.source, filename=PY_FILE)
+        except SyntaxError as exc:
+            self.findings.append(Finding("syntax", "error", f"model_new.py does not parse: {exc.msg}",
+                                         f"{PY_FILE}:{exc.lineno or 0}"))
+            return self.findings
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+        self._collect_aliases(tree)
+        self._collect_bindings(tree)
+        self._check_imports(tree)
+        self._check_tree(tree)
+        self._check_classes(tree)
+        self._check_streams()
+        self._collect_inline_cpp(tree)
+        unique: dict[tuple[str, str], Finding] = {}
+        for f in self.findings:
+            unique.setdefault((f.name, f.location), f)
+        return sorted(unique.values(), key=lambda f: f.line)
+
+    def _collect_aliases(self, tree: ast.Module) -> None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self.aliases[a.asname] = a.name
+                        self.module_aliases.add(a.asname)
+                    else:
+                        top = a.name.split(".")[0]
+                        self.aliases[top] = top
+                        self.module_aliases.add(top)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    if a.name in SUBMODULE_NAMES:
+                        self.module_aliases.add(a.asname or a.name)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.local_defs.add(node.name)
+                if isinstance(node, ast.ClassDef):
+                    self.local_classes[node.name] = node
+                else:
+                    self.functions.setdefault(node.name, []).append(node)
+        # `T = torch`, `mm = torch.matmul`, `F = getattr(torch.nn, "functional")`: follow plain
+        # assignments until nothing changes, so an alias of an alias still resolves.
+        assigns: list[tuple[str, ast.expr]] = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for name, value in _bind_pairs(target, node.value):
+                        assigns.append((name, value))
+            elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                if isinstance(node.target, ast.Name):
+                    assigns.append((node.target.id, node.value))
+        for name, value in assigns:
+            if isinstance(value, (ast.Constant, ast.List, ast.Tuple, ast.BinOp, ast.JoinedStr)):
+                self.string_values.setdefault(name, value)
+        for _ in range(8):
+            changed = False
+            for name, value in assigns:
+                target = self.resolve(value)
+                if target and self.aliases.get(name) != target:
+                    self.aliases[name] = target
+                    if isinstance(value, ast.Name) and value.id in self.module_aliases:
+                        self.module_aliases.add(name)
+                    changed = True
+            if not changed:
+                break
+
+    # -- imports -----------------------------------------------------------------------------
+    def _check_imports(self, tree: ast.Module) -> None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    self._judge_import(a.name, node)
+            elif isinstance(node, ast.ImportFrom):
+                if any(a.name == "*" for a in node.names):
+                    self.add("dynamic_code", "star imports hide where names come from", node)
+                if node.level:
+                    self.add("reference_use", "relative imports can reach the reference or the harness", node)
+                    continue
+                base = node.module or ""
+                if self._judge_import(base, node):
+                    for a in node.names:
+                        if a.name != "*":
+                            self._judge_reference(f"{base}.{a.name}", node)
+                            if base.split(".")[0] == "torch":
+                                hit = _banned_import(f"{base}.{a.name}")
+                                if hit:
+                                    self.add(hit[0], f"import of {base}.{a.name}: {hit[1]}", node)
+
+    def _judge_import(self, module: str, node: ast.AST) -> bool:
+        """Whether the import may stand; adds the finding when it may not."""
+        top = module.split(".")[0]
+        hit = _banned_import(module)
+        if hit and not (module == "os.path" or module.startswith("os.path.")):
+            self.add(hit[0], f"import of {module}: {hit[1]}", node)
+            return False
+        if top in ALLOWED_IMPORTS:
+            if top == "torch" and module != "torch":
+                self._judge_reference(module, node)
+            return True
+        if top in HYBRID_IMPORTS:
+            if self.policy == "strict":
+                self.add("torch_ops_python", f"import of {module}: {top} computes outside the extension; "
+                         "strict policy needs a hand-written kernel", node)
+                return False
+            return True
+        self.add("dynamic_code", f"import of {module}: model_new.py may import only torch, cuda_extension "
+                 "and pure helpers (math, typing, dataclasses, functools, ...); anything else runs code "
+                 "the checks cannot see", node)
+        return False
+
+    # -- the tree ----------------------------------------------------------------------------
+    def _check_tree(self, tree: ast.Module) -> None:
+        parents = self.parents
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) and node.handlers:
+                self.add("try_fallback", "try/except in model_new.py can fall back to torch; "
+                         "a failing kernel must fail verification", node)
+            elif isinstance(node, ast.With) or isinstance(node, ast.AsyncWith):
+                for item in node.items:
+                    expr = item.context_expr
+                    name = self.resolve(expr.func if isinstance(expr, ast.Call) else expr)
+                    if name == "contextlib.suppress":
+                        self.add("try_fallback", "contextlib.suppress swallows kernel failures", node)
+                    if name in STREAM_SWITCHERS:
+                        self._stream_sites.append(node.lineno)
+            elif isinstance(node, ast.Call):
+                self._check_call(node, parents)
+            elif isinstance(node, ast.Attribute):
+                self._check_attribute(node, parents)
+            elif isinstance(node, ast.Name):
+                self._check_name(node, parents)
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                self._check_assignment(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in HOOK_METHODS:
+                kind = "try_fallback" if node.name in ("__exit__", "__aexit__") else "dynamic_code"
+                self.add(kind, HOOK_METHODS[node.name], node)
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.With, ast.AsyncWith)):
+                self._check_assignment(node)  # `for torch.relu in [f]:` writes an attribute too
+            if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)):
+                self._check_string(node, parents)
+
+    def _check_string(self, node: ast.AST, parents: dict[ast.AST, ast.AST]) -> None:
+        """Interpreter internals named in a string: attrgetter("f_back"), "{0.f_back}".format()."""
+        if isinstance(parents.get(node), (ast.BinOp, ast.JoinedStr)):
+            return  # judged at the outermost concatenation
+        text = _fold(node, self.string_values)
+        if not text or len(text) > 20000:
+            return
+        if text in FRAME_ATTRS or text in DUNDER_ESCAPES or (text.startswith("co_") and text.isidentifier()):
+            self.add("dynamic_code", f"the string {text!r} names interpreter internals (frames, code, "
+                     "globals); read only plain attributes", node)
+        elif "{" in text and INTROSPECTION_IN_FORMAT.search(text) and _is_format_string(text):
+            self.add("dynamic_code", "a format string reads frame or code internals", node)
+
+    def _check_name(self, node: ast.Name, parents: dict[ast.AST, ast.AST]) -> None:
+        target = self.aliases.get(node.id, "")
+        parent = parents.get(node)
+        if target == "model" or target.startswith("model."):
+            self.add("reference_use", f"uses the reference ({target})", node)
+        elif "." in target and not isinstance(parent, ast.Attribute):
+            # `from os import environ` makes a bare name as dangerous as the dotted one.
+            self._judge_reference(target, node)
+            self._judge_torch_value(target, node, parents)
+        if node.id == "__builtins__":
+            self.add("dynamic_code", "__builtins__ can rewrite how the harness behaves", node)
+        if node.id == "Model" and "Model" not in self.local_defs and node.id not in self.aliases:
+            self.add("reference_use", "uses the reference class Model", node)
+        if node.id in NO_VALUE_BUILTINS and isinstance(node.ctx, ast.Store):
+            self.add("dynamic_code", f"rebinding the builtin {node.id} hides what is called; pick another name",
+                     node)
+        elif node.id in NO_VALUE_BUILTINS and isinstance(node.ctx, ast.Load) and node.id not in self.aliases \
+                and node.id not in self.local_defs and node.id not in self.params \
+                and not (isinstance(parent, ast.Call) and parent.func is node):
+            self.add("dynamic_code", f"{node.id} passed as a value runs with arguments the checks cannot "
+                     f"see; call {node.id}(...) directly with a literal name, or not at all", node)
+
+    def _check_attribute(self, node: ast.Attribute, parents: dict[ast.AST, ast.AST]) -> None:
+        if is_introspection_attr(node.attr):
+            if not (node.attr == "__class__" and isinstance(node.value, ast.Name)
+                    and node.value.id in self.self_names | {"self"}):
+                self.add("dynamic_code", f"access to {node.attr} reaches interpreter internals "
+                         "(frames, code, globals, the class graph)", node)
+        elif node.attr in NUMPY_BRIDGES and self.policy == "strict":
+            self.add("torch_ops_python", f"{node.attr} hands the tensor to numpy, whose math runs outside "
+                     "the extension; strict policy needs a hand-written kernel", node)
+        if isinstance(node.value, ast.Name) and node.value.id in self.local_classes \
+                and self._methods(node.attr) and not node.attr.startswith("__"):
+            call = parents.get(node)
+            first = call.args[0] if isinstance(call, ast.Call) and call.func is node and call.args else None
+            if not (isinstance(first, ast.Name) and first.id in self.self_names):
+                self.add("dynamic_code", f"{node.value.id}.{node.attr} used unbound: a method must run on "
+                         "its own object (call it through self)", node)
+        name = self.resolve(node)
+        if name is None:
+            return
+        if isinstance(parents.get(node), ast.Attribute):
+            return  # judged at the outermost attribute of the chain
+        self._judge_reference(name, node)
+        self._judge_torch_value(name, node, parents)
+
+    def _judge_torch_value(self, name: str, node: ast.AST, parents: dict[ast.AST, ast.AST]) -> None:
+        """Under strict, a torch compute function handed around as a value (a default argument,
+        `self.act = torch.relu`, `forward = torch.relu`, `map(F.gelu, ...)`) runs as a torch op
+        wherever it is called, out of sight of the call check."""
+        if self.policy != "strict" or not isinstance(getattr(node, "ctx", None), ast.Load):
+            return
+        parent = parents.get(node)
+        if isinstance(parent, ast.Call) and parent.func is node:
+            return  # a call: judged by _check_call
+        if isinstance(parent, ast.ClassDef) and node in parent.bases:
+            return
+        parts = name.split(".")
+        leaf = parts[-1]
+        judged = (len(parts) == 2 and parts[0] == "torch") or \
+            (len(parts) == 3 and parts[:2] in (["torch", "special"], ["torch", "linalg"], ["torch", "fft"],
+                                               ["torch", "Tensor"])) or \
+            (len(parts) == 4 and parts[:3] == ["torch", "nn", "functional"])
+        if not judged or leaf[:1].isupper() or leaf.startswith("_") or leaf in TORCH_VALUES \
+                or DTYPE_NAME.match(leaf) or _torch_call_allowed(name):
+            return
+        self.add("torch_ops_python", f"{name} passed around as a value runs a torch op wherever it is "
+                 "called; strict policy needs a custom kernel", node)
+
+    def _judge_reference(self, name: str, node: ast.AST) -> None:
+        """Rules for touching a resolved dotted name, whether or not it is called."""
+        parts = name.split(".")
+        root = parts[0]
+        if name in ("os.environ", "os.environb") or name.startswith(("os.environ.", "sys.argv",
+                                                                    "sys.orig_argv", "sys.flags")):
+            self.add("file_env_access", f"{name}: the candidate must not read the environment or argv", node)
+            return
+        if name.startswith("sys.") and name not in HARMLESS_SYS:
+            self.add("dynamic_code", f"{name}: sys reaches modules, frames and hooks of the harness", node)
+            return
+        if root == "model":
+            self.add("reference_use", f"uses the reference module ({name})", node)
+            return
+        for seg in parts[1:]:
+            if is_introspection_attr(seg):
+                self.add("dynamic_code", f"{name} reaches interpreter internals", node)
+                return
+            if seg in ("numpy", "np") and root != "numpy":
+                if self.policy == "strict":
+                    self.add("torch_ops_python", f"{name} reaches numpy, whose math runs outside the extension; "
+                             "strict policy needs a hand-written kernel", node)
+                return
+            if seg in REEXPORTED_MODULES:
+                self.add("dynamic_code", f"{name} reaches the {seg} module through {root}; "
+                         "model_new.py may not use it", node)
+                return
+        for seg in parts[1:]:
+            if seg.startswith("_") and seg not in SAFE_DUNDERS and root != "cuda_extension" \
+                    and not name.startswith("torch.ops.") and not is_introspection_attr(seg):
+                self.add("dynamic_code", f"{name}: private internals can disable the runtime guards", node)
+                return
+        if name.startswith("torch.testing"):
+            self.add("dynamic_code", f"{name}: the checker's comparison functions are off limits", node)
+            return
+        if name.startswith(("torch.overrides", "torch.utils._python_dispatch", "torch.library")):
+            self.add("dynamic_code", f"{name}: torch internals can disable the runtime guards", node)
+            return
+        for prefix, finding, reason in TORCH_LOADERS:
+            if name == prefix or name.startswith(prefix + ".") or \
+                    (prefix.endswith("register_module") and name.startswith(prefix)):
+                if finding == "torch_ops_python" and self.policy != "strict":
+                    return
+                self.add(finding, f"{name}: {reason}", node)
+                return
+        if len(parts) > 2 and parts[:2] == ["torch", "utils"] and parts[2] not in TORCH_UTILS_ALLOWED:
+            self.add("dynamic_code", f"{name}: of torch.utils a kernel needs only cpp_extension", node)
+            return
+        if name.startswith(("torch.multiprocessing", "torch.distributed", "torch.utils.data")):
+            self.add("threads", f"{name}: extra processes can run work outside the timed region", node)
+
+    # -- assignments (the patch rule) --------------------------------------------------------
+    def _check_assignment(self, node: ast.AST) -> None:
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            targets = [node.target]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            targets = [item.optional_vars for item in node.items if item.optional_vars is not None]
+        for target in targets:
+            for leaf in _flatten_targets(target):
+                if isinstance(leaf, (ast.Attribute, ast.Subscript)):
+                    self._check_write(leaf, node if hasattr(node, "lineno") else leaf,
+                                      "deletes" if isinstance(node, ast.Delete) else "writes")
+
+    def _check_write(self, leaf: ast.Attribute | ast.Subscript, node: ast.AST, verb: str) -> None:
+        base = leaf.value
+        full = self.resolve(leaf) if isinstance(leaf, ast.Attribute) else None
+        owner = self.resolve(base)
+        what = f".{leaf.attr}" if isinstance(leaf, ast.Attribute) else "[...]"
+        if full and full.startswith("torch.backends.") and isinstance(leaf, ast.Attribute) \
+                and leaf.attr in PRECISION_ATTRS:
+            self.add("precision_flags", f"sets {full}; precision flags are fixed by the harness", node)
+            return
+        if owner and owner.split(".")[0] == "os" and "environ" in owner:
+            self.add("file_env_access", "writes the environment", node)
+            return
+        if owner:
+            # Assigning onto an imported module (torch, time, the reference, ...) is a
+            # monkeypatch: it changes what the harness or the reference runs.
+            self.add("dynamic_code", f"monkeypatches {owner}{what}", node)
+            return
+        where = self.origin(base)
+        if where == IMPORTED:
+            self.add("dynamic_code", f"{verb} {what} on an object that comes from an imported module "
+                     "(through a container, a call or a variable): a monkeypatch", node)
+        elif isinstance(leaf, ast.Attribute) and where != FRESH:
+            self.add("dynamic_code", f"{verb} {what} on an object whose origin cannot be traced; only "
+                     "attributes of self and of objects created in this file may be assigned", node)
+        elif isinstance(leaf, ast.Subscript) and where == UNKNOWN:
+            self.add("dynamic_code", f"{verb} an item of an object whose origin cannot be traced; only "
+                     "tensors and containers created in this file may be written", node)
+
+    # -- calls -------------------------------------------------------------------------------
+    def _check_call(self, node: ast.Call, parents: dict[ast.AST, ast.AST]) -> None:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id not in self.aliases and func.id not in self.local_defs:
+            if func.id in DYNAMIC_BUILTINS:
+                self.add("dynamic_code", DYNAMIC_BUILTINS[func.id], node)
+            elif func.id in FILE_BUILTINS:
+                self.add("file_env_access", FILE_BUILTINS[func.id], node)
+            elif func.id in ATTR_BUILTINS:
+                self._check_getattr(node, func.id)
+        if isinstance(func, ast.Call) and _is_name(func.func, "getattr") and len(func.args) >= 2 \
+                and isinstance(func.args[1], ast.Constant) and isinstance(func.args[1].value, str) \
+                and self.resolve(func) is None:
+            # getattr(x, "sum")(...) is x.sum(...) spelled to dodge the method check
+            spelled = ast.copy_location(ast.Attribute(value=func.args[0], attr=func.args[1].value, ctx=ast.Load()), func)
+            self._check_method_call(node, spelled, parents)
+        name = self.resolve(func)
+        if name is None:
+            if isinstance(func, ast.Attribute):
+                self._check_method_call(node, func, parents)
+            self._check_extension_args(node, func)
+            return
+        self._check_extension_args(node, func)
+        if name in SYNC_NAMES:
+            self._has_sync = True
+        if name in STREAM_CREATORS or name in STREAM_SWITCHERS or name.endswith("getStreamFromPool"):
+            self._stream_sites.append(node.lineno)
+        if name in PRECISION_CALLS or (name.startswith("torch.backends.") and not name.endswith("is_available")):
+            self.add("precision_flags", f"{name} changes precision flags fixed by the harness", node)
+        if name.startswith("os.") and name not in PURE_OS_PATH and not name.startswith("os.environ"):
+            kind = "threads" if _is_process_call(name) else "file_env_access"
+            self.add(kind, f"{name} is not allowed in a candidate", node)
+        elif name.startswith(("io.", "pathlib.", "shutil.", "tempfile.")):
+            self.add("file_env_access", f"{name}: file access is not allowed in a candidate", node)
+        elif name in ("torch.load", "torch.save", "torch.from_file", "torch.ops.load_library",
+                      "torch.utils.cpp_extension.load_library"):
+            self.add("file_env_access" if name != "torch.ops.load_library" else "dynamic_code",
+                     f"{name} loads or stores files outside the checked build", node)
+        elif name in ("torch.compile", "torch.jit.script", "torch.jit.trace") or name.startswith("triton"):
+            for kw in node.keywords:
+                if name == "torch.compile" and kw.arg in ("backend", "options"):
+                    self.add("dynamic_code", f"torch.compile {kw.arg}= runs code (or compilers) the checks "
+                             "cannot see; use mode= only", node)
+            if self.policy == "strict":
+                self.add("torch_ops_python", f"{name} generates kernels from torch ops; strict policy "
+                         "needs a hand-written kernel", node)
+        elif self.policy == "strict" and name.startswith("torch.") and self._in_forward_path(node, parents):
+            if not _torch_call_allowed(name):
+                self.add("torch_ops_python", f"{name} is a torch compute op; strict policy needs a custom "
+                         "kernel in forward", node)
+        if name == "torch.utils.cpp_extension.load":
+            self._check_load_sources(node)
+
+    def _check_extension_args(self, node: ast.Call, func: ast.expr) -> None:
+        """A module object handed to native code can be patched from C++ (py::object.attr)."""
+        name = self.resolve(func) or ""
+        is_ext = name.startswith("cuda_extension.") or (
+            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+            and func.value.id in self.extension_vars)
+        if not is_ext:
+            return
+        for arg in [*node.args, *[k.value for k in node.keywords]]:
+            if isinstance(arg, ast.Name) and arg.id in self.module_aliases:
+                self.add("dynamic_code", f"passes the module {self.aliases.get(arg.id, arg.id)} to the "
+                         "extension, where C++ can patch it; pass tensors and numbers", node)
+            elif isinstance(arg, ast.Call) and self.origin(arg) == IMPORTED and self.resolve(arg) is None:
+                self.add("dynamic_code", "passes an object taken from an imported module to the extension; "
+                         "pass tensors and numbers", node)
+
+    def _check_method_call(self, node: ast.Call, func: ast.Attribute, parents: dict[ast.AST, ast.AST]) -> None:
+        if func.attr in SYNC_METHODS:
+            self._has_sync = True
+        if func.attr in ("format", "format_map") and not isinstance(func.value, ast.Constant):
+            text = _fold(func.value, self.string_values)
+            if text is None:
+                self.add("dynamic_code", f".{func.attr}() on a string the checks cannot read can reach "
+                         "attributes by name; format literal strings or use f-strings", node)
+        if self.policy != "strict" or not self._in_forward_path(node, parents):
+            return
+        if isinstance(func.value, ast.Name) and func.value.id in self.self_names | {"self"}:
+            for value in self.attr_bindings.get(func.attr, []):
+                ctor = self.resolve(value.func) if isinstance(value, ast.Call) else None
+                if ctor and ctor.startswith("torch.nn.") and ctor.split(".")[-1][:1].isupper() \
+                        and ctor not in NN_CONTAINERS:
+                    self.add("torch_ops_python", f"self.{func.attr}(...) runs {ctor}, a torch op; strict policy "
+                             "needs a custom kernel (use its parameters in your kernel)", node)
+                    break
+            return  # otherwise the module's own methods, not tensor methods
+        if isinstance(func.value, ast.Name) and func.value.id in ("cls", "super"):
+            return
+        if func.attr == "numpy":
+            self.add("torch_ops_python", ".numpy() hands the tensor to numpy, whose math (and BLAS) runs "
+                     "outside the extension; strict policy needs a hand-written kernel", node)
+        elif func.attr in TENSOR_COMPUTE_METHODS and func.attr not in TENSOR_ALLOWED_METHODS:
+            self.add("torch_ops_python", f".{func.attr}() is a tensor compute op; strict policy needs a "
+                     "custom kernel in forward", node)
+
+    def _check_getattr(self, node: ast.Call, fn: str) -> None:
+        if len(node.args) < 2:
+            if fn != "hasattr" or node.args:
+                self.add("dynamic_code", f"{fn} without a literal attribute name hides what is read", node)
+            return
+        attr = node.args[1]
+        if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
+            bound = _fold(attr, self.string_values)
+            shown = f" ({bound!r})" if bound else ""
+            self.add("dynamic_code", f"{fn} with a computed name{shown} hides what is read or written; "
+                     "write the attribute out", node)
+            return
+        if is_introspection_attr(attr.value):
+            self.add("dynamic_code", f"{fn}(..., {attr.value!r}) reaches interpreter internals", node)
+            return
+        owner = self.resolve(node.args[0])
+        if fn in ("setattr", "delattr"):
+            leaf = ast.Attribute(value=node.args[0], attr=attr.value, ctx=ast.Store())
+            ast.copy_location(leaf, node)
+            self._check_write(leaf, node, "deletes" if fn == "delattr" else "writes")
+        elif fn == "getattr" and owner and attr.value.startswith("_") and attr.value not in SAFE_DUNDERS:
+            # getattr(torch, "relu") is torch.relu spelled to dodge a text search: judge what
+            # it resolves to instead (the call check sees it through resolve()).
+            self.add("dynamic_code", f"getattr reaches private {owner}.{attr.value}", node)
+
+    def _check_load_sources(self, node: ast.Call) -> None:
+        """load() compiles the files it is given: only kernels/ is checked, so only kernels/ may be."""
+        sources = node.args[1] if len(node.args) > 1 else next(
+            (k.value for k in node.keywords if k.arg == "sources"), None)
+        if sources is None:
+            return
+        texts = [t for t in (_fold(n, self.string_values) for n in ast.walk(sources)
+                             if isinstance(n, (ast.Constant, ast.Name))) if t]
+        if not texts or not any("kernels" in t for t in texts) or any(".." in t or "scratch" in t for t in texts):
+            self.add("dynamic_code", "load() sources must be files under kernels/ (the checked sources); "
+                     "write them there or use load_inline with literal strings", node)
+
+    def _in_forward_path(self, node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+        """True inside any function except `__init__`: code that may run on every call.
+
+        Module-level code and constructors run once to build the model and may use torch freely
+        (parameters, buffers, load_inline). Helper functions count because forward can call them.
+        """
+        cur = parents.get(node)
+        while cur is not None:
+            if isinstance(cur, ast.Lambda):
+                return True
+            if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return cur.name != "__init__"
+            cur = parents.get(cur)
+        return False
+
+    def _check_classes(self, tree: ast.Module) -> None:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for base in node.bases:
+                name = self.resolve(base)
+                base_id = base.id if isinstance(base, ast.Name) else None
+                if (name and (name == "model.Model" or name.startswith("model."))) or \
+                        (base_id == "Model" and "Model" not in self.local_defs):
+                    self.add("reference_use", f"class {node.name} subclasses the reference Model", node)
+            for kw in node.keywords:
+                if kw.arg == "metaclass":
+                    self.add("dynamic_code", "a metaclass runs code when classes are built and looked up", node)
+        if "Model" in self.local_defs:
+            # A local class named Model is a copy of the reference when ModelNew derives from it.
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+                    for base in node.bases:
+                        if isinstance(base, ast.Name) and base.id == "Model":
+                            self.add("reference_use", "ModelNew subclasses a class named Model "
+                                     "(a copy of the reference)", node)
+
+    def _check_streams(self) -> None:
+        if self._stream_sites and not self._has_sync:
+            self.add("streams", "creates or switches CUDA streams without synchronizing; work on a "
+                     "side stream escapes the timed region",
+                     _LineNode(min(self._stream_sites)))
+
+    # -- load_inline -------------------------------------------------------------------------
+    def _collect_inline_cpp(self, tree: ast.Module) -> None:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = self.resolve(node.func)
+            if name not in ("torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load"):
+                continue
+            for kw in node.keywords:
+                if kw.arg in BUILD_FLAG_KWARGS:
+                    self._check_build_flags(kw.value, kw.arg)
+                elif kw.arg == "build_directory":
+                    self.add("dynamic_code", "build_directory points the build at files the harness did not "
+                             "build (a planted library loads unchecked); leave it out", kw.value)
+                elif kw.arg in ("functions", "name"):
+                    self._check_generated_names(kw.value, kw.arg)
+            if node.args:
+                self._check_generated_names(node.args[0], "name")
+            if name != "torch.utils.cpp_extension.load_inline":
+                continue
+            for kw in node.keywords:
+                if kw.arg in ("cpp_sources", "cuda_sources"):
+                    text = self._string_of(kw.value, depth=0)
+                    if text is None:
+                        self.add("dynamic_code", f"load_inline {kw.arg} is not a literal string, so it "
+                                 "cannot be checked", kw.value)
+                    elif text:
+                        self.inline_cpp.append((f"{PY_FILE}:{kw.arg}@{node.lineno}", text))
+            for i, arg in enumerate(node.args[1:3]):
+                text = self._string_of(arg, depth=0)
+                label = ("cpp_sources", "cuda_sources")[i]
+                if text is None:
+                    self.add("dynamic_code", f"load_inline {label} is not a literal string, so it "
+                             "cannot be checked", arg)
+                elif text:
+                    self.inline_cpp.append((f"{PY_FILE}:{label}@{node.lineno}", text))
+
+    def _check_generated_names(self, node: ast.AST, what: str) -> None:
+        """load_inline writes `name` and `functions` into C++ it generates: identifiers only."""
+        items: list[ast.AST] = []
+        for _ in range(4):
+            if isinstance(node, ast.Name) and node.id in self.string_values:
+                node = self.string_values[node.id]
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            items = list(node.elts)
+        elif isinstance(node, ast.Dict):
+            items = [k for k in node.keys if k is not None]
+            for v in node.values:
+                doc = _fold(v, self.string_values)
+                if doc is None or any(c in doc for c in '"\\\n'):
+                    self.add("dynamic_code", "load_inline function docstrings go into generated C++: plain "
+                             "literal text without quotes or backslashes", v)
+        else:
+            items = [node]
+        for item in items:
+            text = _fold(item, self.string_values)
+            if text is None or not text.isidentifier():
+                self.add("dynamic_code", f"load_inline {what} goes into generated C++: it must be a literal "
+                         "identifier", item)
+
+    def _check_build_flags(self, node: ast.AST, kwarg: str) -> None:
+        flags = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
+        for flag in flags:
+            text = self._string_of(flag, depth=0)
+            if text is None:
+                self.add("dynamic_code", "build flags that are not literal strings cannot be checked", flag)
+                continue
+            if not text.strip():
+                continue  # KernelBench's template passes [""]
+            from cuda_agent_cli.harness.static_cpp import BANNED_IN_MACRO
+
+            if text.startswith("-D") and BANNED_IN_MACRO.search(text.partition("=")[2]):
+                self.add("token_pasting", f"build flag {text} defines a macro that hides a banned name", flag)
+            elif text.startswith("-B") or any(f in text for f in INJECTING_FLAGS):
+                self.add("dynamic_code", f"build flag {text} injects code the checks cannot see", flag)
+            elif text.startswith("-L") and (not text[2:].startswith("/") or _writable_place(text[2:])):
+                self.add("dynamic_code", f"library path {text} can hold libraries the checks never read; "
+                         "link from the CUDA and torch installations", flag)
+            elif kwarg == "extra_ldflags" and not (LINKABLE.match(text) or text.startswith(("-O", "-L"))):
+                self.add("dynamic_code", f"link flag {text} brings in native code the checks never read; "
+                         "link only the CUDA libraries (-lcublas, -lcudnn, ...)", flag)
+            elif kwarg == "extra_include_paths" or text.startswith(("-I", "-isystem", "-iquote")):
+                path = text[2:] if text.startswith("-I") else text
+                if _writable_place(path):
+                    self.add("dynamic_code", f"include path {text} brings in headers the checks never read",
+                             flag)
+
+    def _string_of(self, node: ast.AST, depth: int) -> str | None:
+        """The literal text of a load_inline source argument, following simple names."""
+        if depth > 8:
+            return None
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str) else ("" if node.value is None else None)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            parts = [self._string_of(e, depth + 1) for e in node.elts]
+            return None if any(p is None for p in parts) else "\n".join(parts)  # type: ignore[arg-type]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self._string_of(node.left, depth + 1), self._string_of(node.right, depth + 1)
+            return None if left is None or right is None else left + right
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for v in node.values:
+                if isinstance(v, ast.Constant):
+                    parts.append(str(v.value))
+                else:
+                    return None
+            return "".join(parts)
+        if isinstance(node, ast.Name) and node.id in self.string_values:
+            return self._string_of(self.string_values[node.id], depth + 1)
+        return None
+
+
+class _LineNode(ast.AST):
+    def __init__(self, lineno: int) -> None:
+        super().__init__()
+        self.lineno = lineno
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _fold(node: ast.AST, values: dict[str, ast.expr], depth: int = 0) -> str | None:
+    """The string an expression of literals, concatenations and names bound to them spells."""
+    if depth > 8:
+        return None
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        left, right = _fold(node.left, values, depth + 1), _fold(node.right, values, depth + 1)
+        if isinstance(node.op, ast.Add):
+            return None if left is None or right is None else left + right
+        return left
+    if isinstance(node, ast.JoinedStr):
+        parts = [_fold(v, values, depth + 1) if isinstance(v, ast.Constant) else "" for v in node.values]
+        return "".join(p or "" for p in parts)
+    if isinstance(node, ast.Name) and node.id in values:
+        return _fold(values[node.id], values, depth + 1)
+    return None
+
+
+def _writable_place(path: str) -> bool:
+    """A directory a candidate can fill with files the checks never read."""
+    return "scratch" in path or ".." in path or path.startswith(("/tmp", "/dev/shm", "/var/tmp")) or path in ("", ".")
+
+
+def _is_format_string(text: str) -> bool:
+    try:
+        list(string.Formatter().parse(text))
+    except ValueError:
+        return False
+    return True
+
+
+def _bind_pairs(target: ast.expr, value: ast.expr) -> list[tuple[str, ast.expr]]:
+    if isinstance(target, ast.Name):
+        return [(target.id, value)]
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+            and len(target.elts) == len(value.elts):
+        pairs: list[tuple[str, ast.expr]] = []
+        for t, v in zip(target.elts, value.elts):
+            pairs.extend(_bind_pairs(t, v))
+        return pairs
+    return []
+
+
+def _flatten_targets(target: ast.expr) -> list[ast.expr]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        out: list[ast.expr] = []
+        for e in target.elts:
+            out.extend(_flatten_targets(e))
+        return out
+    if isinstance(target, ast.Starred):
+        return _flatten_targets(target.value)
+    return [target]
+
+
+def _banned_import(module: str) -> tuple[str, str] | None:
+    for prefix, name, reason in BANNED_IMPORTS:
+        if module == prefix or module.startswith(prefix + "."):
+            return name, reason
+    return None
+
+
+def _is_process_call(name: str) -> bool:
+    leaf = name.rsplit(".", 1)[-1]
+    return leaf.startswith(("fork", "spawn", "exec", "system", "popen", "posix_spawn", "kill"))
+
+
+def _torch_call_allowed(name: str) -> bool:
+    if name in TORCH_ALLOWED_CALLS or name.startswith(TORCH_ALLOWED_PREFIXES):
+        return True
+    if name.startswith("torch.ops."):
+        parts = name.split(".")
+        return len(parts) > 2 and parts[2] not in TORCH_OPS_LIBRARIES
+    # dtype objects and the like are attributes, not calls; anything else under torch computes.
+    return False
