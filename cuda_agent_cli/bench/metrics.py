@@ -125,6 +125,13 @@ def reward_distribution(records: Sequence[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
+def samples_of(record: dict[str, Any]) -> tuple[int, int]:
+    """(samples, correct samples); a record without counts is one sample, correct or not."""
+    if record.get("n_samples"):
+        return int(record["n_samples"]), int(record.get("n_correct") or 0)
+    return 1, 1 if record.get("correct") else 0
+
+
 def group_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Every metric over one group of tasks (a level, or all of them)."""
     ks = sorted({int(r.get("n_samples") or 1) for r in records}) or [1]
@@ -139,8 +146,7 @@ def group_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "geomean": {b: {"correct_only": geomean_block(records, b, False),
                         "failures_as_one": geomean_block(records, b, True)} for b in BASELINES},
         "rewards": reward_distribution(records),
-        "pass_at_k": {str(k): statistics.fmean(pass_at_k(int(r.get("n_samples") or 1), int(r.get("n_correct") or 0), k)
-                                               for r in records) if records else None
+        "pass_at_k": {str(k): statistics.fmean(pass_at_k(*samples_of(r), k) for r in records) if records else None
                       for k in sorted({1, max(ks)})},
         "cost_usd": spread(r.get("cost_usd") for r in records),
         "tokens": spread(r.get("tokens") for r in records),

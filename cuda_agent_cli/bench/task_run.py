@@ -147,12 +147,16 @@ def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
     from cuda_agent_cli.workspace import create_workspace
 
     task = job["task"]
+    if job.get("trials") is not None:
+        extra: dict[str, Any] = {"trials": job["trials"]}
+    else:
+        extra = {}
     model_string = model_for(job)
     check_model(model_string, job.get("api_base"))
     state = new_session(Path(job["sessions"]))
     workspace = create_workspace(state.session_dir, task["source"])
     harness = Harness(workspace, device=job.get("device"), policy=job.get("policy") or "strict",
-                      atol=job.get("atol") or 1e-2, rtol=job.get("rtol") or 1e-2)
+                      atol=job.get("atol") or 1e-2, rtol=job.get("rtol") or 1e-2, **extra)
     allow_unsafe = bool(job.get("allow_unsafe"))
     sandbox = open_sandbox(SandboxPolicy.optimize(workspace.root, list(workspace.locked)), allow_unsafe)
     toolbox = make_toolbox(ActionContext(sandbox, harness=harness))
@@ -178,9 +182,16 @@ def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
         record["n_samples"] = 1
         record["pass_at_k"] = {"1": 0.0}
         return
-    files = {rel: text.encode() for rel, text in candidate_files(best_dir).items()}
-    folder = materialize(Path(job["work"]) / "best", task["source"], files)
-    _settle(record, [(0, score(folder, job))])
+    # Scored anew by the bench: the best snapshot back in the session workspace, one profile
+    # round (verify, then time) with the session's own harness, so its build is reused.
+    kernels = workspace.root / "kernels"
+    for p in kernels.iterdir() if kernels.is_dir() else []:
+        if p.is_file() and not p.name.startswith("."):
+            p.unlink()
+    for rel, text in candidate_files(best_dir).items():
+        (workspace.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (workspace.root / rel).write_text(text)
+    _settle(record, [(0, harness.profile().to_json())])
 
 
 def run_task(job: dict[str, Any]) -> dict[str, Any]:

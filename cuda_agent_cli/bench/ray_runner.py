@@ -1,0 +1,75 @@
+"""`--ray auto|ADDRESS`: each task a Ray task with one GPU, records streamed as they finish.
+
+Ray is an optional extra (`pip install 'cuda-agent[ray]'`) imported only here. The task body is
+the same `run_task` the local slots run, so verdicts do not depend on the scheduler. A task whose
+worker died (a system failure) is retried by Ray; a task that failed on its own merits is not.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from cuda_agent_cli.errors import EnvironmentMissing
+
+RETRIES = 2
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise EnvironmentMissing("--ray needs Ray, which is not installed",
+                                 "pip install 'cuda-agent[ray]'") from None
+    return ray
+
+
+def _bench_task(job: dict[str, Any]) -> dict[str, Any]:
+    from cuda_agent_cli.bench.task_run import run_task
+
+    return run_task(job)
+
+
+class RayPool:
+    """Connects on first use: to `address` ("auto": the cluster this machine belongs to), or to
+    the Ray instance this process already started (tests: ray.init(num_cpus=2, num_gpus=2))."""
+
+    def __init__(self, address: str | None = "auto", num_gpus: float = 1.0) -> None:
+        self.address = address
+        self.num_gpus = num_gpus
+        self.busy = 0
+
+    def connect(self) -> Any:
+        ray = _ray()
+        if not ray.is_initialized():
+            try:
+                ray.init(address=self.address, log_to_driver=False)
+            except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError by version
+                first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+                raise EnvironmentMissing(f"cannot reach the Ray cluster at {self.address}: {first}",
+                                         "start one with `ray start --head`, or pass its address to --ray") from None
+        return ray
+
+    def run_jobs(self, jobs: Sequence[dict[str, Any]], on_record: Any) -> None:
+        ray = self.connect()
+        remote = ray.remote(num_gpus=self.num_gpus, max_retries=RETRIES, retry_exceptions=False)(_bench_task)
+        pending = {remote.remote(job): job for job in jobs}
+        gpus = max(1, int(ray.cluster_resources().get("GPU", 0) / self.num_gpus))
+        try:
+            while pending:
+                self.busy = min(len(pending), gpus)
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    job = pending.pop(ref)
+                    try:
+                        record = ray.get(ref)
+                    except Exception as exc:  # the worker died more than RETRIES times
+                        from cuda_agent_cli.bench.runner import died_record
+
+                        record = died_record(job)
+                        record["error"] = f"the Ray worker died while running this task: {type(exc).__name__}"
+                    on_record(job, record)
+                    if "fatal" in record:
+                        return
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)
