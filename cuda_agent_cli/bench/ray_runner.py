@@ -7,6 +7,7 @@ worker died (a system failure) is retried by Ray; a task that failed on its own 
 
 from __future__ import annotations
 
+import socket
 from typing import Any, Sequence
 
 from cuda_agent_cli.errors import EnvironmentMissing
@@ -21,6 +22,19 @@ def _ray() -> Any:
         raise EnvironmentMissing("--ray needs Ray, which is not installed",
                                  "pip install 'cuda-agent[ray]'") from None
     return ray
+
+
+def reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail in seconds, not minutes, for an address nothing listens on (ray.init keeps retrying)."""
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    default = 10001 if address.startswith("ray://") else 6379
+    host, port_no = (host, int(port)) if port.isdigit() else (hostport, default)
+    try:
+        socket.create_connection((host or "127.0.0.1", port_no), timeout=timeout).close()
+    except OSError as exc:
+        raise EnvironmentMissing(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}",
+                                 "start one with `ray start --head`, or pass its address to --ray") from None
 
 
 def _bench_task(job: dict[str, Any]) -> dict[str, Any]:
@@ -41,6 +55,8 @@ class RayPool:
     def connect(self) -> Any:
         ray = _ray()
         if not ray.is_initialized():
+            if self.address and self.address != "auto":
+                reachable(self.address)
             try:
                 ray.init(address=self.address, log_to_driver=False)
             except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError by version

@@ -66,7 +66,11 @@ def score(folder: Path, job: dict[str, Any]) -> dict[str, Any]:
     for key in ("atol", "rtol", "trials"):
         if job.get(key) is not None:
             options[key] = job[key]
-    return profile_path(folder, **options).to_json()
+    start = time.perf_counter()
+    try:
+        return profile_path(folder, **options).to_json()
+    finally:
+        job["_harness_s"] = job.get("_harness_s", 0.0) + time.perf_counter() - start
 
 
 def _base_record(job: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +195,10 @@ def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
     for rel, text in candidate_files(best_dir).items():
         (workspace.root / rel).parent.mkdir(parents=True, exist_ok=True)
         (workspace.root / rel).write_text(text)
-    _settle(record, [(0, harness.profile().to_json())])
+    start = time.perf_counter()
+    scored = harness.profile().to_json()
+    job["_harness_s"] = job.get("_harness_s", 0.0) + time.perf_counter() - start
+    _settle(record, [(0, scored)])
 
 
 def run_task(job: dict[str, Any]) -> dict[str, Any]:
@@ -215,5 +222,7 @@ def run_task(job: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # one broken task must not stop a suite: it is that task's error
         record.update(status="error", error=f"internal error: {type(exc).__name__}: {exc}", correct=False, reward=-1)
     record["wall_s"] = round(time.perf_counter() - start, 3)
+    # The bench's scoring rounds only (the agent's own rounds are inside its session's time).
+    record["harness_s"] = round(job.get("_harness_s", 0.0), 3)
     record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return record

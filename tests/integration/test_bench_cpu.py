@@ -159,3 +159,33 @@ def test_bad_root_and_mixed_suite_versions(scored, tmp_path: Path):
                            str(changed), "--solutions", str(SUITE / "runs"), "--device", "cpu", "--out", str(out)],
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "another version of the suite" in proc.stderr
+
+
+def verdict(record: dict) -> tuple:
+    """What must not depend on the scheduler: correctness and the failed checks of every sample
+    (rewards and speedups are timings, which differ from one run to the next)."""
+    return (record["status"], record["correct"], record["best_sample"],
+            [(s["sample"], s["correct"], s["failed_checks"]) for s in record["samples"]])
+
+
+def test_ray_with_logical_gpus_gives_the_local_pool_verdicts(scored, tmp_path: Path, harness_cache, monkeypatch):
+    ray = pytest.importorskip("ray")
+    from cuda_agent_cli.bench.ray_runner import RayPool
+    from cuda_agent_cli.bench.run import BenchRequest, plan_bench
+
+    out = scored[0]
+    local = {r["task"]: r for r in lines(out / "results.jsonl")}
+    plan = plan_bench(BenchRequest(suite="kernelbench", root=SUITE, out=tmp_path / "ray", device="cpu",
+                                   solutions=SUITE / "runs", trials=5))
+    assert len(plan.jobs) == len(EXPECTED)
+    for job in plan.jobs:  # the local run's candidate folders: their builds are reused
+        job["work"] = str(out / "work" / job["task"]["key"])
+    got: dict[str, dict] = {}
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        pool = RayPool(None)
+        pool.run_jobs(plan.jobs, lambda job, rec: got.setdefault(rec["task"], rec))
+    finally:
+        ray.shutdown()
+    assert sorted(got) == sorted(EXPECTED)
+    assert {k: verdict(r) for k, r in got.items()} == {k: verdict(r) for k, r in local.items()}
