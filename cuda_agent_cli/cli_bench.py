@@ -94,7 +94,7 @@ def _headline(summary: dict[str, Any], out: Path) -> list[str]:
 
 
 @app.command()
-def bench(suite: SuiteOpt = "kernelbench", root: RootOpt = Path("."), out: OutOpt = Path("bench-out"),
+def bench(root: RootOpt, suite: SuiteOpt = "kernelbench", out: OutOpt = Path("bench-out"),
           level: LevelOpt = None, tasks: TasksOpt = None, solutions: SolutionsOpt = None, model: ModelOpt = None,
           api_base: ApiBaseOpt = None, max_turns: MaxTurnsOpt = None, max_cost: MaxCostOpt = None,
           timeout: TimeoutOpt = None, device: DeviceOpt = None, policy: PolicyOpt = "strict", gpus: GpusOpt = None,

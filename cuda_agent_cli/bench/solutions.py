@@ -11,6 +11,7 @@ and the binding files come from the package, so a solution cannot bring its own 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from dataclasses import dataclass
@@ -50,12 +51,15 @@ class Sample:
         return out
 
     def to_json(self) -> dict[str, object]:
+        """With the files' contents, so a worker on another node needs no access to the folder."""
         return {"level": self.level, "problem_id": self.problem_id, "index": self.index,
-                "kind": self.kind, "path": str(self.path)}
+                "kind": self.kind, "path": str(self.path),
+                "files": {rel: base64.b64encode(data).decode() for rel, data in self.files().items()}}
 
-    @classmethod
-    def from_json(cls, obj: dict) -> "Sample":
-        return cls(obj["level"], int(obj["problem_id"]), int(obj["index"]), str(obj["kind"]), Path(obj["path"]))
+
+def sample_files(obj: dict) -> dict[str, bytes]:
+    """The files a sample's JSON carries (see Sample.to_json)."""
+    return {rel: base64.b64decode(data) for rel, data in obj["files"].items()}
 
 
 def _workdir_ident(parts: tuple[str, ...]) -> tuple[int | None, int | None, int]:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cuda_agent_cli.bench.solutions import Sample
+from cuda_agent_cli.bench.solutions import sample_files
 from cuda_agent_cli.errors import CudaAgentError, EnvironmentMissing, Interrupted
 
 BINDING_FILES = ("binding.cpp", "binding_registry.h")
@@ -105,14 +105,14 @@ def _settle(record: dict[str, Any], results: list[tuple[int, dict[str, Any]]]) -
 
 
 def _run_solutions(job: dict[str, Any], record: dict[str, Any]) -> None:
-    samples = [Sample.from_json(s) for s in job.get("samples") or []]
+    samples = job.get("samples") or []
     if not samples:
         record["error"] = "no candidate for this task in the solutions folder"
         return
     results = []
     for s in samples:
-        folder = materialize(Path(job["work"]) / f"sample_{s.index}", job["task"]["source"], s.files())
-        results.append((s.index, score(folder, job)))
+        folder = materialize(Path(job["work"]) / f"sample_{s['index']}", job["task"]["source"], sample_files(s))
+        results.append((int(s["index"]), score(folder, job)))
     _settle(record, results)
 
 

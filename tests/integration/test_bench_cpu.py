@@ -189,3 +189,33 @@ def test_ray_with_logical_gpus_gives_the_local_pool_verdicts(scored, tmp_path: P
         ray.shutdown()
     assert sorted(got) == sorted(EXPECTED)
     assert {k: verdict(r) for k, r in got.items()} == {k: verdict(r) for k, r in local.items()}
+
+
+def test_ctrl_c_keeps_finished_results(tmp_path: Path, harness_cache_root: Path):
+    root = tmp_path / "suite" / "level1"
+    runs = tmp_path / "runs"
+    root.mkdir(parents=True)
+    runs.mkdir()
+    for k in (1, 2):
+        (root / f"{k}_Relu{k}.py").write_text((SUITE / "KernelBench" / "level1" / "1_ReLU.py").read_text())
+    (runs / "level_1_problem_1_sample_0_kernel.py").write_text((SUITE / "runs" / "level_1_problem_3_sample_0_kernel.py").read_text())
+    # Task 2's candidate takes its time to import: the interrupt lands while it runs.
+    (runs / "level_1_problem_2_sample_0_kernel.py").write_text(
+        "import time\nimport torch.nn as nn\ntime.sleep(120)\n\n\nclass ModelNew(nn.Module):\n    pass\n")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "cuda_agent_cli", "bench", "--suite", "folder", "--root",
+                             str(tmp_path / "suite"), "--solutions", str(runs), "--device", "cpu", "--out", str(out),
+                             "--plain"], env=env_for(tmp_path, harness_cache_root), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not lines(out / "results.jsonl"):
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted: finished results are kept" in err and "Traceback" not in err
+    assert [r["task"] for r in lines(out / "results.jsonl")] == ["level1/1_Relu1"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] and summary["finished"] == 1 and summary["selected"] == 2
+    assert "(interrupted)" in (out / "report.md").read_text()
