@@ -149,3 +149,21 @@ def test_results_of_another_suite_version_are_never_mixed(tmp_path: Path):
         st.claim({"tasks_sha256": "v2"}, {"mode": "solutions", "device": "cpu", "policy": "strict", "model": None})
     with pytest.raises(BadInput, match="policy='strict', not 'hybrid'"):
         st.claim({"tasks_sha256": "v1"}, {"mode": "solutions", "device": "cpu", "policy": "hybrid", "model": None})
+
+
+def test_candidate_folder_is_rewritten_only_where_it_changed(tmp_path: Path):
+    from cuda_agent_cli.bench.task_run import materialize
+
+    folder = tmp_path / "sample_0"
+    files = {"model_new.py": b"class ModelNew: pass\n", "kernels/a.cpp": b"// a\n"}
+    materialize(folder, TASK, files)
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == [
+        "binding.cpp", "binding_registry.h", "kernels/a.cpp", "model.py", "model_new.py"]
+    stamp = (folder / "kernels" / "a.cpp").stat().st_mtime_ns
+    (folder / "kernels" / "left_over.cpp").write_text("// from an older candidate\n")
+    (folder / "scratch").mkdir()
+    materialize(folder, TASK, files)
+    assert (folder / "kernels" / "a.cpp").stat().st_mtime_ns == stamp
+    assert not (folder / "kernels" / "left_over.cpp").exists() and not (folder / "scratch").exists()
+    materialize(folder, TASK, {"model_new.py": b"x = 1\n"})   # a single-file candidate: no bindings
+    assert sorted(p.name for p in folder.iterdir()) == ["model.py", "model_new.py"]

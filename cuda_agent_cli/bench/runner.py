@@ -54,9 +54,12 @@ def parse_gpus(spec: str | None, device: str) -> list[str | None]:
     return list(dict.fromkeys(wanted))
 
 
+SLOT_COMMAND = (sys.executable, "-m", "cuda_agent_cli.bench.slot")
+
+
 class _Slot:
-    def __init__(self, gpu: str | None, log: Path) -> None:
-        self.gpu, self.log = gpu, log
+    def __init__(self, gpu: str | None, log: Path, command: Sequence[str] = SLOT_COMMAND) -> None:
+        self.gpu, self.log, self.command = gpu, log, list(command)
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
@@ -64,7 +67,7 @@ class _Slot:
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen([sys.executable, "-m", "cuda_agent_cli.bench.slot"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=open(self.log, "a"), text=True, env=env,
                                      start_new_session=True)
 
@@ -113,8 +116,9 @@ def died_record(job: dict[str, Any]) -> dict[str, Any]:
 class LocalPool:
     """One slot process per GPU (or one CPU slot); a queue of tasks feeds them."""
 
-    def __init__(self, gpus: Sequence[str | None], log_dir: Path) -> None:
-        self.slots = [_Slot(g, log_dir / f"slot-{g if g is not None else 'cpu'}-{i}.log") for i, g in enumerate(gpus)]
+    def __init__(self, gpus: Sequence[str | None], log_dir: Path, command: Sequence[str] = SLOT_COMMAND) -> None:
+        self.slots = [_Slot(g, log_dir / f"slot-{g if g is not None else 'cpu'}-{i}.log", command)
+                      for i, g in enumerate(gpus)]
         self.busy = 0
 
     def run_jobs(self, jobs: Sequence[dict[str, Any]], on_record: OnRecord) -> None:

@@ -29,23 +29,30 @@ def rank(result: dict[str, Any]) -> tuple[float, float, float, float]:
 
 def materialize(folder: Path, reference: str, files: dict[str, bytes]) -> Path:
     """folder/{model.py, model_new.py, kernels/, binding files}: the suite's reference, the
-    candidate's own files, and the package's pristine binding files when it has kernels/."""
+    candidate's own files, and the package's pristine binding files when it has kernels/.
+
+    Files whose content is already right are left alone, and anything else in the folder is
+    removed: a rerun finds the same folder (its build cache is keyed on the path) unchanged."""
     from cuda_agent_cli.resources import sandbox_template_dir
 
-    if folder.exists():
-        # Keep the folder itself (its build cache is keyed on the path); replace what is in it.
-        for p in folder.iterdir():
-            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "model.py").write_text(reference)
-    for rel, data in files.items():
-        dest = folder / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(data)
+    wanted: dict[str, bytes] = {"model.py": reference.encode(), **files}
     if any(rel.startswith("kernels/") for rel in files):
         template = sandbox_template_dir()
         for name in BINDING_FILES:
-            shutil.copyfile(template / name, folder / name)
+            wanted[name] = (template / name).read_bytes()
+    folder.mkdir(parents=True, exist_ok=True)
+    for p in sorted(folder.rglob("*"), reverse=True):
+        rel = p.relative_to(folder).as_posix()
+        if p.is_symlink() or (p.is_file() and rel not in wanted):
+            p.unlink()
+        elif p.is_dir() and not any(w.startswith(rel + "/") for w in wanted):
+            shutil.rmtree(p)
+    for rel, data in wanted.items():
+        dest = folder / rel
+        if dest.is_file() and dest.read_bytes() == data:
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
     return folder
 
 
