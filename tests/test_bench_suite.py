@@ -106,13 +106,16 @@ def test_task_problems():
 def test_solutions_both_layouts_matched_to_tasks():
     samples = find_samples(SUITE / "runs")
     tasks = {t.key: t for t in load_suite("kernelbench", SUITE).tasks}
-    relu_scale = samples_for(tasks["level2/1_ReluScale"], samples)
-    assert [(s.index, s.kind) for s in relu_scale] == [(0, "kernelbench"), (1, "workdir")]
-    assert set(relu_scale[1].files()) == {"model_new.py", "kernels/relu_scale.cpp"}
+    relu = samples_for(tasks["level1/1_ReLU"], samples)
+    assert [(s.level, s.index, s.kind) for s in relu] == [(1, 0, "kernelbench"), (1, 1, "kernelbench")]
+    # level1/1 and level2/1 share a problem id: the level keeps them apart.
+    assert [s.level for s in samples_for(tasks["level2/1_ReluScale"], samples)] == [2, 2]
     assert samples_for(tasks["level2/2_AddMul"], samples) == []
-    # level1/1 has a candidate, level2/1 has two: they are not mixed up by problem id.
-    assert [s.level for s in samples_for(tasks["level1/1_ReLU"], samples)] == [1]
-    assert samples_sha256(relu_scale) != samples_sha256(relu_scale[:1])
+    assert samples_sha256(relu) != samples_sha256(relu[:1])
+    (workdir,) = find_samples(SUITE / "workdirs")   # CUDA-Agent layout: level1/1_ReLU/
+    assert (workdir.level, workdir.problem_id, workdir.index, workdir.kind) == (1, 1, 0, "workdir")
+    assert set(workdir.files()) == {"model_new.py", "kernels/relu.cpp"}
+    assert samples_for(tasks["level1/1_ReLU"], [workdir]) == [workdir]
 
 
 def test_workdirs_in_kernelbench_folders(tmp_path: Path):

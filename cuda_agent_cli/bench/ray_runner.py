@@ -67,6 +67,10 @@ class RayPool:
 
     def run_jobs(self, jobs: Sequence[dict[str, Any]], on_record: Any) -> None:
         ray = self.connect()
+        if ray.cluster_resources().get("GPU", 0) < self.num_gpus:
+            # Tasks asking for a GPU would wait forever on a cluster that has none.
+            raise EnvironmentMissing("the Ray cluster has no GPU to give each task",
+                                     "start the Ray nodes on GPU machines (ray start --num-gpus=N)")
         remote = ray.remote(num_gpus=self.num_gpus, max_retries=RETRIES, retry_exceptions=False)(_bench_task)
         pending = {remote.remote(job): job for job in jobs}
         gpus = max(1, int(ray.cluster_resources().get("GPU", 0) / self.num_gpus))

@@ -29,7 +29,7 @@ EXPECTED = {
 def test_harness_only_bench_of_the_suite_on_the_gpu(tmp_path: Path, harness_cache_root: Path):
     runs = tmp_path / "runs"
     shutil.copytree(SUITE / "runs", runs)
-    shutil.rmtree(runs / "level_2_problem_1_sample_1")
+    (runs / "level_2_problem_1_sample_1_kernel.py").unlink()   # replaced by the CUDA workdir
     shutil.copytree(SUITE / "runs_cuda", runs, dirs_exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
     env.update(XDG_CACHE_HOME=str(harness_cache_root), XDG_DATA_HOME=str(tmp_path / "data"))
@@ -47,6 +47,7 @@ def test_harness_only_bench_of_the_suite_on_the_gpu(tmp_path: Path, harness_cach
     records = {r["task"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     assert {k: r["status"] for k, r in records.items()} == EXPECTED, proc.stderr
     assert records["level2/1_ReluScale"]["best_sample"] == 1
+    assert [s["correct"] for s in records["level1/1_ReLU"]["samples"]] == [True, False]
     for key in ("level1/1_ReLU", "level2/1_ReluScale"):
         assert records[key]["best"]["environment"]["gpu"], records[key]["best"]
     summary = json.loads((out / "summary.json").read_text())

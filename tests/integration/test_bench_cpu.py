@@ -25,7 +25,7 @@ EXPECTED = {
     "level1/3_RowSum": "failed",
     "level1/4_Square": "failed",
     "level1/5_NoInputs": "error",
-    "level2/1_ReluScale": "correct",
+    "level2/1_ReluScale": "failed",
     "level2/2_AddMul": "failed",
     "level2/3_TanhSum": "failed",
 }
@@ -75,12 +75,13 @@ def test_verdicts_of_honest_and_adversarial_candidates(scored):
     assert records["level1/3_RowSum"]["samples"][0]["failed_checks"] == ["static"]
     assert records["level1/4_Square"]["samples"][0]["failed_checks"] == ["static"]
     assert "no candidate" in records["level2/2_AddMul"]["error"]
-    # Two samples: the zeros one fails, the workdir one is correct and is the task's best.
-    relu_scale = records["level2/1_ReluScale"]
-    assert [s["correct"] for s in relu_scale["samples"]] == [False, True]
-    assert relu_scale["best_sample"] == 1 and relu_scale["pass_at_k"] == {"1": 0.5, "2": 1.0}
-    for key in ("level1/1_ReLU", "level2/1_ReluScale"):
-        assert records[key]["reward"] in (1, 2, 3) and records[key]["speedup_vs_eager"] > 0
+    # Two samples: the load_inline kernel is correct and is the task's best, the zeros one is not.
+    relu = records["level1/1_ReLU"]
+    assert [s["correct"] for s in relu["samples"]] == [True, False]
+    assert relu["best_sample"] == 0 and relu["pass_at_k"] == {"1": 0.5, "2": 1.0}
+    assert relu["reward"] in (1, 2, 3) and relu["speedup_vs_eager"] > 0
+    assert relu["best"]["timings"]["speedup_vs_compile"] == relu["speedup_vs_compile"]
+    assert [s["failed_checks"] for s in records["level2/1_ReluScale"]["samples"]][1] == ["static"]
 
 
 def test_resume_after_a_kill_skips_finished_tasks(scored):
@@ -98,28 +99,27 @@ def test_metrics_match_the_verdicts_worked_out_by_hand(scored):
     records = {r["task"]: r for r in lines(out / "results.jsonl")}
     summary = json.loads((out / "summary.json").read_text())
     o = summary["overall"]
-    assert (o["tasks"], o["correct"], o["errors"]) == (8, 2, 1)
-    assert o["pass_rate"] == 2 / 8
+    assert (o["tasks"], o["correct"], o["errors"]) == (8, 1, 1)
+    assert o["pass_rate"] == 1 / 8
     assert summary["levels"]["level1"]["pass_rate"] == 1 / 5
-    assert summary["levels"]["level2"]["pass_rate"] == pytest.approx(1 / 3)
-    assert o["rewards"]["-1"] == 6 and sum(o["rewards"].values()) == 8
-    a, b = records["level1/1_ReLU"], records["level2/1_ReluScale"]
+    assert summary["levels"]["level2"]["pass_rate"] == 0.0
+    assert o["rewards"]["-1"] == 7 and sum(o["rewards"].values()) == 8
+    relu = records["level1/1_ReLU"]
     for base, key in (("eager", "speedup_vs_eager"), ("compile", "speedup_vs_compile")):
-        g = o["geomean"][base]
-        assert g["correct_only"]["value"] == pytest.approx(math.sqrt(a[key] * b[key]), rel=1e-9)
-        assert g["failures_as_one"]["value"] == pytest.approx((a[key] * b[key]) ** (1 / 8), rel=1e-9)
+        s, g = relu[key], o["geomean"][base]
+        assert g["correct_only"] == {"value": pytest.approx(s), "ci95": [s, s], "n": 1}
+        assert g["failures_as_one"]["value"] == pytest.approx(s ** (1 / 8), rel=1e-9)
         lo, hi = g["failures_as_one"]["ci95"]
         assert lo <= g["failures_as_one"]["value"] <= hi
-        faster = sum(1 for r in (a, b) if r[key] > 1.05) / 8
-        assert o[f"faster_than_{base}"] == faster
-        assert o["fast_p"][base]["0"] == 2 / 8
-        assert o["fast_p"][base]["1.5"] == sum(1 for r in (a, b) if r[key] > 1.5) / 8
-    best = [min(r["speedup_vs_eager"], r["speedup_vs_compile"]) for r in (a, b)]
-    assert o["geomean"]["best"]["correct_only"]["value"] == pytest.approx(math.sqrt(best[0] * best[1]))
-    # pass@1: 1 for ReLU, 0.5 for the two-sample task, 0 for the rest; pass@2: 1 for both.
-    assert o["pass_at_k"] == {"1": pytest.approx(1.5 / 8), "2": pytest.approx(2 / 8)}
-    listed = [w["warning"] for w in summary["warnings"]]
-    assert listed == [w for r in records.values() for w in r["warnings"]]
+        assert o[f"faster_than_{base}"] == (1 / 8 if s > 1.05 else 0.0)
+        assert o["fast_p"][base] == {"0": 1 / 8, "1": (1 / 8 if s > 1 else 0.0), "1.5": (1 / 8 if s > 1.5 else 0.0),
+                                     "2": (1 / 8 if s > 2 else 0.0)}
+    assert summary["levels"]["level2"]["geomean"]["eager"]["correct_only"]["value"] is None
+    best = min(relu["speedup_vs_eager"], relu["speedup_vs_compile"])
+    assert o["geomean"]["best"]["correct_only"]["value"] == pytest.approx(best)
+    # pass@1: 0.5 for ReLU (one of two samples), 0 for the rest; pass@2: 1 for ReLU.
+    assert o["pass_at_k"] == {"1": pytest.approx(0.5 / 8), "2": pytest.approx(1 / 8)}
+    assert [w["warning"] for w in summary["warnings"]] == relu["warnings"]
     suite = summary["suite"]
     assert suite["tasks"] == 8 and len(suite["tasks_sha256"]) == 64 and suite["git"]["commit"]
 
@@ -127,7 +127,7 @@ def test_metrics_match_the_verdicts_worked_out_by_hand(scored):
 def test_reports_show_our_numbers_beside_the_paper(scored):
     out = scored[0]
     md = (out / "report.md").read_text()
-    assert "| pass rate | 25.0% | 98.8% |" in md
+    assert "| pass rate | 12.5% | 98.8% |" in md
     assert "96.8%" in md and "2.11x" in md and "level2/1_ReluScale" in md
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 3 and "<script" not in page and "http" not in page
@@ -176,8 +176,8 @@ def test_ray_with_logical_gpus_gives_the_local_pool_verdicts(scored, tmp_path: P
     out = scored[0]
     local = {r["task"]: r for r in lines(out / "results.jsonl")}
     plan = plan_bench(BenchRequest(suite="kernelbench", root=SUITE, out=tmp_path / "ray", device="cpu",
-                                   solutions=SUITE / "runs", trials=5))
-    assert len(plan.jobs) == len(EXPECTED)
+                                   solutions=SUITE / "runs", trials=5, levels="1", tasks="1-3"))
+    assert len(plan.jobs) == 3
     for job in plan.jobs:  # the local run's candidate folders: their builds are reused
         job["work"] = str(out / "work" / job["task"]["key"])
     got: dict[str, dict] = {}
@@ -187,8 +187,8 @@ def test_ray_with_logical_gpus_gives_the_local_pool_verdicts(scored, tmp_path: P
         pool.run_jobs(plan.jobs, lambda job, rec: got.setdefault(rec["task"], rec))
     finally:
         ray.shutdown()
-    assert sorted(got) == sorted(EXPECTED)
-    assert {k: verdict(r) for k, r in got.items()} == {k: verdict(r) for k, r in local.items()}
+    assert sorted(got) == ["level1/1_ReLU", "level1/2_ScaleShift", "level1/3_RowSum"]
+    assert {k: verdict(r) for k, r in got.items()} == {k: verdict(local[k]) for k in got}
 
 
 def test_ctrl_c_keeps_finished_results(tmp_path: Path, harness_cache_root: Path):

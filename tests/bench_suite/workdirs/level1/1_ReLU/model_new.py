@@ -5,4 +5,4 @@ import cuda_extension
 
 class ModelNew(nn.Module):
     def forward(self, x):
-        return cuda_extension.relu_scale(x, 0.5)
+        return cuda_extension.relu_forward(x)
