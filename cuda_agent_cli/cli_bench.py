@@ -55,13 +55,19 @@ class _Progress:
         self.rich = None
         if not plain and sys.stderr.isatty() and total:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
+                                       TimeRemainingColumn)
+            from rich.text import Text
+
+            class Busy(ProgressColumn):
+                def render(self, task: Any) -> Text:  # read at every refresh, not only per record
+                    return Text(f"busy {busy()}")
 
             self.console = Console(stderr=True)
             self.rich = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("pass {task.fields[rate]}"), TextColumn("busy {task.fields[busy]}"),
-                                 TextColumn("ETA"), TimeRemainingColumn(), console=self.console)
-            self.task_id = self.rich.add_task("bench", total=total, rate="-", busy=0)
+                                 TextColumn("pass {task.fields[rate]}"), Busy(), TextColumn("ETA"),
+                                 TimeRemainingColumn(), console=self.console)
+            self.task_id = self.rich.add_task("bench", total=total, rate="-")
 
     def __enter__(self) -> "_Progress":
         if self.rich:
@@ -78,7 +84,7 @@ class _Progress:
         line = task_line(self.done, self.total, record)
         if self.rich:
             self.rich.console.print(line, highlight=False, markup=False)
-            self.rich.update(self.task_id, advance=1, rate=f"{100 * self.passed / self.done:.0f}%", busy=self.busy())
+            self.rich.update(self.task_id, advance=1, rate=f"{100 * self.passed / self.done:.0f}%")
         else:
             typer.echo(line, err=True)
 

@@ -107,7 +107,7 @@ def test_metrics_match_the_verdicts_worked_out_by_hand(scored):
     relu = records["level1/1_ReLU"]
     for base, key in (("eager", "speedup_vs_eager"), ("compile", "speedup_vs_compile")):
         s, g = relu[key], o["geomean"][base]
-        assert g["correct_only"] == {"value": pytest.approx(s), "ci95": [s, s], "n": 1}
+        assert g["correct_only"] == {"value": pytest.approx(s), "ci95": pytest.approx([s, s]), "n": 1}
         assert g["failures_as_one"]["value"] == pytest.approx(s ** (1 / 8), rel=1e-9)
         lo, hi = g["failures_as_one"]["ci95"]
         assert lo <= g["failures_as_one"]["value"] <= hi
