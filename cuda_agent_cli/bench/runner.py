@@ -67,9 +67,9 @@ class _Slot:
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=open(self.log, "a"), text=True, env=env,
-                                     start_new_session=True)
+        with open(self.log, "a") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                         text=True, env=env, start_new_session=True)
 
     def run(self, job: dict[str, Any]) -> dict[str, Any] | None:
         """The record, or None when the slot process died before answering."""
