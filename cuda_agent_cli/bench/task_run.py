@@ -158,10 +158,7 @@ def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
     from cuda_agent_cli.workspace import create_workspace
 
     task = job["task"]
-    if job.get("trials") is not None:
-        extra: dict[str, Any] = {"trials": job["trials"]}
-    else:
-        extra = {}
+    extra: dict[str, Any] = {"trials": job["trials"]} if job.get("trials") is not None else {}
     model_string = model_for(job)
     check_model(model_string, job.get("api_base"))
     state = new_session(Path(job["sessions"]))
