@@ -10,7 +10,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "cuda_agent_cli"
 
 # library -> the package folder that alone may import it
-OWNERS = {"litellm": "model", "git": "writeback", "textual": "tui"}
+OWNERS = {"litellm": "model", "git": "writeback", "textual": "tui", "ray": "bench", "matplotlib": "bench"}
 
 
 def _imports(path: Path) -> list[tuple[str, int]]:
@@ -40,7 +40,7 @@ def test_help_imports_no_heavy_module() -> None:
         "import sys\n"
         "from cuda_agent_cli import cli\n"
         "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "print('HEAVY:' + ','.join(sorted(m for m in ('torch', 'litellm', 'textual', 'git') if m in sys.modules)))\n"
+        "print('HEAVY:' + ','.join(sorted(m for m in ('torch', 'litellm', 'textual', 'git', 'ray', 'matplotlib') if m in sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     heavy = next(ln for ln in out.stdout.splitlines() if ln.startswith("HEAVY:"))
@@ -57,7 +57,7 @@ def test_every_subcommand_help_imports_no_heavy_module() -> None:
         "from cuda_agent_cli import cli\n"
         f"for name in {names!r}:\n"
         "    try:\n        cli.main([name, '--help'])\n    except SystemExit:\n        pass\n"
-        "print('HEAVY:' + ','.join(sorted(m for m in ('torch', 'litellm', 'textual', 'git') if m in sys.modules)))\n"
+        "print('HEAVY:' + ','.join(sorted(m for m in ('torch', 'litellm', 'textual', 'git', 'ray', 'matplotlib') if m in sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     heavy = next(ln for ln in out.stdout.splitlines() if ln.startswith("HEAVY:"))

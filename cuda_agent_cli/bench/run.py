@@ -1,0 +1,188 @@
+"""A bench run: suite -> jobs -> scheduler -> results.jsonl -> summary.json, report.md, report.html.
+
+The orchestration only: loading is suite.py and solutions.py, one task is task_run.py, the
+scheduling is runner.py (or ray_runner.py), metrics.py computes, report.py renders. Nothing
+here prints; the CLI gets the events through callbacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from cuda_agent_cli.bench import store as store_mod
+from cuda_agent_cli.bench.suite import BenchTask, Suite, load_suite, parse_id_ranges
+from cuda_agent_cli.errors import BadInput, CudaAgentError, EnvironmentMissing
+
+SUMMARY = "summary.json"
+
+
+@dataclass
+class BenchRequest:
+    suite: str
+    root: Path
+    out: Path
+    levels: str | None = None
+    tasks: str | None = None
+    solutions: Path | None = None
+    model: str | None = None
+    api_base: str | None = None
+    max_turns: int | None = None
+    max_cost: float | None = None
+    timeout: float | None = None
+    device: str | None = None
+    policy: str = "strict"
+    gpus: str | None = None
+    ray: str | None = None
+    rerun_failed: bool = False
+    trials: int | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    allow_unsafe: bool = False
+
+
+@dataclass
+class BenchPlan:
+    request: BenchRequest
+    suite: Suite
+    device: str
+    jobs: list[dict[str, Any]]
+    skipped: list[str]
+    store: store_mod.ResultStore
+    settings: dict[str, Any]
+    slots: list[str | None] = field(default_factory=list)
+
+
+def _task_json(t: BenchTask) -> dict[str, Any]:
+    return {"key": t.key, "level": t.level, "problem_id": t.problem_id, "name": t.name, "source": t.source,
+            "origin": t.origin, "error": t.error, "sha256": t.sha256}
+
+
+def _levels(text: str | None) -> set[int] | None:
+    if text is None or not text.strip():
+        return None
+    return parse_id_ranges(text.replace("level", ""))
+
+
+def resolve_device(requested: str | None) -> str:
+    from cuda_agent_cli.bench.runner import visible_gpus
+
+    if requested:
+        if requested not in ("cuda", "cpu"):
+            raise BadInput(f"unknown device {requested!r}", "use --device cuda or --device cpu")
+        return requested
+    return "cuda" if visible_gpus() else "cpu"
+
+
+def plan_bench(req: BenchRequest) -> BenchPlan:
+    """Everything checked before a single task runs: the suite, the mode, the out folder."""
+    from cuda_agent_cli.bench.solutions import find_samples, samples_for, samples_sha256
+
+    if req.solutions is None and not req.model:
+        raise BadInput("bench needs --model M (agent mode) or --solutions DIR (harness-only mode)",
+                       "e.g. --solutions runs/level1 or --model anthropic/claude-sonnet-4-5")
+    if req.solutions is not None and req.model:
+        raise BadInput("--model and --solutions are two different modes", "pass one of them")
+    if req.policy not in ("strict", "hybrid"):
+        raise BadInput(f"unknown policy {req.policy!r}", "use --policy strict or --policy hybrid")
+    suite = load_suite(req.suite, req.root, _levels(req.levels), parse_id_ranges(req.tasks))
+    device = resolve_device(req.device)
+    mode = "solutions" if req.solutions is not None else "agent"
+    if mode == "agent":
+        from cuda_agent_cli.optimize import check_model
+
+        model = req.model or ""
+        if model.startswith("replay:") and Path(model.split(":", 1)[1]).expanduser().is_dir():
+            pass  # a folder of per-task replays; each task checks its own file
+        else:
+            check_model(model, req.api_base)
+    samples = find_samples(req.solutions) if req.solutions is not None else []
+    out = Path(req.out).expanduser().absolute()
+    store = store_mod.ResultStore(out)
+    settings = {"mode": mode, "device": device, "policy": req.policy, "model": req.model,
+                "solutions": str(Path(req.solutions).absolute()) if req.solutions else None,
+                "trials": req.trials, "max_turns": req.max_turns, "max_cost": req.max_cost}
+    store.claim(suite.identity, settings)
+    done = store.load()
+    jobs, skipped = [], []
+    for t in suite.tasks:
+        mine = samples_for(t, samples) if mode == "solutions" else []
+        sol_sha = samples_sha256(mine) if mode == "solutions" else None
+        if store_mod.to_skip(done, t.key, t.sha256, sol_sha, req.rerun_failed):
+            skipped.append(t.key)
+            continue
+        jobs.append({
+            "task": _task_json(t), "mode": mode, "samples": [s.to_json() for s in mine],
+            "solutions_sha256": sol_sha, "work": str(out / "work" / t.key), "sessions": str(out / "agent"),
+            "device": device, "policy": req.policy, "trials": req.trials, "atol": req.atol, "rtol": req.rtol,
+            "model": req.model, "api_base": req.api_base, "max_turns": req.max_turns,
+            "max_cost": req.max_cost, "timeout": req.timeout, "allow_unsafe": req.allow_unsafe,
+        })
+    return BenchPlan(req, suite, device, jobs, skipped, store, settings)
+
+
+@dataclass
+class BenchOutcome:
+    records: list[dict[str, Any]]
+    summary: dict[str, Any]
+    out: Path
+    interrupted: bool = False
+
+
+def make_scheduler(plan: BenchPlan) -> Any:
+    if plan.request.ray:
+        from cuda_agent_cli.bench.ray_runner import RayPool
+
+        return RayPool(plan.request.ray)
+    from cuda_agent_cli.bench.runner import LocalPool, parse_gpus
+
+    plan.slots = parse_gpus(plan.request.gpus, plan.device)
+    return LocalPool(plan.slots, plan.store.out / "logs")
+
+
+def finish(plan: BenchPlan, interrupted: bool = False) -> BenchOutcome:
+    """summary.json, report.md and report.html over every finished task of the selection."""
+    from cuda_agent_cli.bench.metrics import summarize
+    from cuda_agent_cli.bench.report import write_reports
+
+    records = store_mod.latest(plan.store.load(), [t.key for t in plan.suite.tasks])
+    summary = summarize(records)
+    summary.update(suite=plan.suite.identity, settings=plan.settings, finished=len(records),
+                   selected=len(plan.suite.tasks), interrupted=interrupted)
+    out = plan.store.out
+    tmp = out / (SUMMARY + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True))
+    os.replace(tmp, out / SUMMARY)
+    write_reports(out, summary, records)
+    return BenchOutcome(records, summary, out, interrupted)
+
+
+def run_bench(plan: BenchPlan, on_record: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
+              scheduler: Any = None) -> BenchOutcome:
+    """Run the plan's jobs; each record is appended to results.jsonl the moment it arrives.
+    Ctrl-C stops the run with every finished record kept, the reports written, and re-raised."""
+    fatal: dict[str, Any] = {}
+
+    def record_one(job: dict[str, Any], record: dict[str, Any]) -> None:
+        if "fatal" in record:
+            fatal.update(record["fatal"])
+            return
+        plan.store.append(record)
+        if on_record:
+            on_record(job, record)
+
+    scheduler = scheduler or make_scheduler(plan)
+    try:
+        if plan.jobs:
+            scheduler.run_jobs(plan.jobs, record_one)
+    except KeyboardInterrupt:
+        finish(plan, interrupted=True)
+        raise
+    if fatal:
+        finish(plan)
+        raise EnvironmentMissing(fatal.get("message") or "the environment is missing something", None) \
+            if fatal.get("exit") == 3 else CudaAgentError(fatal.get("message") or "a task could not run")
+    return finish(plan)

@@ -1,0 +1,232 @@
+"""One task of a bench, start to end: score its candidates (or let the agent make one), one record.
+
+`run_task(job)` takes and returns plain JSON-able dicts, so the same function runs in a local
+slot process, in a Ray worker, or in this process. It never writes outside the job's `work`
+folder (under --out) and the session store the harness and the agent own; a candidate's files
+are copied there first, so nothing in a solutions folder is ever built in place or written.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from cuda_agent_cli.bench.solutions import sample_files
+from cuda_agent_cli.errors import CudaAgentError, EnvironmentMissing, Interrupted
+
+BINDING_FILES = ("binding.cpp", "binding_registry.h")
+
+
+def rank(result: dict[str, Any]) -> tuple[float, float, float, float]:
+    """Best first when sorted descending: correct, reward, speedup vs compile, speedup vs eager."""
+    t = result.get("timings") or {}
+    reward = result.get("reward")
+    return (1.0 if result.get("correct") else 0.0, float(reward) if isinstance(reward, (int, float)) else 0.0,
+            float(t.get("speedup_vs_compile") or 0.0), float(t.get("speedup_vs_eager") or 0.0))
+
+
+def materialize(folder: Path, reference: str, files: dict[str, bytes]) -> Path:
+    """folder/{model.py, model_new.py, kernels/, binding files}: the suite's reference, the
+    candidate's own files, and the package's pristine binding files when it has kernels/.
+
+    Files whose content is already right are left alone, and anything else in the folder is
+    removed: a rerun finds the same folder (its build cache is keyed on the path) unchanged."""
+    from cuda_agent_cli.resources import sandbox_template_dir
+
+    wanted: dict[str, bytes] = {"model.py": reference.encode(), **files}
+    if any(rel.startswith("kernels/") for rel in files):
+        template = sandbox_template_dir()
+        for name in BINDING_FILES:
+            wanted[name] = (template / name).read_bytes()
+    folder.mkdir(parents=True, exist_ok=True)
+    for p in sorted(folder.rglob("*"), reverse=True):
+        rel = p.relative_to(folder).as_posix()
+        if p.is_symlink() or (p.is_file() and rel not in wanted):
+            p.unlink()
+        elif p.is_dir() and not any(w.startswith(rel + "/") for w in wanted):
+            shutil.rmtree(p)
+    for rel, data in wanted.items():
+        dest = folder / rel
+        if dest.is_file() and dest.read_bytes() == data:
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+    return folder
+
+
+def _sample_entry(index: int, result: dict[str, Any]) -> dict[str, Any]:
+    t = result.get("timings") or {}
+    return {"sample": index, "compiled": result.get("compiled"), "correct": bool(result.get("correct")),
+            "reward": result.get("reward"), "speedup_vs_eager": t.get("speedup_vs_eager"),
+            "speedup_vs_compile": t.get("speedup_vs_compile"), "uncertain": t.get("uncertain"),
+            "failed_checks": [c["name"] for c in result.get("checks", []) if not c.get("passed")],
+            "errors": [e[:300] for e in result.get("errors", [])][:5], "warnings": list(result.get("warnings", []))}
+
+
+def score(folder: Path, job: dict[str, Any]) -> dict[str, Any]:
+    """One harness round (verify, then time) of the candidate in `folder`: the DESIGN §3 object."""
+    from cuda_agent_cli.harness import profile_path
+
+    options: dict[str, Any] = {"device": job.get("device"), "policy": job.get("policy") or "strict"}
+    for key in ("atol", "rtol", "trials"):
+        if job.get(key) is not None:
+            options[key] = job[key]
+    start = time.perf_counter()
+    try:
+        return profile_path(folder, **options).to_json()
+    finally:
+        job["_harness_s"] = job.get("_harness_s", 0.0) + time.perf_counter() - start
+
+
+def _base_record(job: dict[str, Any]) -> dict[str, Any]:
+    task = job["task"]
+    return {"task": task["key"], "level": task["level"], "problem_id": task["problem_id"], "name": task["name"],
+            "task_sha256": task["sha256"], "origin": task["origin"], "mode": job["mode"],
+            "solutions_sha256": job.get("solutions_sha256"), "device": job.get("device"),
+            "policy": job.get("policy") or "strict", "status": "failed", "error": None, "correct": False,
+            "reward": -1, "speedup_vs_eager": None, "speedup_vs_compile": None, "samples": [], "n_samples": 0,
+            "n_correct": 0, "best_sample": None, "pass_at_k": {}, "warnings": [], "best": None,
+            "cost_usd": None, "tokens": None, "turns": None, "stop_reason": None, "session_id": None}
+
+
+def _settle(record: dict[str, Any], results: list[tuple[int, dict[str, Any]]]) -> None:
+    """Fill in the samples, pass@k and the best sample's verdict from the scored candidates."""
+    from cuda_agent_cli.bench.metrics import pass_at_k
+
+    record["samples"] = [_sample_entry(i, r) for i, r in results]
+    n, c = len(results), sum(1 for _, r in results if r.get("correct"))
+    record["n_samples"], record["n_correct"] = n, c
+    record["pass_at_k"] = {str(k): pass_at_k(n, c, k) for k in sorted({1, n})} if n else {}
+    if not results:
+        return
+    index, best = max(results, key=lambda ir: rank(ir[1]))
+    t = best.get("timings") or {}
+    record.update(best_sample=index, best=best, correct=bool(best.get("correct")), reward=best.get("reward"),
+                  speedup_vs_eager=t.get("speedup_vs_eager"), speedup_vs_compile=t.get("speedup_vs_compile"),
+                  warnings=list(best.get("warnings", [])), status="correct" if best.get("correct") else "failed")
+    if not best.get("correct"):
+        failed = [c["name"] for c in best.get("checks", []) if not c.get("passed")]
+        record["error"] = "no sample is correct" + (f" (best failed: {', '.join(failed[:4])})" if failed else "")
+
+
+def _run_solutions(job: dict[str, Any], record: dict[str, Any]) -> None:
+    samples = job.get("samples") or []
+    if not samples:
+        record["error"] = "no candidate for this task in the solutions folder"
+        return
+    results = []
+    for s in samples:
+        folder = materialize(Path(job["work"]) / f"sample_{s['index']}", job["task"]["source"], sample_files(s))
+        results.append((int(s["index"]), score(folder, job)))
+    _settle(record, results)
+
+
+class _Usage:
+    """Event sink that adds up the tokens of every paid turn."""
+
+    def __init__(self) -> None:
+        self.tokens = 0
+
+    def __call__(self, event: Any) -> None:
+        if getattr(event, "kind", "") == "cost":
+            self.tokens += int(event.prompt_tokens or 0) + int(event.completion_tokens or 0)
+
+
+def model_for(job: dict[str, Any]) -> str:
+    """`replay:DIR` gives each task its own recorded session: DIR/<task key with / as __>.jsonl."""
+    model = job["model"]
+    if model.startswith("replay:"):
+        folder = Path(model.split(":", 1)[1]).expanduser()
+        if folder.is_dir():
+            name = job["task"]["key"].replace("/", "__") + ".jsonl"
+            return f"replay:{folder / name}"
+    return model
+
+
+def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
+    """The agent on the task in its own session workspace; its best candidate is then scored anew."""
+    from cuda_agent_cli.actions import ActionContext, make_toolbox
+    from cuda_agent_cli.agent.loop import Limits, run_agent
+    from cuda_agent_cli.agent.prompts import build_system_prompt, task_message
+    from cuda_agent_cli.agent.session import new_session
+    from cuda_agent_cli.harness import Harness
+    from cuda_agent_cli.model.factory import make_model
+    from cuda_agent_cli.optimize import candidate_files, check_model
+    from cuda_agent_cli.sandbox import SandboxPolicy, open_sandbox
+    from cuda_agent_cli.workspace import create_workspace
+
+    task = job["task"]
+    extra: dict[str, Any] = {"trials": job["trials"]} if job.get("trials") is not None else {}
+    model_string = model_for(job)
+    check_model(model_string, job.get("api_base"))
+    state = new_session(Path(job["sessions"]))
+    workspace = create_workspace(state.session_dir, task["source"])
+    harness = Harness(workspace, device=job.get("device"), policy=job.get("policy") or "strict",
+                      atol=job.get("atol") or 1e-2, rtol=job.get("rtol") or 1e-2, **extra)
+    allow_unsafe = bool(job.get("allow_unsafe"))
+    sandbox = open_sandbox(SandboxPolicy.optimize(workspace.root, list(workspace.locked)), allow_unsafe)
+    toolbox = make_toolbox(ActionContext(sandbox, harness=harness))
+    usage = _Usage()
+    limits = Limits(max_turns=job.get("max_turns") or 200, max_cost=job.get("max_cost"),
+                    timeout=job.get("timeout"))
+    settings = {"device": harness.device, "policy": harness.policy, "max_turns": limits.max_turns,
+                "max_cost": limits.max_cost, "command": "bench"}
+    try:
+        result = run_agent(make_model(model_string, job.get("api_base")), toolbox, state=state,
+                           prompt=task_message(task["key"], task["source"]),
+                           system_prompt=build_system_prompt(device=harness.device, policy=harness.policy,
+                                                             gpu=harness.environment().get("gpu")),
+                           target=task["key"], settings=settings, workspace_root=workspace.root,
+                           limits=limits, sink=usage)
+    finally:
+        toolbox.close()
+    record.update(session_id=result.session_id, turns=result.turns, cost_usd=result.cost_usd,
+                  tokens=usage.tokens, stop_reason=result.stop_reason, n_samples=0)
+    best_dir = Path(result.best.snapshot) if result.best and result.best.snapshot else None
+    if best_dir is None or not (result.best.result or {}).get("correct"):
+        record["error"] = f"the agent found no correct candidate (stopped: {result.stop_reason})"
+        record["n_samples"] = 1
+        record["pass_at_k"] = {"1": 0.0}
+        return
+    # Scored anew by the bench: the best snapshot back in the session workspace, one profile
+    # round (verify, then time) with the session's own harness, so its build is reused.
+    kernels = workspace.root / "kernels"
+    for p in kernels.iterdir() if kernels.is_dir() else []:
+        if p.is_file() and not p.name.startswith("."):
+            p.unlink()
+    for rel, text in candidate_files(best_dir).items():
+        (workspace.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (workspace.root / rel).write_text(text)
+    start = time.perf_counter()
+    scored = harness.profile().to_json()
+    job["_harness_s"] = job.get("_harness_s", 0.0) + time.perf_counter() - start
+    _settle(record, [(0, scored)])
+
+
+def run_task(job: dict[str, Any]) -> dict[str, Any]:
+    """The task's record; an environment problem comes back as {"fatal": ...} for the run to stop on."""
+    start = time.perf_counter()
+    record = _base_record(job)
+    task = job["task"]
+    try:
+        if task.get("error"):
+            record.update(status="error", error=task["error"])
+        elif job["mode"] == "agent":
+            _run_agent(job, record)
+        else:
+            _run_solutions(job, record)
+    except (KeyboardInterrupt, Interrupted):
+        raise
+    except EnvironmentMissing as exc:
+        return {"fatal": {"exit": exc.exit_code, "message": exc.one_line()}, "task": task["key"]}
+    except CudaAgentError as exc:
+        record.update(status="error", error=exc.one_line(), correct=False, reward=-1)
+    except Exception as exc:  # one broken task must not stop a suite: it is that task's error
+        record.update(status="error", error=f"internal error: {type(exc).__name__}: {exc}", correct=False, reward=-1)
+    record["wall_s"] = round(time.perf_counter() - start, 3)
+    # The bench's scoring rounds only (the agent's own rounds are inside its session's time).
+    record["harness_s"] = round(job.get("_harness_s", 0.0), 3)
+    record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return record

@@ -1,0 +1,17 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Sum of every row."""
+
+    def forward(self, x):
+        return torch.sum(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(64, 300)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,8 @@
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return cuda_extension.relu_scale(x, 0.5)
