@@ -48,7 +48,10 @@ def test_axpby_profile_is_correct_timed_and_rewarded(ws) -> None:
     result = Harness(ws, device="cuda").profile()
     assert result.correct and result.reward is not None and result.reward >= 1, result.summary()
     t = result.timings
-    assert t.trials == 100 and t.method.startswith("cuda-events+device-sync+l2flush(256MB)+fresh-clones")
+    assert t.trials >= 10 and t.method.startswith("cuda-events+device-sync+l2flush(256MB)+fresh-inputs")
+    assert "interleaved in blocks" in t.method
+    lo, hi = t.speedup_vs_eager_interval
+    assert lo <= t.speedup_vs_eager <= hi
     assert t.candidate_us > 0 and t.eager_us > 0 and t.compile_us > 0
     assert "axpby_vec4_kernel" in result.check("extension_kernel").detail
     assert result.check("timed_outputs").passed and result.environment["gpu"]
@@ -114,7 +117,8 @@ def test_cli_profile_json_on_cuda(ws, harness_cache: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["device"] == "cuda" and data["correct"] and data["reward"] >= 1
-    assert data["timings"]["trials"] == 100 and data["environment"]["gpu"]
+    assert data["timings"]["trials"] >= 10 and data["environment"]["gpu"]
+    assert len(data["timings"]["speedup_vs_eager_interval"]) == 2 and "uncertain" in data["timings"]
 
 
 def test_gemm_epilogue_with_cublas_passes_strict(tmp_path: Path, harness_cache: Path) -> None:
