@@ -74,6 +74,7 @@ class SideBySide:
 
 
 BOOTSTRAP_RESAMPLES = 2000
+BOUND_SLACK = 1.5
 
 
 def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> SideBySide:
@@ -81,7 +82,7 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
 
     Baseline blocks are trusted: their time is the median of their own events. The candidate's
     events are its process's claim; the harness's clock timed each call from outside, and
-    `outside - overhead - wander` bounds the candidate's time from below, where the overhead
+    `(outside - overhead - wander) / BOUND_SLACK` bounds the candidate's time from below, where the overhead
     (the round trip, the flush, the synchronize) is the median the baseline calls showed and the
     wander three times its median deviation. A call's time is its claim (its events, or the time
     until the device was idle when work escaped them), unless the bound is above it: then the
@@ -106,7 +107,10 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     cand_times: list[float] = []
     for b in cand:
         claims = call_times(b, idle_gap)
-        bounds = [o - overhead - wander for o in b.get("outside_us") or []]
+        # The candidate's process pays a little more around each call than a baseline's (the op
+        # guard, its own kept outputs), so the bound is discounted by BOUND_SLACK: an honest
+        # claim is never overruled, a claim several times too small always is.
+        bounds = [(o - overhead - wander) / BOUND_SLACK for o in b.get("outside_us") or []]
         times = []
         for i, claim in enumerate(claims):
             bound = bounds[i] if i < len(bounds) else claim
@@ -200,9 +204,10 @@ def kernel_names_in_sources(sources: list[str]) -> set[str]:
 
 
 # On the CPU, the share of forward's time that must be spent inside the extension's functions.
-# Under strict, forward's own allocations pass through the op guard, which costs as much as a
-# small kernel; no torch compute can run beside the kernel there anyway.
-EXTENSION_SHARE = {"strict": 0.2, "hybrid": 0.05}
+# Under hybrid, torch may do the work beside a call that does nothing. Under strict no torch
+# compute can run beside the kernel (the op guard sees it), and forward's own allocations pass
+# through that guard, which can cost more than a small kernel: entering the extension is enough.
+EXTENSION_SHARE = {"strict": 0.0, "hybrid": 0.05}
 
 
 def extension_kernel_check(device: str, ext_calls: int, profiled: list[str] | None,
@@ -211,7 +216,7 @@ def extension_kernel_check(device: str, ext_calls: int, profiled: list[str] | No
     """Did code from the built extension actually do the work of the candidate's calls?
 
     CPU: the extension's functions were wrapped before model_new.py was imported; they must be
-    entered, and forward must spend a share of its time inside them (a fifth under strict;
+    entered, and under hybrid forward must spend a share of its time inside them (5%;
     the median over the calls, so one call slowed by the machine does not decide): one call to
     a function that does nothing is not a kernel. CUDA: the profiler must show at
     least one kernel defined in the candidate's sources.

@@ -209,8 +209,9 @@ HOOK_METHODS = {
 }
 BUILD_FLAG_KWARGS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
 # Libraries an extension may link: the CUDA math libraries and the C++ runtime.
-LINKABLE = re.compile(r"^-l(cublas|cublasLt|cudnn|curand|cusparse|cusolver|cufft|cuda|cudart|nvrtc|"
-                       r"stdc\+\+|m|gomp)$")
+# -lNAME, or -l:libNAME.so.N for the versioned files pip's nvidia-* wheels ship.
+LINKABLE = re.compile(r"^-l:?(lib)?(cublas|cublasLt|cudnn|curand|cusparse|cusolver|cufft|cuda|cudart|nvrtc|"
+                      r"stdc\+\+|m|gomp)(\.so(\.\d+)*)?$")
 INTROSPECTION_IN_FORMAT = re.compile(r"\{[^{}]*[.\[](" + "|".join(sorted(FRAME_ATTRS | DUNDER_ESCAPES))
                                       + r"|co_\w+)\b")
 

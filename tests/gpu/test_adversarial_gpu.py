@@ -62,16 +62,12 @@ def _substitutions(case: Case, tmp: Path) -> dict[str, str]:
     paths = _cudnn_paths()
     if not paths:
         pytest.skip("cuDNN headers (the nvidia-cudnn wheel) are not installed")
-    if not (Path(paths["@CUDNN_LIB@"]) / "libcudnn.so").exists():
-        # pip ships libcudnn.so.9 only; the linker wants the unversioned name.
-        link_dir = tmp / "cudnn-lib"
-        link_dir.mkdir(exist_ok=True)
-        target = sorted(Path(paths["@CUDNN_LIB@"]).glob("libcudnn.so*"))[0]
-        link = link_dir / "libcudnn.so"
-        if not link.exists():
-            link.symlink_to(target)
-        paths = {"@CUDNN_INCLUDE@": paths["@CUDNN_INCLUDE@"], "@CUDNN_LIB@": str(link_dir)}
-    return paths
+    lib = Path(paths["@CUDNN_LIB@"])
+    if (lib / "libcudnn.so").exists():
+        return {**paths, "@CUDNN_LINK@": "-lcudnn"}
+    # pip ships the versioned file only (libcudnn.so.9): named as it is.
+    versioned = sorted(p.name for p in lib.glob("libcudnn.so.*"))[0]
+    return {**paths, "@CUDNN_LINK@": f"-l:{versioned}"}
 
 
 def run(case: Case, workspaces: Workspaces, tmp: Path, action: str | None = None):

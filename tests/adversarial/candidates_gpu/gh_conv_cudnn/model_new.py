@@ -55,7 +55,7 @@ torch::Tensor conv3x3(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
 """
 
 ext = load_inline(name="gh_conv_cudnn", cpp_sources=cpp_source, cuda_sources=cuda_source, functions=["conv3x3"],
-                  extra_include_paths=["@CUDNN_INCLUDE@"], extra_ldflags=["-L@CUDNN_LIB@", "-lcudnn"],
+                  extra_include_paths=["@CUDNN_INCLUDE@"], extra_ldflags=["-L@CUDNN_LIB@", "@CUDNN_LINK@"],
                   verbose=False)
 
 
