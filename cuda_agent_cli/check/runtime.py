@@ -1,0 +1,80 @@
+"""The full half of `check`: verify and profile an integrated kernel through the harness, as it is
+in the repository now, against the reference as it is now, on the inputs it was verified on.
+
+The kernel's files are copied into a fresh session workspace (the harness never builds inside
+the user's repository) and judged exactly like a candidate of an optimize session.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from cuda_agent_cli.errors import CudaAgentError, EnvironmentMissing
+
+
+@dataclass
+class Measurement:
+    result: dict[str, Any] | None = None   # the DESIGN §3 object of the profile
+    not_measured: str | None = None        # why it could not run here
+    error: str | None = None               # the target or its inputs could not be loaded
+    seconds: float = 0.0
+
+
+def _reference_task(root: Path, entry: dict[str, Any]) -> Any:
+    """The Task for the kernel's target, on its recorded inputs, with the reference being the
+    module as the user wrote it (the lines that apply the kernel left out)."""
+    from cuda_agent_cli.inputs_spec import call_from_json
+    from cuda_agent_cli.task import reference_source, resolve_task
+    from cuda_agent_cli.writeback.fingerprint import unpatched_candidates
+
+    call = call_from_json(json.loads(entry["input_spec"])) if entry.get("input_spec") else None
+    task = resolve_task(entry["target"], root, inputs=call)
+    if task.standalone:
+        module_source = unpatched_candidates(task.module_source, task.target.class_name)[0]
+        task = replace(task, module_source=module_source)
+        task = replace(task, reference_source=reference_source(task))
+    return task
+
+
+def _kernel_files(folder: Path, device: str) -> tuple[str, dict[str, str]]:
+    model_new = (folder / "model_new.py").read_text()
+    kernels = {p.name: p.read_text() for p in sorted((folder / "kernels").iterdir())
+               if p.is_file() and not p.name.startswith(".")} if (folder / "kernels").is_dir() else {}
+    return model_new, kernels
+
+
+def measure(root: Path, entry: dict[str, Any], *, atol: float, rtol: float, scratch: Path | None = None) -> Measurement:
+    """Verify and profile the kernel of `entry`; never raises for a kernel that fails."""
+    import time
+
+    from cuda_agent_cli.harness import Harness
+    from cuda_agent_cli.workspace import cache_dir, create_workspace
+
+    start = time.perf_counter()
+    device = entry.get("device") or "cuda"
+    folder = root / entry["folder"]
+    base = scratch or cache_dir() / "check"
+    base.mkdir(parents=True, exist_ok=True)
+    session = Path(tempfile.mkdtemp(prefix="check-", dir=base))
+    try:
+        try:
+            task = _reference_task(root, entry)
+        except CudaAgentError as exc:
+            if isinstance(exc, EnvironmentMissing):
+                return Measurement(not_measured=exc.one_line(), seconds=time.perf_counter() - start)
+            return Measurement(error=exc.one_line(), seconds=time.perf_counter() - start)
+        model_new, kernels = _kernel_files(folder, device)
+        workspace = create_workspace(session, task.reference_source, model_new, kernels)
+        try:
+            harness = Harness(workspace, device=device, policy=entry.get("policy") or "strict", atol=atol, rtol=rtol)
+        except EnvironmentMissing as exc:
+            return Measurement(not_measured=exc.one_line(), seconds=time.perf_counter() - start)
+        result = harness.profile()
+        return Measurement(result=result.to_json(), seconds=time.perf_counter() - start)
+    finally:
+        shutil.rmtree(session, ignore_errors=True)
