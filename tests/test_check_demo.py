@@ -274,14 +274,14 @@ def test_full_check_measures_and_finds_a_regression(repo: Path, harness_cache_ro
     assert "recorded 1000.00x" in k["message"]
     case = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite/testcase")
     assert case.find("failure").get("type") == "REGRESSED"
-    # --update records what was measured, and the next check is OK.
-    from cuda_agent_cli.check.runner import refreshed_entry
-    from cuda_agent_cli.machine import this_machine
-
+    # --update records what was measured (the build of the first run is reused), and the next
+    # check is OK.
+    code, out = check_json(repo, "--update", cache=harness_cache_root)
+    k = only(out)
+    assert code == 0 and k["updated"] is True and out["updated_manifest"] is True
     entry = load_manifest((repo / MANIFEST_PATH).read_text()).kernels[0]
-    new = refreshed_entry(repo, entry, k["measured"], this_machine())
-    assert new["speedup_vs_eager"] == k["measured"]["timings"]["speedup_vs_eager"] and "updated" in new
-    (repo / MANIFEST_PATH).write_text(render_manifest([new]))
+    assert entry["speedup_vs_eager"] == k["measured"]["timings"]["speedup_vs_eager"] and "updated" in entry
+    assert entry["files"] and entry["reference_sha256"]
     assert check_json(repo, "--fast", cache=harness_cache_root)[0] == 0
 
 

@@ -163,3 +163,56 @@ def test_which_kernels_a_set_of_files_touches():
     assert touches(e, {"pkg/blocks.py"}) and touches(e, {"pkg/_cuda_agent/block/kernels/k.cu"})
     assert touches(e, {".cuda-agent/kernels.toml"})
     assert not touches(e, {"pkg/other.py", "pkg/_cuda_agent/block2/loader.py"})
+
+
+# ---------------------------------------------------------------- architecture against this machine
+
+from cuda_agent_cli.check.static import environment_findings  # noqa: E402
+from cuda_agent_cli.machine import Gpu, Machine, cuda_major, torch_release  # noqa: E402
+
+H200 = Machine(torch="2.13.0+cu128", cuda="12.8", cpu_arch="x86_64", cpu_name="cpu",
+               gpus=(Gpu("NVIDIA H200", "sm_90"),))
+CUDA_ENTRY = {"device": "cuda", "arch": "sm_90", "gpu": "NVIDIA H200", "torch": "2.13.1+cu128", "cuda": "12.8"}
+
+
+def test_versions_compare_by_release_and_major():
+    assert torch_release("2.13.0+cu128") == "2.13" and torch_release(None) is None
+    assert cuda_major("12.8") == "12" and cuda_major("") is None
+
+
+def test_the_same_gpu_and_versions_give_no_finding():
+    assert environment_findings(CUDA_ENTRY, H200) == []
+
+
+@pytest.mark.parametrize("changes,status,words", [
+    ({"arch": "sm_80", "gpu": "NVIDIA A100"}, Status.NEW_ARCH, "verified on sm_80 (NVIDIA A100), this machine has sm_90"),
+    ({"torch": "2.12.0+cu128"}, Status.NEW_ARCH, "torch 2.12.0+cu128"),
+    ({"cuda": "13.0"}, Status.NEW_ARCH, "CUDA 13.0"),
+])
+def test_another_architecture_or_version_is_new_arch(changes, status, words):
+    found = environment_findings({**CUDA_ENTRY, **changes}, H200)
+    assert [f.status for f in found] == [status] and words in found[0].message
+
+
+def test_a_cuda_kernel_without_a_gpu_or_cuda_torch_is_not_measured():
+    no_gpu = Machine(torch="2.13.0+cu128", cuda="12.8", cpu_arch="x86_64", cpu_name="cpu", gpus=())
+    cpu_torch = Machine(torch="2.13.0+cpu", cuda=None, cpu_arch="x86_64", cpu_name="cpu", gpus=())
+    assert [f.code for f in environment_findings(CUDA_ENTRY, no_gpu)] == ["no-gpu"]
+    assert [f.code for f in environment_findings(CUDA_ENTRY, cpu_torch)] == ["no-cuda"]
+    assert environment_findings({"device": "cpu", "arch": "x86_64", "torch": "2.13.0"}, cpu_torch) == []
+
+
+def test_the_full_check_without_torch_is_an_environment_error(tmp_path, monkeypatch):
+    import cuda_agent_cli.machine as machine
+    from cuda_agent_cli.check.runner import CheckRequest, run_check
+    from cuda_agent_cli.errors import EnvironmentMissing
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".cuda-agent").mkdir()
+    (tmp_path / ".cuda-agent" / "kernels.toml").write_text(render_manifest([{"target": "a.py::A", "device": "cpu"}]))
+    monkeypatch.setattr(machine, "this_machine",
+                        lambda: Machine(torch=None, cuda=None, cpu_arch="x86_64", cpu_name="cpu", gpus=()))
+    with pytest.raises(EnvironmentMissing):
+        run_check(CheckRequest(cwd=tmp_path))
+    fast = run_check(CheckRequest(cwd=tmp_path, fast=True))
+    assert fast.kernels[0].status == Status.BROKEN and fast.exit_code == 1   # no module_file recorded

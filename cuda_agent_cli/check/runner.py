@@ -305,6 +305,11 @@ def run_check(req: CheckRequest, on_kernel: Callable[[KernelReport], None] | Non
     root, manifest, files = locate(req.paths, req.cwd)
     threshold = resolve_threshold(req.threshold, root)
     machine = this_machine()
+    if machine.torch is None and not req.fast and manifest is not None:
+        from cuda_agent_cli.errors import EnvironmentMissing
+
+        raise EnvironmentMissing("torch is not installed here, and the full check runs every kernel through it",
+                                 "pip install torch, or run `cuda-agent check --fast` (static checks only)")
     report = CheckReport(root=root, manifest=manifest, mode="fast" if req.fast else "full", threshold=threshold,
                          strict=req.strict, kernels=[],
                          machine={"torch": machine.torch, "cuda": machine.cuda, "cpu_arch": machine.cpu_arch,
