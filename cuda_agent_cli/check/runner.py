@@ -47,6 +47,7 @@ class KernelReport:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     updated: bool = False
+    fast: bool = False
 
     @property
     def effective(self) -> Status:
@@ -55,8 +56,12 @@ class KernelReport:
 
     def message(self) -> str:
         main = [f.message for f in self.findings if f.status == self.status]
-        return "; ".join(main) if main else "verified, current and as fast as recorded" if self.status == Status.OK \
-            else self.status.value
+        if main:
+            return "; ".join(main)
+        if self.status == Status.OK:
+            return ("sources, reference and architecture as recorded (static checks)" if self.fast
+                    else "verified, current and as fast as recorded")
+        return self.status.value
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -218,7 +223,7 @@ def check_kernel(root: Path, entry: dict[str, Any], machine: Any, *, fast: bool,
         line = class_line((root / module_rel).read_text(errors="replace"), cls)
     report = KernelReport(target=str(entry["target"]), device=str(entry.get("device") or "cuda"),
                           status=Status.OK, findings=findings, module_file=module_rel, line=line,
-                          recorded=_recorded(entry))
+                          recorded=_recorded(entry), fast=fast)
     for f in findings:
         if f.file == module_rel and f.line is None and f.status != Status.NOT_MEASURED:
             findings[findings.index(f)] = Finding(f.status, f.message, f.file, line, f.code)
