@@ -272,6 +272,7 @@ def manifest_entry(task: Any, device: str, policy: str, best: dict[str, Any], se
         "class": task.target.class_name,
         "module": task.target.module_name,
         "module_sha256": task.module_sha256,
+        "reference_standalone": bool(task.standalone),
         "inputs_source": "get_inputs" if task.uses_module_inputs else "spec",
         "inputs": task.call.describe(),
         "input_spec": json.dumps(call_to_json(task.call), separators=(",", ":")),

@@ -27,18 +27,29 @@ class Measurement:
 
 def _reference_task(root: Path, entry: dict[str, Any]) -> Any:
     """The Task for the kernel's target, on its recorded inputs, with the reference being the
-    module as the user wrote it (the lines that apply the kernel left out)."""
+    module as the user wrote it (the lines that apply the kernel left out).
+
+    Where the module is unchanged since the session (its hash before the patch is recorded) and
+    the session copied it into model.py, the same copy is made, so the reference is byte for byte
+    the session's and its cached eager/torch.compile baselines are reused."""
+    import hashlib
+
     from cuda_agent_cli.inputs_spec import call_from_json
     from cuda_agent_cli.task import reference_source, resolve_task
     from cuda_agent_cli.writeback.fingerprint import unpatched_candidates
 
     call = call_from_json(json.loads(entry["input_spec"])) if entry.get("input_spec") else None
     task = resolve_task(entry["target"], root, inputs=call)
-    if task.standalone:
-        module_source = unpatched_candidates(task.module_source, task.target.class_name)[0]
-        task = replace(task, module_source=module_source)
-        task = replace(task, reference_source=reference_source(task))
-    return task
+    candidates = unpatched_candidates(task.module_source, task.target.class_name)
+    unchanged = next((t for t in candidates if hashlib.sha256(t.encode()).hexdigest() == entry.get("module_sha256")),
+                     None)
+    if unchanged is not None and entry.get("reference_standalone"):
+        task = replace(task, module_source=unchanged, standalone=True)
+    elif task.standalone:
+        task = replace(task, module_source=candidates[0])
+    else:
+        return task
+    return replace(task, reference_source=reference_source(task))
 
 
 def _kernel_files(folder: Path, device: str) -> tuple[str, dict[str, str]]:
