@@ -32,6 +32,7 @@ class Machine:
     cpu_arch: str           # "x86_64"
     cpu_name: str
     gpus: tuple[Gpu, ...]
+    gpus_known: bool = True  # False: nvidia-smi is absent or failed, so `gpus` says nothing
 
     def gpu_for(self, name: str | None = None) -> Gpu | None:
         """The GPU named `name` when there is one, else the first visible GPU."""
@@ -93,23 +94,26 @@ def _visible(indices: list[int]) -> list[int]:
     return picked
 
 
-def _gpus() -> tuple[Gpu, ...]:
+def _gpus() -> tuple[tuple[Gpu, ...], bool]:
+    """The visible GPUs, and whether nvidia-smi could be asked at all."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return ()
+        # No driver tools: no NVIDIA GPU, unless a container hides them (then torch knows more).
+        return (), not Path("/dev/nvidia0").exists()
     try:
         proc = subprocess.run([smi, "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
                               capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
-        return ()
+        return (), False
     if proc.returncode != 0:
-        return ()
+        # "No devices were found" is an answer; a driver mismatch is not.
+        return (), "No devices were found" in (proc.stdout + proc.stderr)
     rows: dict[int, Gpu] = {}
     for line in proc.stdout.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 3 and parts[0].isdigit() and re.fullmatch(r"\d+\.\d+", parts[2]):
             rows[int(parts[0])] = Gpu(parts[1], "sm_" + parts[2].replace(".", ""))
-    return tuple(rows[i] for i in _visible(sorted(rows)))
+    return tuple(rows[i] for i in _visible(sorted(rows))), True
 
 
 def _cpu_name() -> str:
@@ -125,4 +129,6 @@ def _cpu_name() -> str:
 @functools.lru_cache(maxsize=1)
 def this_machine() -> Machine:
     torch, cuda = _torch_versions()
-    return Machine(torch=torch, cuda=cuda, cpu_arch=platform.machine(), cpu_name=_cpu_name(), gpus=_gpus())
+    gpus, known = _gpus()
+    return Machine(torch=torch, cuda=cuda, cpu_arch=platform.machine(), cpu_name=_cpu_name(), gpus=gpus,
+                   gpus_known=known)

@@ -216,3 +216,8 @@ def test_the_full_check_without_torch_is_an_environment_error(tmp_path, monkeypa
         run_check(CheckRequest(cwd=tmp_path))
     fast = run_check(CheckRequest(cwd=tmp_path, fast=True))
     assert fast.kernels[0].status == Status.BROKEN and fast.exit_code == 1   # no module_file recorded
+
+
+def test_a_machine_whose_gpus_cannot_be_listed_is_not_called_gpu_less():
+    unknown = Machine(torch="2.13.0+cu128", cuda="12.8", cpu_arch="x86_64", cpu_name="cpu", gpus=(), gpus_known=False)
+    assert [f.code for f in environment_findings(CUDA_ENTRY, unknown)] == ["gpu-unknown"]

@@ -248,6 +248,13 @@ def check_kernel(root: Path, entry: dict[str, Any], machine: Any, *, fast: bool,
             new = runtime_findings(entry, m.result, threshold)
             for f in new:
                 findings.append(Finding(f.status, f.message, f.file, line if f.file == module_rel else f.line, f.code))
+            measured_gpu = (m.result.get("environment") or {}).get("gpu")
+            unknown = [f for f in findings if f.code == "gpu-unknown"]
+            for f in unknown:
+                findings.remove(f)
+            if unknown and entry.get("gpu") and measured_gpu and measured_gpu != entry["gpu"]:
+                findings.append(Finding(Status.NEW_ARCH, f"verified on {entry['gpu']}, this machine has {measured_gpu}",
+                                        code="gpu-arch"))
             if m.result.get("correct"):
                 gaps = [f for f in findings if f.code in _RECORD_GAPS]
                 for f in gaps:

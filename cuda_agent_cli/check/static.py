@@ -125,6 +125,10 @@ def environment_findings(entry: dict[str, Any], machine: Machine) -> list[Findin
             out.append(Finding(Status.NEW_ARCH, f"verified with CUDA {entry.get('cuda')}, this machine's torch uses "
                                f"CUDA {machine.cuda}", code="cuda-version"))
         gpu = machine.gpu_for(entry.get("gpu") or None)
+        if gpu is None and not machine.gpus_known:
+            out.append(Finding(Status.NOT_MEASURED, "nvidia-smi cannot tell which GPU this machine has, so its "
+                               "architecture was not compared (the full check asks torch)", code="gpu-unknown"))
+            return out
         if gpu is None:
             out.append(Finding(Status.NOT_MEASURED, "no CUDA GPU here, so this CUDA kernel cannot be checked on this "
                                "machine", code="no-gpu"))
