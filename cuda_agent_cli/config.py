@@ -45,6 +45,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+# Tables inside [tool.cuda-agent] that belong to one command, read with `section()`.
+SECTIONS = ("check",)
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,8 @@ def _read_toml(path: Path, table: tuple[str, ...]) -> dict[str, Any]:
 def _layer(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
+        if key in SECTIONS and isinstance(value, dict):
+            continue
         name = key.replace("-", "_")
         if name not in _FIELDS:
             raise ConfigError(
@@ -173,6 +177,14 @@ def _layer(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
             )
         out[name] = _coerce(name, value, source)
     return out
+
+
+def section(name: str, cwd: Path) -> tuple[dict[str, Any], str | None]:
+    """`[tool.cuda-agent.<name>]` of the repository's pyproject.toml and where it was read from."""
+    repo_file = find_repo_pyproject(cwd)
+    if repo_file is None:
+        return {}, None
+    return _read_toml(repo_file, ("tool", "cuda-agent", name)), f"{repo_file} [tool.cuda-agent.{name}]"
 
 
 def load_config(

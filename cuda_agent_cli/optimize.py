@@ -336,37 +336,54 @@ def _binding_files(workspace: Any) -> dict[str, str]:
     return {name: (base / name).read_text() for name in ("binding.cpp", "binding_registry.h")}
 
 
-def make_plan(task: Any, files: dict[str, str], workspace: Any, device: str, policy: str,
-              best: dict[str, Any], session_id: str, cwd: Path) -> Any:
+def manifest_entry(task: Any, device: str, policy: str, best: dict[str, Any], session_id: str) -> dict[str, Any]:
+    """What the manifest records about a kernel from its session (write-back adds the fingerprints
+    and file hashes): the verified call, where and how it was measured, and the numbers."""
     from cuda_agent_cli.inputs_spec import call_to_json
-    from cuda_agent_cli.writeback.apply import build_plan
-    from cuda_agent_cli.writeback.integrate import Verified
+    from cuda_agent_cli.machine import this_machine
 
     timings = best.get("timings") or {}
     env = best.get("environment") or {}
-    verified = Verified(device=device, call=task.call, forward_params=task.forward_params,
-                        parameters=task.parameters, training_sensitive=task.training_sensitive)
-    entry = {
+    machine = this_machine()
+    return {
         "target": task.target.display,
         "class": task.target.class_name,
         "module": task.target.module_name,
-        "reference_sha256": task.module_sha256,
+        "module_sha256": task.module_sha256,
+        "reference_standalone": bool(task.standalone),
+        "inputs_source": "get_inputs" if task.uses_module_inputs else "spec",
         "inputs": task.call.describe(),
+        "input_spec": json.dumps(call_to_json(task.call), separators=(",", ":")),
         "device": device,
+        "arch": machine.arch(device, env.get("gpu")) or "",
         "gpu": env.get("gpu") or "",
+        "cpu": machine.cpu_name if device == "cpu" else None,
+        "torch": env.get("torch") or machine.torch or "",
+        "cuda": env.get("cuda") or None,
         "policy": policy,
         "reward": best.get("reward"),
         "eager_us": timings.get("eager_us"),
         "compile_us": timings.get("compile_us"),
         "kernel_us": timings.get("candidate_us"),
         "speedup_vs_eager": timings.get("speedup_vs_eager"),
+        "speedup_vs_eager_interval": timings.get("speedup_vs_eager_interval"),
         "speedup_vs_compile": timings.get("speedup_vs_compile"),
+        "speedup_vs_compile_interval": timings.get("speedup_vs_compile_interval"),
         "method": timings.get("method") or "",
-        "torch": env.get("torch") or "",
+        "trials": timings.get("trials"),
         "session": session_id,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "input_spec": json.dumps(call_to_json(task.call), separators=(",", ":")),
     }
+
+
+def make_plan(task: Any, files: dict[str, str], workspace: Any, device: str, policy: str,
+              best: dict[str, Any], session_id: str, cwd: Path) -> Any:
+    from cuda_agent_cli.writeback.apply import build_plan
+    from cuda_agent_cli.writeback.integrate import Verified
+
+    verified = Verified(device=device, call=task.call, forward_params=task.forward_params,
+                        parameters=task.parameters, training_sensitive=task.training_sensitive)
+    entry = manifest_entry(task, device, policy, best, session_id)
     return build_plan(
         module_file=task.file, module_source=task.module_source, class_name=task.target.class_name,
         class_snake=task.class_snake, class_end=task.class_end, display=task.target.display,

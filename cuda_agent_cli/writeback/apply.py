@@ -16,6 +16,7 @@ from typing import Any
 
 from cuda_agent_cli.errors import WriteBackRefused
 from cuda_agent_cli.writeback.diff import FileChange, unified_patch, write_changes
+from cuda_agent_cli.writeback.fingerprint import class_fingerprint, text_sha256
 from cuda_agent_cli.writeback.integrate import Verified, kernel_folder, plan_integration
 from cuda_agent_cli.writeback.manifest import MANIFEST_PATH, updated_manifest
 
@@ -84,6 +85,8 @@ def build_plan(
     existing = _read_existing(root, sorted({c.path for c in probe[1:]} | set(on_disk)) + [MANIFEST_PATH])
     changes = plan_integration(**integration, existing={**existing, probe[0].path: module_source})
     stale = [rel for rel in existing if rel.startswith(folder + "/") and rel not in {c.path for c in changes}]
+    manifest_entry = manifest_record(manifest_entry, module_source=module_source, class_name=class_name,
+                                     module_rel=changes[0].path, folder=folder, changes=changes)
     manifest_text = updated_manifest(existing.get(MANIFEST_PATH), manifest_entry)
     changes.append(FileChange(MANIFEST_PATH, manifest_text, existing.get(MANIFEST_PATH)))
     for rel in stale:
@@ -101,6 +104,22 @@ def build_plan(
         changes=[c for c in changes if c.changed], patch=unified_patch([c for c in changes if c.changed]),
         branch=branch_name(class_snake, session_id, root) if in_git else None,
         commit_message=msg, folder=folder)
+
+
+def manifest_record(entry: dict[str, Any], *, module_source: str, class_name: str, module_rel: str,
+                    folder: str, changes: list[FileChange]) -> dict[str, Any]:
+    """The manifest entry completed with what check and build compare against: where the kernel
+    lives, the reference's fingerprint, and the hash of every file the folder will hold."""
+    fp = class_fingerprint(module_source, class_name)
+    files = {c.path[len(folder) + 1:]: text_sha256(c.new) for c in changes
+             if c.path.startswith(folder + "/") and c.new is not None}
+    head = {"target": entry.get("target"), "class": entry.get("class", class_name), "module": entry.get("module"),
+            "module_file": module_rel, "folder": folder,
+            "reference_sha256": fp.sha256 if fp else None, "signature": fp.signature if fp else None}
+    if entry.get("inputs_source") == "get_inputs" and fp is not None:
+        head["inputs_sha256"] = fp.inputs_sha256
+    rest = {k: v for k, v in entry.items() if k not in head and k != "files"}
+    return {**head, **rest, "files": dict(sorted(files.items()))}
 
 
 def check_can_apply(plan: WriteBackPlan, *, commit: bool, allow_dirty: bool) -> list[str]:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_agent_cli.errors import WriteBackRefused
+from cuda_agent_cli.errors import BadInput, WriteBackRefused
 
 
 @dataclass(frozen=True)
@@ -114,3 +114,29 @@ def init_repo(root: Path, message: str) -> None:
     if not _has_identity(repo):
         args = ["-c", "user.name=cuda-agent", "-c", "user.email=cuda-agent@localhost", *args]
     repo.git.execute(["git", *args])
+
+
+def changed_files(root: Path, ref: str) -> set[str]:
+    """Repository-relative paths that differ between `ref` and the working tree (committed since,
+    staged or not), plus untracked files."""
+    import git
+
+    repo = _repo(root)
+    if repo is None:
+        raise BadInput(f"{root} is not a git repository, so --changed-since cannot be used", "drop --changed-since")
+    try:
+        repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")
+    except git.GitCommandError:
+        raise BadInput(f"--changed-since {ref}: no such commit, branch or tag", "pass a ref git knows (e.g. origin/main)") from None
+    names = repo.git.diff("--name-only", ref, "--").splitlines()
+    names += repo.git.ls_files("--others", "--exclude-standard").splitlines()
+    prefix = Path(repo.working_tree_dir).resolve()
+    base = root.resolve()
+    out = set()
+    for n in names:
+        p = (prefix / n.strip()).resolve()
+        try:
+            out.add(p.relative_to(base).as_posix())
+        except ValueError:
+            continue
+    return out

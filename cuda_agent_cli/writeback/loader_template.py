@@ -5,6 +5,11 @@ that look like the ones the harness verified and timed: same device, dtypes and 
 contiguous tensors, same constant arguments, same parameter dtypes, no autograd. Every other
 call, and every call after the extension fails to build or run here, uses the original forward.
 Set CUDA_AGENT_DISABLE_KERNELS=1 to turn the kernel off without editing code.
+
+The extension is built once per machine (and torch build) into ~/.cache/cuda-agent/extensions,
+or CUDA_AGENT_KERNEL_CACHE when set; `cuda-agent build` builds it ahead of time, for example in
+a Dockerfile, so the first call does not wait for a compiler. Where neither a built copy nor a
+compiler is present, the class keeps its original forward and says so once.
 """
 
 import functools
@@ -31,9 +36,14 @@ def _sources():
     return [HERE / "binding.cpp", *kernels]
 
 
-def _cache_dir():
+def _cache_dirs():
+    """Where built extensions are looked for, first wins; the first is where they are built."""
+    dirs = []
+    if os.environ.get("CUDA_AGENT_KERNEL_CACHE"):
+        dirs.append(Path(os.environ["CUDA_AGENT_KERNEL_CACHE"]))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cuda-agent" / "extensions"
+    dirs.append(Path(base) / "cuda-agent" / "extensions")
+    return dirs
 
 
 def _ninja_on_path():
@@ -49,35 +59,112 @@ def _ninja_on_path():
     os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
 
 
-def _load_new_class():
-    """Build (once per source hash, cached on disk) and import the extension, then ModelNew."""
-    import torch.utils.cpp_extension as cpp
+def extension_name():
+    """One name per source set and torch build: a cached library is reused only where it fits."""
+    import platform
 
-    _ninja_on_path()
+    import torch
 
     digest = hashlib.sha256()
     for p in [*_sources(), HERE / "binding_registry.h", HERE / "model_new.py"]:
         digest.update(p.name.encode() + p.read_bytes())
-    name = f"cuda_agent_{VERIFIED['class_snake']}_{digest.hexdigest()[:12]}"
-    build = _cache_dir() / name
-    build.mkdir(parents=True, exist_ok=True)
+    digest.update(f"{torch.__version__}|{torch.version.cuda}|{platform.python_version()}".encode())
+    return f"cuda_agent_{VERIFIED['class_snake']}_{digest.hexdigest()[:12]}"
+
+
+def _prebuilt(name):
+    for d in _cache_dirs():
+        library = d / name / f"{name}.so"
+        if library.is_file() and (d / name / "ready").is_file():
+            return library
+    return None
+
+
+def _missing_compiler():
+    """Why this machine cannot build the extension, or None when it can."""
+    import shutil
+
+    import torch
+
+    cxx = os.environ.get("CXX") or "c++"
+    if shutil.which(cxx) is None:
+        return f"no C++ compiler ({cxx}) on PATH"
+    if VERIFIED["device"] == "cuda":
+        if torch.version.cuda is None:
+            return f"torch {torch.__version__} has no CUDA support"
+        home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+        if not (Path(home) / "bin" / "nvcc").is_file() and shutil.which("nvcc") is None:
+            return "no CUDA compiler (nvcc) here"
+    return None
+
+
+def _say(message):
+    """One line for the user: through logging when the application set it up, else on stderr."""
+    import logging
+
+    log = logging.getLogger("cuda_agent")
+    if log.hasHandlers():
+        log.info(message)
+    else:
+        print(message, file=sys.stderr, flush=True)
+
+
+def _import_library(name, library):
+    spec = importlib.util.spec_from_file_location(name, library)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build(announce=True):
+    """Build the extension into the cache unless a built copy is there; returns what was done."""
+    import time
+
+    name = extension_name()
+    library = _prebuilt(name)
+    if library is not None:
+        return {"name": name, "library": str(library), "built": False, "seconds": 0.0}
+    missing = _missing_compiler()
+    if missing:
+        raise RuntimeError(f"{missing}, and no built copy of it in {_cache_dirs()[-1]}")
+    import torch.utils.cpp_extension as cpp
+
+    _ninja_on_path()
+    build_dir = _cache_dirs()[0] / name
+    build_dir.mkdir(parents=True, exist_ok=True)
+    if announce:
+        _say(f"cuda-agent: building the {VERIFIED['device']} kernel for __CLASS__ into {build_dir} "
+             "(once per machine; `cuda-agent build` does it ahead of time)")
+    start = time.perf_counter()
     with warnings.catch_warnings():
         # Build-time notes (architecture lists, compiler versions) are not the user's concern.
         warnings.simplefilter("ignore")
-        ext = cpp.load(
+        module = cpp.load(
             name=name,
             sources=[str(p) for p in _sources()],
             extra_include_paths=[str(HERE)],
             extra_cflags=["-O3", "-std=c++17"],
             extra_cuda_cflags=["-O3", "-std=c++17"],
-            build_directory=str(build),
+            build_directory=str(build_dir),
             verbose=False,
         )
+    seconds = time.perf_counter() - start
+    (build_dir / "ready").write_text(name + "\n")
+    if announce:
+        _say(f"cuda-agent: built the kernel for __CLASS__ in {seconds:.1f} s")
+    return {"name": name, "library": str(build_dir / f"{name}.so"), "built": True, "seconds": seconds,
+            "module": module}
+
+
+def _load_new_class():
+    """The built extension (from the cache, else built now), then ModelNew importing it."""
+    result = build()
+    ext = result.get("module") or _import_library(result["name"], result["library"])
     # model_new.py does `import cuda_extension`; lend it this extension only while it loads.
     previous = sys.modules.get("cuda_extension")
     sys.modules["cuda_extension"] = ext
     try:
-        spec = importlib.util.spec_from_file_location(f"{name}_model_new", HERE / "model_new.py")
+        spec = importlib.util.spec_from_file_location(f"{result['name']}_model_new", HERE / "model_new.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     finally:
@@ -178,8 +265,9 @@ def install(cls):
                         _state["new_class"] = _load_new_class()
                     except Exception as exc:  # no compiler, no GPU toolkit, ...: keep the original
                         _state["failed"] = exc
-                        warnings.warn(f"cuda-agent: the kernel for {cls.__name__} is off ({exc!s:.200}); "
-                                      "using the original forward", RuntimeWarning, stacklevel=3)
+                        warnings.warn(f"cuda-agent: the kernel for {cls.__name__} is off ({exc!s:.300}); "
+                                      "using the original forward. Run `cuda-agent build` where a compiler "
+                                      "is present (same torch) to ship a built copy", RuntimeWarning, stacklevel=5)
         if _state["new_class"] is None:
             return None
         new = self.__dict__.get("_cuda_agent_new")

@@ -1,0 +1,123 @@
+"""The full half of `check`: verify and profile an integrated kernel through the harness, as it is
+in the repository now, against the reference as it is now, on the inputs it was verified on.
+
+The kernel's files are copied into a fresh session workspace (the harness never builds inside
+the user's repository) and judged exactly like a candidate of an optimize session.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from cuda_agent_cli.errors import CudaAgentError, EnvironmentMissing
+
+
+@dataclass
+class Measurement:
+    result: dict[str, Any] | None = None   # the DESIGN §3 object of the profile
+    not_measured: str | None = None        # why it could not run here
+    error: str | None = None               # the target or its inputs could not be loaded
+    seconds: float = 0.0
+
+
+def _reference_task(root: Path, entry: dict[str, Any]) -> Any:
+    """The Task for the kernel's target, on its recorded inputs, with the reference being the
+    module as the user wrote it (the lines that apply the kernel left out).
+
+    Where the module is unchanged since the session (its hash before the patch is recorded) and
+    the session copied it into model.py, the same copy is made, so the reference is byte for byte
+    the session's and its cached eager/torch.compile baselines are reused."""
+    import hashlib
+
+    from cuda_agent_cli.inputs_spec import call_from_json
+    from cuda_agent_cli.task import reference_source, resolve_task
+    from cuda_agent_cli.writeback.fingerprint import unpatched_candidates
+
+    call = call_from_json(json.loads(entry["input_spec"])) if entry.get("input_spec") else None
+    task = resolve_task(entry["target"], root, inputs=call)
+    candidates = unpatched_candidates(task.module_source, task.target.class_name)
+    unchanged = next((t for t in candidates if hashlib.sha256(t.encode()).hexdigest() == entry.get("module_sha256")),
+                     None)
+    if unchanged is not None and entry.get("reference_standalone"):
+        task = replace(task, module_source=unchanged, standalone=True)
+    elif task.standalone:
+        task = replace(task, module_source=candidates[0])
+    else:
+        return task
+    return replace(task, reference_source=reference_source(task))
+
+
+def _kernel_files(folder: Path, device: str) -> tuple[str, dict[str, str]]:
+    model_new = (folder / "model_new.py").read_text()
+    kernels = {p.name: p.read_text() for p in sorted((folder / "kernels").iterdir())
+               if p.is_file() and not p.name.startswith(".")} if (folder / "kernels").is_dir() else {}
+    return model_new, kernels
+
+
+def _workspace(base: Path, reference: str, model_new: str, kernels: dict[str, str], device: str, policy: str) -> Any:
+    """A session workspace for exactly these files, kept in the cache: checking an unchanged
+    kernel again reuses its build folder, so nothing is recompiled."""
+    import hashlib
+    import os
+
+    from cuda_agent_cli.workspace import LOCKS_FILE, create_workspace, open_workspace
+
+    h = hashlib.sha256()
+    for part in (device, policy, reference, model_new, *(f"{n}\0{t}" for n, t in sorted(kernels.items()))):
+        h.update(part.encode() + b"\0")
+    final = base / h.hexdigest()[:20]
+    if (final / "store" / LOCKS_FILE).is_file():
+        ws = open_workspace(final)
+        # The files judged are the repository's, whatever an earlier run left in the folder.
+        if not ws.candidate.is_file() or ws.candidate.read_text() != model_new:
+            ws.candidate.write_text(model_new)
+        for p in ws.kernels_dir.iterdir() if ws.kernels_dir.is_dir() else []:
+            if p.name not in kernels or not p.is_file() or p.read_text(errors="replace") != kernels[p.name]:
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        for name, text in kernels.items():
+            if not (ws.kernels_dir / name).is_file():
+                (ws.kernels_dir / name).write_text(text)
+        return ws
+    tmp = Path(tempfile.mkdtemp(prefix="new-", dir=base))
+    create_workspace(tmp / "session", reference, model_new, kernels)
+    try:
+        os.rename(tmp / "session", final)
+    except OSError:  # made by a check running beside this one, or left half-made: start anew
+        shutil.rmtree(final, ignore_errors=True)
+        os.rename(tmp / "session", final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return open_workspace(final)
+
+
+def measure(root: Path, entry: dict[str, Any], *, atol: float, rtol: float, scratch: Path | None = None) -> Measurement:
+    """Verify and profile the kernel of `entry`; never raises for a kernel that fails."""
+    import time
+
+    from cuda_agent_cli.harness import Harness
+    from cuda_agent_cli.workspace import cache_dir
+
+    start = time.perf_counter()
+    device = entry.get("device") or "cuda"
+    policy = entry.get("policy") or "strict"
+    base = scratch or cache_dir() / "check"
+    base.mkdir(parents=True, exist_ok=True)
+    try:
+        task = _reference_task(root, entry)
+    except CudaAgentError as exc:
+        if isinstance(exc, EnvironmentMissing):
+            return Measurement(not_measured=exc.one_line(), seconds=time.perf_counter() - start)
+        return Measurement(error=exc.one_line(), seconds=time.perf_counter() - start)
+    model_new, kernels = _kernel_files(root / entry["folder"], device)
+    workspace = _workspace(base, task.reference_source, model_new, kernels, device, policy)
+    try:
+        harness = Harness(workspace, device=device, policy=policy, atol=atol, rtol=rtol)
+    except EnvironmentMissing as exc:
+        return Measurement(not_measured=exc.one_line(), seconds=time.perf_counter() - start)
+    result = harness.profile()
+    return Measurement(result=result.to_json(), seconds=time.perf_counter() - start)

@@ -1,0 +1,134 @@
+"""What this machine offers a kernel, read without importing torch or initializing a GPU.
+
+`check --fast` and the manifest need the torch and CUDA versions and the GPU architecture in a
+few milliseconds: torch's version comes from its installed metadata and its `version.py`, the
+GPUs from `nvidia-smi` (absent on machines without an NVIDIA driver).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    arch: str  # "sm_90"
+
+
+@dataclass(frozen=True)
+class Machine:
+    torch: str | None       # "2.13.0+cpu"; None without torch
+    cuda: str | None        # the CUDA version torch was built with; None for a CPU build
+    cpu_arch: str           # "x86_64"
+    cpu_name: str
+    gpus: tuple[Gpu, ...]
+    gpus_known: bool = True  # False: nvidia-smi is absent or failed, so `gpus` says nothing
+
+    def gpu_for(self, name: str | None = None) -> Gpu | None:
+        """The GPU named `name` when there is one, else the first visible GPU."""
+        if name:
+            for g in self.gpus:
+                if g.name == name:
+                    return g
+        return self.gpus[0] if self.gpus else None
+
+    def arch(self, device: str, gpu_name: str | None = None) -> str | None:
+        if device == "cpu":
+            return self.cpu_arch
+        g = self.gpu_for(gpu_name)
+        return g.arch if g else None
+
+
+def torch_release(version: str | None) -> str | None:
+    """"2.13.0+cu128" -> "2.13": the feature release, what a kernel's speed depends on."""
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def cuda_major(version: str | None) -> str | None:
+    m = re.match(r"(\d+)", version or "")
+    return m.group(1) if m else None
+
+
+def _torch_versions() -> tuple[str | None, str | None]:
+    try:
+        version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None, None
+    cuda = None
+    try:
+        spec = importlib.util.find_spec("torch")
+        locations = list(spec.submodule_search_locations or []) if spec else []
+        text = (Path(locations[0]) / "version.py").read_text() if locations else ""
+        m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+        cuda = m.group(1) if m else None
+        v = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+        version = v.group(1) if v else version
+    except (OSError, ValueError):
+        pass
+    return version, cuda
+
+
+def _visible(indices: list[int]) -> list[int]:
+    """Apply CUDA_VISIBLE_DEVICES (numeric form) to nvidia-smi's indices."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is None:
+        return indices
+    picked = []
+    for part in env.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            return indices if part.startswith(("GPU-", "MIG-")) else picked
+        if int(part) in indices:
+            picked.append(int(part))
+    return picked
+
+
+def _gpus() -> tuple[tuple[Gpu, ...], bool]:
+    """The visible GPUs, and whether nvidia-smi could be asked at all."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        # No driver tools: no NVIDIA GPU, unless a container hides them (then torch knows more).
+        return (), not Path("/dev/nvidia0").exists()
+    try:
+        proc = subprocess.run([smi, "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return (), False
+    if proc.returncode != 0:
+        # "No devices were found" is an answer; a driver mismatch is not.
+        return (), "No devices were found" in (proc.stdout + proc.stderr)
+    rows: dict[int, Gpu] = {}
+    for line in proc.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3 and parts[0].isdigit() and re.fullmatch(r"\d+\.\d+", parts[2]):
+            rows[int(parts[0])] = Gpu(parts[1], "sm_" + parts[2].replace(".", ""))
+    return tuple(rows[i] for i in _visible(sorted(rows))), True
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@functools.lru_cache(maxsize=1)
+def this_machine() -> Machine:
+    torch, cuda = _torch_versions()
+    gpus, known = _gpus()
+    return Machine(torch=torch, cuda=cuda, cpu_arch=platform.machine(), cpu_name=_cpu_name(), gpus=gpus,
+                   gpus_known=known)
