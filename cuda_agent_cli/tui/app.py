@@ -116,11 +116,11 @@ class ChatApp(App[int]):
         self.device_label = label
         self.refresh_status()
 
-    def on_resize(self, _event: Any) -> None:
-        self._check_size()
+    def on_resize(self, event: Any) -> None:
+        self._check_size(getattr(event, "size", None))
 
-    def _check_size(self) -> None:
-        w, h = self.size
+    def _check_size(self, size: Any = None) -> None:
+        w, h = size or self.size
         small = w < MIN_WIDTH or h < MIN_HEIGHT
         msg = self.query_one("#too-small", Static)
         msg.display = small
@@ -172,7 +172,7 @@ class ChatApp(App[int]):
         rt = self.runtime
         path = rt.state.transcript_path
         if not path.is_file():
-            self.notice(Text.assemble(("cuda-agent chat", "bold"), f" over {rt.root} · session {rt.session_id} · "
+            self.notice(Text.assemble(("cuda-agent chat", "bold"), f" over {rt.root.name}/ · session {rt.session_id} · "
                                       "/help for commands, Esc interrupts, Ctrl+C twice quits"))
             return
         widgets: list[Any] = []

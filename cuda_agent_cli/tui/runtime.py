@@ -36,6 +36,7 @@ class ChatOptions:
     policy: str | None = None
     allow_unsafe: bool = False
     data_dir: Path | None = None
+    session_id: str | None = None  # a chosen id for a new session (reproducible screenshots)
 
 
 @dataclass
@@ -135,7 +136,7 @@ class ChatRuntime:
         self.toolbox = make_toolbox(ActionContext(self.sandbox, harness=None, permissions=self.permissions))
         self.model = make_model(self.model_string, self.api_base)
         if self.state is None:
-            self.state = new_session(opts.data_dir)
+            self.state = new_session(opts.data_dir, opts.session_id)
         self.ledger = Ledger()
         self.optimize_sessions: list[str] = []
         self.undo_stack: list[UndoEntry] = []

@@ -112,11 +112,6 @@ class PromptArea(TextArea):
             super().__init__()
             self.text = text
 
-    class Changed(Message):
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
-
     def __init__(self, **kw: Any) -> None:
         super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", **kw)
         self.past: list[str] = []
@@ -128,7 +123,8 @@ class PromptArea(TextArea):
 
     async def _on_key(self, event: events.Key) -> None:
         key = event.key
-        if self.completing and key in ("tab", "up", "down"):
+        walking = self._pos is not None and key in ("up", "down")  # the history, not the popup
+        if self.completing and key in ("tab", "up", "down") and not walking:
             event.stop()
             event.prevent_default()
             app: Any = self.app
