@@ -178,10 +178,31 @@ class ChatRuntime:
         os.replace(tmp, self.chat_file)
 
     def record_result(self, session_id: str, tool: str, turn: int, result: dict[str, Any]) -> None:
+        self.ensure_started()
         self.ledger.add(session_id, tool, turn, result)
         self._save_chat_file()
 
+    def ensure_started(self) -> None:
+        """Record the chat's start now (not only at its first message), so a chat that only ran
+        /optimize can be resumed too."""
+        if self.state.started:
+            return
+        from cuda_agent_cli.agent.events import SessionStarted
+        from cuda_agent_cli.agent.transcript import TranscriptWriter
+
+        event = SessionStarted(self.session_id, f"chat {self.root}", self.model_string, str(self.root),
+                               self.settings(), self.system_prompt())
+        self.state.apply(event)
+        with TranscriptWriter(self.state.transcript_path) as writer:
+            writer(event)
+
+    def system_prompt(self) -> str:
+        from cuda_agent_cli.agent.prompts import chat_system_prompt
+
+        return chat_system_prompt(repo=str(self.root), mode=self.permissions.mode, device=self.device)
+
     def record_optimize_session(self, session_id: str) -> None:
+        self.ensure_started()
         if session_id not in self.optimize_sessions:
             self.optimize_sessions.append(session_id)
             self._save_chat_file()
@@ -194,7 +215,6 @@ class ChatRuntime:
     def send(self, text: str, sink: Callable[[Any], None] | None, cancel: Any) -> Any:
         """One user message and the agent's work on it; Interrupted when `cancel` is set."""
         from cuda_agent_cli.agent.loop import Limits, run_agent
-        from cuda_agent_cli.agent.prompts import chat_system_prompt
         from cuda_agent_cli.tui.mentions import expand
 
         prompt, _ = expand(text, self.root)
@@ -202,7 +222,7 @@ class ChatRuntime:
                         context_tokens=self.cfg.context_tokens)
         return run_agent(
             self.model, self.toolbox, state=self.state, prompt=prompt,
-            system_prompt=chat_system_prompt(repo=str(self.root), mode=self.permissions.mode, device=self.device),
+            system_prompt=self.system_prompt(),
             target=f"chat {self.root}", settings=self.settings(), workspace_root=self.root, limits=limits,
             sink=sink, cancel=cancel,
         )
