@@ -92,34 +92,39 @@ def harness_card(tool: str, result: dict[str, Any], best: bool = False, number: 
     compiled = bool(result.get("compiled"))
     correct = bool(result.get("correct"))
     grid = Table.grid(padding=(0, 2))
+    # Every cell is a Text: details come from compiler and candidate output, never markup.
+
+    def add(key: str | Text, value: Any) -> None:
+        grid.add_row(key if isinstance(key, Text) else Text(key), value if isinstance(value, Text) else Text(str(value)))
+
     grid.add_column(style="dim")
     grid.add_column()
-    grid.add_row("compiled", Text("yes", "green") if compiled else Text("no", "red"))
+    add("compiled", Text("yes", "green") if compiled else Text("no", "red"))
     if compiled and tool != "Compile":
-        grid.add_row("correct", Text("yes", "green") if correct else Text("no", "red"))
+        add("correct", Text("yes", "green") if correct else Text("no", "red"))
     reward = result.get("reward")
     if reward is not None:
-        grid.add_row("reward", Text(str(reward), "bold green" if reward >= 2 else ("red" if reward < 0 else "")))
+        add("reward", Text(str(reward), "bold green" if reward >= 2 else ("red" if reward < 0 else "")))
     t = result.get("timings") or {}
     if t:
-        grid.add_row("kernel", f"{t.get('candidate_us', 0):.1f} µs (eager {t.get('eager_us', 0):.1f} µs, "
+        add("kernel", f"{t.get('candidate_us', 0):.1f} µs (eager {t.get('eager_us', 0):.1f} µs, "
                                f"torch.compile {t.get('compile_us', 0):.1f} µs)")
-        grid.add_row("vs eager", _interval_spread(t, "eager"))
-        grid.add_row("vs torch.compile", _interval_spread(t, "compile"))
+        add("vs eager", _interval_spread(t, "eager"))
+        add("vs torch.compile", _interval_spread(t, "compile"))
         if t.get("uncertain"):
-            grid.add_row("", Text("uncertain: the interval straddles a reward threshold", "yellow"))
-        grid.add_row("method", f"{t.get('method', '?')}, {t.get('trials', '?')} trials")
+            add("", Text("uncertain: the interval straddles a reward threshold", "yellow"))
+        add("method", f"{t.get('method', '?')}, {t.get('trials', '?')} trials")
     failed = [c for c in result.get("checks") or [] if not c.get("passed")]
     for c in failed[:6]:
         detail = str(c.get("detail") or "").splitlines()
-        grid.add_row(Text("failed", "red"), f"{c.get('name')}: {detail[0][:160] if detail else ''}")
+        add(Text("failed", "red"), f"{c.get('name')}: {detail[0][:160] if detail else ''}")
     if len(failed) > 6:
-        grid.add_row("", f"... and {len(failed) - 6} more failed checks")
+        add("", f"... and {len(failed) - 6} more failed checks")
     for e in (result.get("errors") or [])[:3]:
         first = str(e).strip().splitlines()
-        grid.add_row(Text("error", "red"), first[0][:200] if first else "")
+        add(Text("error", "red"), first[0][:200] if first else "")
     for w in result.get("warnings") or []:
-        grid.add_row(Text("warning", "yellow"), str(w)[:200])
+        add(Text("warning", "yellow"), str(w)[:200])
     ok = correct or (tool == "Compile" and compiled)
     title = f"{'★ ' if best else ''}{tool}" + (f" · candidate {number}" if number else "")
     if best:

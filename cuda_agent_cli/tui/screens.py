@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,7 +14,7 @@ from textual.widgets import Button, Input, Static
 
 from cuda_agent_cli.tui import render
 from cuda_agent_cli.tui.approval import ApprovalRequest, Decision
-from cuda_agent_cli.tui.commands import help_lines
+from cuda_agent_cli.tui.commands import COMMANDS
 
 KEYS_HELP = [
     ("Enter", "send the message (queued while the agent works)"),
@@ -126,17 +127,22 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
     def compose(self) -> ComposeResult:
-        text = Text()
-        text.append("Commands\n", style="bold")
-        for line in help_lines():
-            text.append(line + "\n")
-        text.append("\nKeys\n", style="bold")
-        width = max(len(k) for k, _ in KEYS_HELP)
+        cmds = Table(title="Commands", title_justify="left", title_style="bold", box=None, padding=(0, 2, 0, 0))
+        cmds.add_column("command", style="bold cyan", no_wrap=True)
+        cmds.add_column("what it does")
+        cmds.add_column("while busy", justify="center")
+        for c in COMMANDS:
+            cmds.add_row(Text(f"/{c.name} {c.usage}".rstrip()), Text(c.description),
+                         Text("yes", "green") if c.while_busy else Text("waits", "yellow"))
+        keys = Table(title="Keys", title_justify="left", title_style="bold", box=None, padding=(0, 2, 0, 0))
+        keys.add_column("key", style="bold", no_wrap=True)
+        keys.add_column("what it does")
         for k, v in KEYS_HELP:
-            text.append(f"{k.ljust(width)}  {v}\n")
-        text.append("\nEsc closes this help.", style="dim")
+            keys.add_row(Text(k), Text(v))
         with VerticalScroll(id="help"):
-            yield Static(text)
+            yield Static(cmds)
+            yield Static(keys, id="help-keys")
+            yield Static(Text("Esc closes this help.", style="dim"))
 
     def action_close(self) -> None:
         self.dismiss(None)

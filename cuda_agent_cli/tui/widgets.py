@@ -55,11 +55,12 @@ class ToolCallLine(Widget, can_focus=True):
         return render.tool_header(self.tool, self.arguments, self.status, self.duration, self.expanded)
 
     def _refresh(self) -> None:
-        if not self.is_mounted:
+        self.set_class(self.expanded, "-expanded")
+        headers = self.query(".tool-header")
+        if not headers:
             return
-        self.query_one(".tool-header", Static).update(self._header())
+        headers.first(Static).update(self._header())
         body = self.query_one(".tool-body", Static)
-        body.display = self.expanded
         if self.expanded:
             body.update(render.tool_output(self.tool, self.arguments, self.output or "(no output yet)"))
 
@@ -100,7 +101,7 @@ class LedgerPanel(DataTable):
     def show(self, ledger: Ledger) -> None:
         self.clear()
         for row in ledger.rows():
-            self.add_row(*row)
+            self.add_row(*(Text(cell) for cell in row))  # plain text: never read as markup
 
 
 class PromptArea(TextArea):
