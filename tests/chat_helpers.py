@@ -80,7 +80,7 @@ def texts(app: ChatApp, root: Any = None) -> str:
 
     out = []
     for w in (root or app.conversation).walk_children():
-        if isinstance(w, Markdown):
+        if isinstance(w, Markdown) or hasattr(w, "source"):
             out.append(w.source)
         elif isinstance(w, Static) and not any(isinstance(a, Markdown) for a in w.ancestors):
             out.append(plain(w.content))

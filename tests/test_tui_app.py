@@ -168,10 +168,10 @@ def test_streamed_markdown_tokens_and_a_model_error_that_does_not_end_the_app(re
             async with app.run_test(size=(120, 40)) as pilot:
                 await type_and_send(pilot, app, "plan it")
                 await wait_for(pilot, lambda: app.busy is None and "- write a **kernel**" in texts(app), what="reply")
-                from textual.widgets import Markdown
+                from cuda_agent_cli.tui.widgets import SettledMarkdown
 
-                mds = [m for m in app.conversation.query(Markdown)]
-                assert any(m.source.strip() == reply.strip() for m in mds)  # streamed in pieces, joined whole
+                mds = [m for m in app.conversation.query(SettledMarkdown)]
+                assert any(m.source.strip() == reply.strip() for m in mds), [m.source for m in mds]  # streamed, joined whole
                 status = plain(app.query_one("#status").content)
                 assert "36 tok" in status and "$0.0000" in status and "mode ask" in status
                 await type_and_send(pilot, app, "again")

@@ -7,6 +7,7 @@ conversation.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 import threading
@@ -15,7 +16,6 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
-from rich.markdown import Markdown as RichMarkdown
 from rich.table import Table
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -29,8 +29,11 @@ from cuda_agent_cli.errors import CudaAgentError, Interrupted
 from cuda_agent_cli.tui import commands, mentions, render
 from cuda_agent_cli.tui.approval import ApprovalRequest, Decision
 from cuda_agent_cli.tui.screens import ApprovalScreen, HelpScreen, ReviewScreen
-from cuda_agent_cli.tui.widgets import HarnessCard, LedgerPanel, Notice, PromptArea, ToolCallLine, UserTurn
+from cuda_agent_cli.tui.widgets import (HarnessCard, LedgerPanel, Notice, PromptArea, SettledMarkdown, ToolCallLine,
+                                        UserTurn)
 
+HISTORY_PAGE = 80  # history items mounted at once when a session is resumed
+MD_SPLIT_CHARS = 1500  # a streamed reply starts a new Markdown widget past this size
 MIN_WIDTH = 60
 MIN_HEIGHT = 16
 QUIT_WINDOW_S = 3.0
@@ -51,6 +54,51 @@ def detect_device() -> str:
     return "cpu"
 
 
+def split_point(current: str, new: str) -> int | None:
+    """Where in `new` a paragraph ends outside a code fence (after "\n\n"), or None."""
+    fences = current.count("```")
+    i = 0
+    while i < len(new):
+        j = new.find("\n\n", i)
+        k = new.find("```", i)
+        if j < 0:
+            return None
+        if 0 <= k < j:
+            fences += 1
+            i = k + 3
+            continue
+        if fences % 2 == 0:
+            return j + 2
+        i = j + 2
+    return None
+
+
+class HistoryItem:
+    """One piece of a resumed conversation, made into a widget only when it is shown."""
+
+    __slots__ = ("kind", "text", "call_id", "arguments", "status", "output", "duration")
+
+    def __init__(self, kind: str, text: str, call_id: str = "", arguments: dict[str, Any] | None = None) -> None:
+        self.kind = kind
+        self.text = text
+        self.call_id = call_id
+        self.arguments = arguments or {}
+        self.status = "pending"
+        self.output = ""
+        self.duration: float | None = None
+
+    def widget(self) -> Any:
+        if self.kind == "user":
+            return UserTurn(self.text if len(self.text) < 2000 else self.text[:2000] + " …")
+        if self.kind == "assistant":
+            return SettledMarkdown(self.text)
+        if self.kind == "tool":
+            line = ToolCallLine(self.call_id, self.text, self.arguments)
+            line.status, line.output, line.duration = self.status, self.output, self.duration
+            return line
+        return Notice(self.text, "warning")
+
+
 class ChatApp(App[int]):
     CSS_PATH = "chat.tcss"
     TITLE = "cuda-agent"
@@ -59,6 +107,10 @@ class ChatApp(App[int]):
         Binding("ctrl+q", "quit_twice", "Quit", priority=True, show=False),
         Binding("escape", "interrupt", "Interrupt", show=False),
         Binding("ctrl+l,f2", "toggle_ledger", "Ledger", priority=True, show=False),
+        Binding("pageup", "scroll_conversation(-1)", "Scroll up", priority=True, show=False),
+        Binding("pagedown", "scroll_conversation(1)", "Scroll down", priority=True, show=False),
+        Binding("ctrl+home", "scroll_conversation(-2)", "Top", priority=True, show=False),
+        Binding("ctrl+end", "scroll_conversation(2)", "Bottom", priority=True, show=False),
     ]
 
     def __init__(self, runtime: Any, initial: list[str] | None = None, detect: Callable[[], str] = detect_device,
@@ -75,6 +127,12 @@ class ChatApp(App[int]):
         self._md: Markdown | None = None
         self._stream: Any = None
         self._streamed = False
+        self._md_source = ""
+        self._pending_text: list[str] = []
+        self._text_lock = threading.Lock()
+        self._flush_lock = asyncio.Lock()
+        self._older: list[HistoryItem] = []
+        self._older_marker: Notice | None = None
         self._calls: dict[str, ToolCallLine] = {}
         self._ctrl_c_at = 0.0
         self._thread: threading.Thread | None = None
@@ -102,6 +160,7 @@ class ChatApp(App[int]):
         self.query_one("#ledger", LedgerPanel).show(self.runtime.ledger)
         self.refresh_status()
         self.query_one("#prompt").focus()
+        self.set_interval(1 / 30, self._flush_text)
         self._check_size()
         if self.runtime.device is None:
             threading.Thread(target=self._detect_device, daemon=True).start()
@@ -144,12 +203,14 @@ class ChatApp(App[int]):
         except RuntimeError:
             return None
 
-    def add(self, widget: Any) -> None:
+    def add(self, widget: Any) -> Any:
+        """Append to the conversation (following it when it was at the end); awaitable."""
         conv = self.conversation
         at_end = conv.scroll_y >= conv.max_scroll_y - 2
-        conv.mount(widget)
+        mounted = conv.mount(widget)
         if at_end:
             conv.scroll_end(animate=False)
+        return mounted
 
     def notice(self, text: Any, kind: str = "info") -> None:
         self.add(Notice(text, kind))
@@ -165,44 +226,78 @@ class ChatApp(App[int]):
 
     # -- history (resume) ------------------------------------------------------------------------
     def _load_history(self) -> None:
-        """A resumed session's conversation, rendered light (rich Markdown in Statics)."""
+        """A resumed session's conversation: the newest items mounted, older ones on demand
+        (scrolling to the top, or Ctrl+Home), so a long session opens at once."""
         from cuda_agent_cli.agent.context import estimate_tokens
         from cuda_agent_cli.agent.transcript import read_events
 
         rt = self.runtime
+        self._older = []
         path = rt.state.transcript_path
         if not path.is_file():
             self.notice(Text.assemble(("cuda-agent chat", "bold"), f" over {rt.root.name}/ · session {rt.session_id} · "
                                       "/help for commands, Esc interrupts, Ctrl+C twice quits"))
             return
-        widgets: list[Any] = []
-        calls: dict[str, ToolCallLine] = {}
+        items: list[HistoryItem] = []
+        calls: dict[str, HistoryItem] = {}
         for e in read_events(path):
             if isinstance(e, ev.UserMessage):
-                widgets.append(UserTurn(e.content if len(e.content) < 2000 else e.content[:2000] + " …"))
+                items.append(HistoryItem("user", e.content))
             elif isinstance(e, ev.AssistantMessage):
                 self.tokens += e.prompt_tokens + e.completion_tokens
                 if e.content and e.content.strip():
-                    widgets.append(Static(RichMarkdown(e.content), classes="assistant-history"))
+                    items.append(HistoryItem("assistant", e.content))
                 for c in e.tool_calls:
-                    line = ToolCallLine(c["id"], c["name"], c.get("arguments") or {})
+                    item = HistoryItem("tool", c["name"], c["id"], c.get("arguments") or {})
                     if c.get("error"):
-                        line.status, line.output = "error", f"Error: {c['error']}"
-                    calls[c["id"]] = line
-                    widgets.append(line)
+                        item.status, item.output = "error", f"Error: {c['error']}"
+                    calls[c["id"]] = item
+                    items.append(item)
             elif isinstance(e, ev.ToolFinished) and e.call_id in calls:
-                line = calls[e.call_id]
-                line.status, line.output, line.duration = ("error" if e.is_error else "ok"), e.output, e.duration_s
+                item = calls[e.call_id]
+                item.status, item.output, item.duration = ("error" if e.is_error else "ok"), e.output, e.duration_s
             elif isinstance(e, ev.CostUpdate):
                 rt.context_tokens, rt.context_budget = e.context_tokens, e.context_budget or rt.context_budget
             elif isinstance(e, ev.Stopped) and e.reason not in ("done",):
-                widgets.append(Notice(f"stopped: {e.reason}" + (f" — {e.detail}" if e.detail else ""), "warning"))
+                items.append(HistoryItem("notice", f"stopped: {e.reason}" + (f" — {e.detail}" if e.detail else "")))
         if not rt.context_tokens:
             rt.context_tokens = estimate_tokens(rt.state.messages)
+        self._older = items[:-HISTORY_PAGE] if len(items) > HISTORY_PAGE else []
+        widgets = [item.widget() for item in items[-HISTORY_PAGE:]]
         widgets.append(Notice(f"resumed session {rt.session_id}: {rt.state.turns} turns, "
                               f"{len(rt.ledger.candidates)} candidates in the ledger", "info"))
-        self.conversation.mount_all(widgets)
-        self.conversation.scroll_end(animate=False)
+        conv = self.conversation
+        self._older_marker = Notice("", "info")
+        conv.mount(self._older_marker)
+        self._mark_older()
+        conv.mount_all(widgets)
+        conv.scroll_end(animate=False)
+
+    def _mark_older(self) -> None:
+        marker = getattr(self, "_older_marker", None)
+        if marker is None:
+            return
+        marker.display = bool(self._older)
+        if self._older:
+            marker.update(f"↑ {len(self._older)} earlier items: scroll to the top or press Ctrl+Home to show them")
+
+    def load_older(self) -> bool:
+        """Mount the next page of older history above what is shown, keeping the view still."""
+        if not self._older:
+            return False
+        page = self._older[-HISTORY_PAGE:]
+        del self._older[-HISTORY_PAGE:]
+        conv = self.conversation
+        before = conv.virtual_size.height
+        y = conv.scroll_y
+        conv.mount_all([item.widget() for item in page], after=self._older_marker)
+        self._mark_older()
+
+        def keep_view() -> None:
+            conv.scroll_to(y=y + conv.virtual_size.height - before, animate=False)
+
+        self.call_after_refresh(keep_view)
+        return True
 
     # -- agent events (app thread) ---------------------------------------------------------------
     async def handle_event(self, e: Any) -> None:
@@ -212,11 +307,13 @@ class ChatApp(App[int]):
                 self.runtime.record_optimize_session(e.session_id)
                 self.notice(f"optimize session {e.session_id} started for {e.target}")
         elif isinstance(e, ev.TextDelta):
-            await self._stream_text(e.text)
+            with self._text_lock:
+                self._pending_text.append(e.text)
+            await self._flush_text()
         elif isinstance(e, ev.AssistantMessage):
             await self._end_stream()
             if e.content and e.content.strip() and not self._streamed:
-                self.add(Markdown(e.content, classes="assistant"))
+                self.add(SettledMarkdown(e.content))
             self._streamed = False
             for c in e.tool_calls:
                 line = ToolCallLine(c["id"], c["name"], c.get("arguments") or {})
@@ -258,25 +355,61 @@ class ChatApp(App[int]):
                 self.notice(f"stopped: {e.reason}" + (f" — {e.detail}" if e.detail else ""), "warning")
         self.refresh_status()
 
-    async def _stream_text(self, text: str) -> None:
-        if self._md is None:
-            self._md = Markdown("", classes="assistant")
-            self.add(self._md)
-            self._stream = Markdown.get_stream(self._md)
-        self._streamed = True
-        await self._stream.write(text)
-        conv = self.conversation
-        if conv.scroll_y >= conv.max_scroll_y - 4:
-            conv.scroll_end(animate=False)
+    async def _flush_text(self) -> None:
+        """Move streamed text from the worker's buffer into the Markdown on screen (a timer calls
+        this ~30 times a second, so the UI never waits on each chunk and each chunk never waits
+        on the UI)."""
+        async with self._flush_lock:
+            with self._text_lock:
+                text = "".join(self._pending_text)
+                self._pending_text.clear()
+            if not text:
+                return
+            self._streamed = True
+            while text:
+                if self._md is None:
+                    self._md = Markdown("", classes="assistant")
+                    self._md_source = ""
+                    await self.add(self._md)
+                    self._stream = Markdown.get_stream(self._md)
+                # A long reply goes into several Markdown widgets, split between paragraphs
+                # outside code fences, so each append lays out a small widget, not the reply.
+                cut = (split_point(self._md_source, text)
+                       if len(self._md_source) + len(text) > MD_SPLIT_CHARS else None)
+                head, text = (text, "") if cut is None else (text[:cut], text[cut:])
+                if head:
+                    self._md_source += head
+                    await self._stream.write(head)
+                if text:
+                    await self._stop_stream()
+            conv = self.conversation
+            if conv.scroll_y >= conv.max_scroll_y - 4:
+                conv.scroll_end(animate=False)
 
-    async def _end_stream(self) -> None:
-        if self._stream is not None:
-            await self._stream.stop()
+    async def _stop_stream(self) -> None:
+        stream, md, source = self._stream, self._md, self._md_source
         self._stream = None
         self._md = None
+        self._md_source = ""
+        if stream is not None:
+            await stream.stop()
+        if md is not None and md.is_mounted:
+            # Done streaming: one settled widget replaces the Markdown's widget per block.
+            await self.conversation.mount(SettledMarkdown(md.source or source), before=md)
+            await md.remove()
+
+    async def _end_stream(self) -> None:
+        await self._flush_text()
+        async with self._flush_lock:
+            await self._stop_stream()
 
     # -- the worker ------------------------------------------------------------------------------
     def sink(self, e: Any) -> None:
+        if isinstance(e, ev.TextDelta):
+            # Streamed text is buffered, never waited on: the timer puts it on screen.
+            with self._text_lock:
+                self._pending_text.append(e.text)
+            return
         self._post(self.handle_event, e)
 
     def start_work(self, label: str, fn: Callable[[], Any], after: Callable[[Any], None] | None = None) -> None:
@@ -446,6 +579,28 @@ class ChatApp(App[int]):
         if self.busy:
             self.cancel.set()
             self.notice("interrupting… (the running tool finishes first)", "warning")
+
+    def action_scroll_conversation(self, where: int) -> None:
+        """PageUp/PageDown a page, Ctrl+Home/Ctrl+End to either end (the prompt keeps the focus)."""
+        if self.screen is self.screen_stack[0]:
+            conv: Any = self.conversation
+        else:  # the review, the help or an approval: scroll what that screen shows
+            found = self.screen.query(VerticalScroll)
+            if not found:
+                return
+            conv = found.first()
+        if where == -2:
+            if conv is self.conversation and conv.scroll_y <= 0:
+                self.load_older()
+            conv.scroll_home(animate=False)
+        elif where == 2:
+            conv.scroll_end(animate=False)
+        elif where < 0:
+            if conv is self.conversation and conv.scroll_y <= 0:
+                self.load_older()
+            conv.scroll_page_up(animate=False)
+        else:
+            conv.scroll_page_down(animate=False)
 
     def action_toggle_ledger(self) -> None:
         ledger = self.query_one("#ledger", LedgerPanel)

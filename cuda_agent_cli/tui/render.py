@@ -236,6 +236,8 @@ def status_text(*, model: str, device: str, mode: str, context_pct: float, token
     out = Text(no_wrap=True, overflow="ellipsis")
     if banner:
         out.append(f"{banner}  ", style="bold red")
+    if model.startswith("replay:"):
+        model = "replay:" + Path(model[len("replay:"):]).name  # the folder says nothing and takes the bar
     out.append(model, style="bold")
     out.append(f" · {device}")
     out.append(" · mode ")

@@ -25,6 +25,17 @@ class UserTurn(Static):
         super().__init__(body, classes="user-turn")
 
 
+class SettledMarkdown(Static):
+    """Assistant text that is complete, drawn as one widget (rich's Markdown) instead of textual's
+    Markdown with a widget per block: a long conversation then lays out in a fraction of the time."""
+
+    def __init__(self, source: str) -> None:
+        from rich.markdown import Markdown as RichMarkdown
+
+        super().__init__(RichMarkdown(source, code_theme="monokai"), classes="assistant-history")
+        self.source = source
+
+
 class Notice(Static):
     """A line from cuda-agent itself: info, or an error (which never ends the app)."""
 
