@@ -395,3 +395,82 @@ def test_ledger_panel_toggles_with_a_key(repo, tmp_path):
             assert not ledger.display
 
     run(go())
+
+
+def test_cuda_agent_sessions_lists_chat_sessions(repo, tmp_path):
+    model = replay_file(tmp_path / "r.jsonl", [])
+    data = tmp_path / "xdg" / "cuda-agent"
+    rt = runtime(repo, f"replay:{model}", data)
+    rt.ensure_started()
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "sessions", "--json"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    assert [(s["session_id"], s["kind"]) for s in found] == [(rt.session_id, "chat")]
+    text = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "sessions"], capture_output=True, text=True,
+                          env=env, timeout=60).stdout
+    assert "KIND" in text and " chat " in text and "cuda-agent chat --resume ID" in text
+
+
+@pytest.mark.integration
+def test_bang_command_runs_in_the_sandbox_and_shows_its_output(repo, tmp_path):
+    from cuda_agent_cli.sandbox import probe
+
+    if not probe().available:
+        pytest.skip("bubblewrap is not usable here")
+    model = replay_file(tmp_path / "r.jsonl", [])
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data")
+    app = chat_app(rt)
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await type_and_send(pilot, app, "!cat a.py; echo secret=$ANTHROPIC_API_KEY; touch made.txt")
+            line = await wait_for(pilot, lambda: [t for t in app.query(ToolCallLine) if t.status in ("ok", "error")],
+                                  what="the command")
+            line = line[0]
+            assert line.expanded and "x = 1" in line.output and "secret=\n" in line.output + "\n"
+            assert "x = 1" in plain(line.query_one(".tool-body").content)
+
+    os.environ["ANTHROPIC_API_KEY"] = "sk-test-not-real"
+    try:
+        run(go())
+    finally:
+        del os.environ["ANTHROPIC_API_KEY"]
+    assert (repo / "made.txt").exists()  # the repository is writable from the sandbox
+
+
+def test_diff_compact_clear_sessions_resume_and_model_commands(repo, tmp_path):
+    turns = [{"content": f"Answer {i}.", "tool_calls": []} for i in range(8)]
+    model = replay_file(tmp_path / "r.jsonl", turns)
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data", mode="yolo")
+    other = runtime(repo, f"replay:{model}", tmp_path / "data")
+    other.ensure_started()
+    other.close()
+    app = chat_app(rt)
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            for i in range(4):
+                await type_and_send(pilot, app, f"question {i}")
+                await wait_for(pilot, lambda: app.busy is None and f"Answer {i}." in texts(app), what=f"turn {i}")
+            (repo / "a.py").write_text("x = 42\n")
+            await type_and_send(pilot, app, "/diff")
+            await wait_for(pilot, lambda: "+x = 42" in texts(app), what="diff")
+            await type_and_send(pilot, app, "/compact")
+            await wait_for(pilot, lambda: "compacted" in texts(app), what="compact")
+            assert rt.state.compactions == 1
+            await type_and_send(pilot, app, "/model replay:nowhere.jsonl")
+            await wait_for(pilot, lambda: "replay file nowhere.jsonl does not exist" in texts(app), what="bad model")
+            await type_and_send(pilot, app, "/sessions")
+            await wait_for(pilot, lambda: other.session_id in texts(app), what="sessions")
+            await type_and_send(pilot, app, "/clear")
+            await wait_for(pilot, lambda: "Answer 0." not in texts(app), what="clear")
+            await type_and_send(pilot, app, f"/resume {other.session_id}")
+            await wait_for(pilot, lambda: app.runtime.session_id == other.session_id, what="resume")
+            await type_and_send(pilot, app, "/resume")
+            await wait_for(pilot, lambda: "/resume needs a session id" in texts(app), what="resume without id")
+
+    run(go())
+    kinds = [r["event"] for r in read_records(rt.state.transcript_path)]
+    assert "compacted" in kinds

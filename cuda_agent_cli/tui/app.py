@@ -718,13 +718,9 @@ class ChatApp(App[int]):
         table = Table(box=None, padding=(0, 2), show_header=True)
         for col in ("id", "kind", "date", "target", "status", "turns", "cost"):
             table.add_column(col)
-        from cuda_agent_cli.tui.runtime import is_chat
-        from cuda_agent_cli.agent.session import load_session_dir, sessions_root
-
         for s in found:
-            state = load_session_dir(sessions_root(self.runtime.opts.data_dir) / s.session_id)
-            table.add_row(s.session_id, "chat" if is_chat(state) else "optimize", s.created.replace("T", " "),
-                          s.target[:40], s.status, str(s.turns), f"${s.cost_usd:.4f}")
+            table.add_row(*(Text(v) for v in (s.session_id, s.kind, s.created.replace("T", " "), s.target[:40],
+                                                s.status, str(s.turns), f"${s.cost_usd:.4f}")))
         self.add(Static(table, classes="notice"))
         self.notice("/resume ID opens a chat session")
 
