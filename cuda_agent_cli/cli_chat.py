@@ -35,6 +35,12 @@ def chat(
         raise BadInput("pass either --resume ID or --continue, not both", "drop one of them")
     if mode is not None and mode not in ("ask", "accept-edits", "yolo"):
         raise BadInput(f"unknown --mode {mode!r}", "use ask, accept-edits or yolo")
+    import threading
+
+    # textual takes most of the start-up: import it while the session, model and sandbox are
+    # set up (the sandbox probe waits on a subprocess), so the first frame comes sooner.
+    preload = threading.Thread(target=_import_app, daemon=True)
+    preload.start()
     from cuda_agent_cli.config import load_config
     from cuda_agent_cli.tui.runtime import ChatOptions, ChatRuntime
 
@@ -42,11 +48,17 @@ def chat(
     runtime = ChatRuntime(ChatOptions(
         path=path, model=model, api_base=api_base, mode=mode, resume=resume, continue_latest=continue_,
         device=device, allow_unsafe=unsafe_no_sandbox, data_dir=Path(cfg.data_dir) if cfg.data_dir else None))
+    preload.join()
     from cuda_agent_cli.tui.app import ChatApp
 
-    banner = runtime.sandbox.banner
+    app = ChatApp(runtime, banner=runtime.sandbox.banner)
     try:
-        ChatApp(runtime, banner=banner).run()
+        app.run()
     finally:
+        app.finish_work(timeout=10.0)  # a turn cut short by quitting still records its stop
         runtime.close()
     typer.echo(f"session {runtime.session_id} saved — `cuda-agent chat --resume {runtime.session_id}` reopens it")
+
+
+def _import_app() -> None:
+    import cuda_agent_cli.tui.app  # noqa: F401

@@ -173,7 +173,7 @@ def test_streamed_markdown_tokens_and_a_model_error_that_does_not_end_the_app(re
                 mds = [m for m in app.conversation.query(SettledMarkdown)]
                 assert any(m.source.strip() == reply.strip() for m in mds), [m.source for m in mds]  # streamed, joined whole
                 status = plain(app.query_one("#status").content)
-                assert "36 tok" in status and "$0.0000" in status and "mode ask" in status
+                assert "36 tok" in status and "$0.0000" in status and "· ask ·" in status
                 await type_and_send(pilot, app, "again")
                 await wait_for(pilot, lambda: app.busy is None and app.query(".notice.error"), what="the error")
                 err = texts(app)
@@ -228,7 +228,7 @@ def test_slash_commands_help_mode_export_unknown_and_completion(repo, tmp_path):
             assert "/undo" in shown and "Revert the last change" in shown and "Ctrl+C twice" in shown
             await pilot.press("escape")
             await type_and_send(pilot, app, "/mode yolo")
-            await wait_for(pilot, lambda: "mode yolo" in plain(app.query_one("#status").content), what="mode")
+            await wait_for(pilot, lambda: "· yolo ·" in plain(app.query_one("#status").content), what="mode")
             assert rt.permissions.mode == "yolo"
             await type_and_send(pilot, app, "/mode fast")
             await wait_for(pilot, lambda: "unknown permission mode 'fast'" in texts(app), what="bad mode")

@@ -209,7 +209,8 @@ class ChatApp(App[int]):
         at_end = conv.scroll_y >= conv.max_scroll_y - 2
         mounted = conv.mount(widget)
         if at_end:
-            conv.scroll_end(animate=False)
+            # After the new widget is laid out, or a tall one would be left half below the fold.
+            self.call_after_refresh(conv.scroll_end, animate=False)
         return mounted
 
     def notice(self, text: Any, kind: str = "info") -> None:
@@ -614,6 +615,12 @@ class ChatApp(App[int]):
             return
         self._ctrl_c_at = now
         self.notify("Press Ctrl+C again to quit (the session is saved)", timeout=QUIT_WINDOW_S)
+
+    def finish_work(self, timeout: float) -> None:
+        """After the app closed: stop a running turn and wait for it to write its last events."""
+        self.cancel.set()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout)
 
     def quit_saving(self) -> None:
         self.cancel.set()

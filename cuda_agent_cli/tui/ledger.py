@@ -72,7 +72,7 @@ class Ledger:
             return "-"
         t = best.timings
         if isinstance(t.get("speedup_vs_compile"), (int, float)):
-            return f"{t['speedup_vs_eager']:.2f}x eager / {t['speedup_vs_compile']:.2f}x compile"
+            return f"{t['speedup_vs_eager']:.2f}x eager, {t['speedup_vs_compile']:.2f}x compile"
         return "correct, untimed"
 
     def rows(self) -> list[tuple[str, ...]]:
@@ -82,7 +82,7 @@ class Ledger:
             mark = "★" if c is best else ""
             out.append((
                 f"{mark}{c.number}", c.tool, "yes" if c.compiled else "no",
-                "yes" if c.correct else ("-" if not c.compiled else "no"),
+                "yes" if c.correct else ("-" if not c.compiled or c.tool == "Compile" else "no"),
                 str(c.reward) if c.reward is not None else "-",
                 fmt_speedup(c.timings, "eager"), fmt_speedup(c.timings, "compile"),
                 ", ".join(c.failed_checks()) or "-",

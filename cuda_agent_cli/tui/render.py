@@ -240,7 +240,7 @@ def status_text(*, model: str, device: str, mode: str, context_pct: float, token
         model = "replay:" + Path(model[len("replay:"):]).name  # the folder says nothing and takes the bar
     out.append(model, style="bold")
     out.append(f" · {device}")
-    out.append(" · mode ")
+    out.append(" · ")
     out.append(mode, style="bold magenta" if mode == "yolo" else ("yellow" if mode == "accept-edits" else "cyan"))
     style = "bold red" if context_pct >= 90 else ("bold yellow" if context_pct >= 70 else "green")
     out.append(" · ctx ")
