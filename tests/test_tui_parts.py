@@ -217,3 +217,13 @@ def test_revert_commit_undoes_exactly_that_commit(tmp_path: Path):
     new = revert_commit(tmp_path, sha)
     assert new != sha and not (tmp_path / "k.cpp").exists() and (tmp_path / "m.py").read_text() == "a\n"
     assert "Revert" in _git(tmp_path, "log", "-1", "--format=%s")
+
+
+def test_streamed_replies_split_between_paragraphs_never_inside_code():
+    from cuda_agent_cli.tui.app import split_point
+
+    assert split_point("", "one paragraph\n\ntwo") == len("one paragraph\n\n")
+    assert split_point("", "no break yet") is None
+    # inside a fence opened earlier: the blank line is code, not a paragraph end
+    assert split_point("```python\nx = 1\n", "\n\ny = 2\n```\n\nafter") == len("\n\ny = 2\n```\n\n")
+    assert split_point("", "```\na\n\nb\n```") is None

@@ -23,8 +23,11 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")]
 
 
+SOCKET = f"cuda-agent-test-{os.getpid()}"  # a private tmux server: nobody else's sessions or sizes
+
+
 def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=True).stdout
 
 
 def screen(name: str) -> str:
@@ -52,12 +55,13 @@ def test_chat_in_tmux_runs_a_replayed_optimize_to_a_commit(tmp_path: Path, harne
            "XDG_CACHE_HOME": str(harness_cache.parent), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TERM": "xterm-256color"}
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     log = tmp_path / "after-exit.txt"
-    cmd = (f"env {exports} {shlex.quote(sys.executable)} -m cuda_agent_cli chat {shlex.quote(str(repo))} "
+    cmd = (f"env -u COLUMNS -u LINES {exports} {shlex.quote(sys.executable)} -m cuda_agent_cli chat {shlex.quote(str(repo))} "
            f"--model replay:{shlex.quote(str(demo.replay_path('cpu')))} --device cpu; echo EXIT=$? > {log}; sleep 30")
     tmux("new-session", "-d", "-s", name, "-x", "150", "-y", "45", cmd)
     try:
         # A detached session may keep the default 80x24 until told otherwise.
-        subprocess.run(["tmux", "resize-window", "-t", name, "-x", "150", "-y", "45"], capture_output=True)
+        subprocess.run(["tmux", "-L", SOCKET, "resize-window", "-t", name, "-x", "150", "-y", "45"],
+                       capture_output=True)
         wait_screen(name, "cuda-agent chat over project/", 60)
         line = f'/optimize {demo.EXAMPLE}::{demo.CLASS} --inputs "{demo.INPUTS["cpu"]}"'
         tmux("send-keys", "-t", name, "-l", line)
@@ -77,7 +81,7 @@ def test_chat_in_tmux_runs_a_replayed_optimize_to_a_commit(tmp_path: Path, harne
         assert log.read_text().strip() == "EXIT=0"
         assert "saved — `cuda-agent chat --resume" in screen(name)
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        subprocess.run(["tmux", "-L", SOCKET, "kill-server"], capture_output=True)
     head = git(repo, "rev-parse", "HEAD").strip()
     assert head != base
     assert ".cuda-agent/kernels.toml" in git(repo, "show", "--name-only", "--format=", head)

@@ -795,6 +795,7 @@ class ChatApp(App[int]):
 
         def decided(apply: bool | None) -> None:
             self.review_open = False
+            self.call_after_refresh(self.conversation.scroll_end, animate=False)
             if apply:
                 try:
                     result = self.runtime.apply(outcome.plan)
