@@ -133,6 +133,7 @@ class ChatApp(App[int]):
         self._flush_lock = asyncio.Lock()
         self._older: list[HistoryItem] = []
         self._older_marker: Notice | None = None
+        self._following = True  # the conversation follows new output until the user scrolls up
         self._calls: dict[str, ToolCallLine] = {}
         self._ctrl_c_at = 0.0
         self._thread: threading.Thread | None = None
@@ -206,7 +207,7 @@ class ChatApp(App[int]):
     def add(self, widget: Any) -> Any:
         """Append to the conversation (following it when it was at the end); awaitable."""
         conv = self.conversation
-        at_end = conv.scroll_y >= conv.max_scroll_y - 2
+        at_end = self._following or conv.scroll_y >= conv.max_scroll_y - 2
         mounted = conv.mount(widget)
         if at_end:
             # After the new widget is laid out, or a tall one would be left half below the fold.
@@ -383,9 +384,8 @@ class ChatApp(App[int]):
                     await self._stream.write(head)
                 if text:
                     await self._stop_stream()
-            conv = self.conversation
-            if conv.scroll_y >= conv.max_scroll_y - 4:
-                conv.scroll_end(animate=False)
+            if self._following:
+                self.conversation.scroll_end(animate=False)
 
     async def _stop_stream(self) -> None:
         stream, md, source = self._stream, self._md, self._md_source
@@ -585,6 +585,7 @@ class ChatApp(App[int]):
         """PageUp/PageDown a page, Ctrl+Home/Ctrl+End to either end (the prompt keeps the focus)."""
         if self.screen is self.screen_stack[0]:
             conv: Any = self.conversation
+            self._following = where == 2 or (where == 1 and conv.scroll_y >= conv.max_scroll_y - conv.size.height)
         else:  # the review, the help or an approval: scroll what that screen shows
             found = self.screen.query(VerticalScroll)
             if not found:
@@ -602,6 +603,13 @@ class ChatApp(App[int]):
             conv.scroll_page_up(animate=False)
         else:
             conv.scroll_page_down(animate=False)
+
+    def on_mouse_scroll_up(self, _event: Any) -> None:
+        self._following = False
+
+    def on_mouse_scroll_down(self, _event: Any) -> None:
+        conv = self.conversation
+        self.call_after_refresh(lambda: setattr(self, "_following", conv.scroll_y >= conv.max_scroll_y - 2))
 
     def action_toggle_ledger(self) -> None:
         ledger = self.query_one("#ledger", LedgerPanel)
@@ -795,7 +803,7 @@ class ChatApp(App[int]):
 
         def decided(apply: bool | None) -> None:
             self.review_open = False
-            self.call_after_refresh(self.conversation.scroll_end, animate=False)
+            self._following = True
             if apply:
                 try:
                     result = self.runtime.apply(outcome.plan)

@@ -182,7 +182,8 @@ def unified_diff_text(path: str, old: str | None, new: str) -> str:
 
 
 def diff_view(patch: str) -> Syntax:
-    return Syntax(patch or "(no changes)", "diff", theme=THEME, word_wrap=False, background_color="default")
+    # Wrapped, never cropped: a long line of the patch is shown whole.
+    return Syntax(patch or "(no changes)", "diff", theme=THEME, word_wrap=True, background_color="default")
 
 
 def side_by_side(path: str, old: str | None, new: str) -> Table:
