@@ -227,3 +227,17 @@ def test_streamed_replies_split_between_paragraphs_never_inside_code():
     # inside a fence opened earlier: the blank line is code, not a paragraph end
     assert split_point("```python\nx = 1\n", "\n\ny = 2\n```\n\nafter") == len("\n\ny = 2\n```\n\n")
     assert split_point("", "```\na\n\nb\n```") is None
+
+
+def test_the_diff_view_wraps_long_lines_instead_of_cutting_them():
+    import io
+
+    from rich.console import Console
+
+    from cuda_agent_cli.tui.render import diff_view
+
+    line = "+" + "".join(f"w{i} " for i in range(120))
+    console = Console(width=80, file=io.StringIO(), record=True, color_system=None)
+    console.print(diff_view(f"--- a/x\n+++ b/x\n@@ -1 +1 @@\n{line}\n"))
+    shown = "".join(console.export_text().split())
+    assert "".join(line.split()) in shown

@@ -804,7 +804,10 @@ class ChatApp(App[int]):
         def decided(apply: bool | None) -> None:
             self.review_open = False
             self._following = True
-            if apply:
+            if apply and outcome.status != "improved":
+                # The same rule as `cuda-agent optimize`: only a measured improvement lands.
+                self.notice("not applied: the kernel is correct but not faster than eager PyTorch", "warning")
+            elif apply:
                 try:
                     result = self.runtime.apply(outcome.plan)
                 except CudaAgentError as exc:

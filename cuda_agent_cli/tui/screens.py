@@ -115,9 +115,9 @@ class ReviewScreen(Screen[bool]):
             yield Static(Text(f"{files} files, +{added} -{removed} lines in {plan.repo_root} ({where})"),
                          id="review-stats")
             yield Static(render.diff_view(plan.patch), id="review-diff")
-        note = "" if o.status == "improved" else " (correct but not faster than eager PyTorch)"
-        yield Static(Text(f"y: apply (branch, commit, manifest) · n: discard{note}", style="bold"),
-                     id="review-keys")
+        keys = ("y: apply (branch, commit, manifest) · n: discard" if o.status == "improved" else
+                "n: close — correct but not faster than eager PyTorch, so it is not applied")
+        yield Static(Text(keys, style="bold"), id="review-keys")
 
     def action_decide(self, apply: bool) -> None:
         self.dismiss(apply)
