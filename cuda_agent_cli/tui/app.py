@@ -178,6 +178,7 @@ class ChatApp(App[int]):
 
     def on_resize(self, event: Any) -> None:
         self._check_size(getattr(event, "size", None))
+        self._keep_end()
 
     def _check_size(self, size: Any = None) -> None:
         w, h = size or self.size
@@ -615,6 +616,12 @@ class ChatApp(App[int]):
         ledger = self.query_one("#ledger", LedgerPanel)
         ledger.display = not ledger.display
         ledger.show(self.runtime.ledger)
+        self._keep_end()
+
+    def _keep_end(self) -> None:
+        """The conversation's width changed (ledger, terminal): stay at the end if following."""
+        if self._following:
+            self.call_after_refresh(self.conversation.scroll_end, animate=False)
 
     def action_quit_twice(self) -> None:
         now = time.monotonic()
