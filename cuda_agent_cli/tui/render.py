@@ -98,7 +98,7 @@ def harness_card(tool: str, result: dict[str, Any], best: bool = False, number: 
         grid.add_row(key if isinstance(key, Text) else Text(key), value if isinstance(value, Text) else Text(str(value)))
 
     grid.add_column(style="dim")
-    grid.add_column()
+    grid.add_column(overflow="fold")  # a long method or check detail folds, never ends in "…"
     add("compiled", Text("yes", "green") if compiled else Text("no", "red"))
     if compiled and tool != "Compile":
         add("correct", Text("yes", "green") if correct else Text("no", "red"))
