@@ -16,6 +16,7 @@ from cuda_agent_cli.errors import CudaAgentError
 # Command modules register themselves on import (keep each import on its own line).
 import cuda_agent_cli.cli_bench  # noqa: E402,F401
 import cuda_agent_cli.cli_check  # noqa: E402,F401
+import cuda_agent_cli.cli_chat  # noqa: E402,F401
 import cuda_agent_cli.cli_doctor  # noqa: E402,F401
 import cuda_agent_cli.cli_harness  # noqa: E402,F401
 import cuda_agent_cli.cli_optimize  # noqa: E402,F401

@@ -195,11 +195,13 @@ def run_optimize(
     on_stage: Callable[[str], None] | None = None,
     data_dir: Path | None = None,
     precheck: Callable[[Any], None] | None = None,
+    cancel: Any = None,
 ) -> OptimizeOutcome:
     """Run (or resume) one optimize session and return its outcome with the write-back plan.
 
     `precheck(task)` runs once the target is imported, before any model call: the CLI refuses
-    there what it would refuse at apply time, so nobody pays for a session that cannot land."""
+    there what it would refuse at apply time, so nobody pays for a session that cannot land.
+    `cancel` (a threading.Event) stops the agent from another thread, as Ctrl-C does."""
     from cuda_agent_cli.config import load_config
 
     from cuda_agent_cli.agent.session import new_session, resume_session
@@ -291,7 +293,7 @@ def run_optimize(
             prompt=None if resuming else task_message(task.target.display, task.reference_source, notes),
             system_prompt=build_system_prompt(device=device, policy=policy, gpu=gpu),
             target=target_text, settings=settings, workspace_root=workspace.root,
-            limits=limits, sink=sink,
+            limits=limits, sink=sink, cancel=cancel,
         )
     finally:
         close = getattr(toolbox, "close", None)

@@ -226,6 +226,7 @@ class SessionSummary:
     best_speedup_vs_compile: float | None
     best_reward: int | None
     transcript: str
+    kind: str = "optimize"  # optimize | chat (the settings' "command")
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -249,6 +250,7 @@ def summarize(state: SessionState) -> SessionSummary:
         best_speedup_vs_compile=timings.get("speedup_vs_compile"),
         best_reward=state.best.result.get("reward") if state.best else None,
         transcript=str(state.transcript_path),
+        kind=str((state.meta.get("settings") or {}).get("command") or "optimize"),
     )
 
 

@@ -140,3 +140,47 @@ def changed_files(root: Path, ref: str) -> set[str]:
         except ValueError:
             continue
     return out
+
+
+def revert_commit(root: Path, sha: str) -> str:
+    """Undo a commit write-back made, with a new commit that reverts it (history kept); its sha.
+
+    Refused when the files it touched have changed since, so nobody's later work is reverted."""
+    import git
+
+    repo = _repo(root)
+    if repo is None:
+        raise WriteBackRefused(f"{root} is not a git repository", "nothing to revert")
+    try:
+        touched = repo.git.diff_tree("--no-commit-id", "--name-only", "-r", sha).splitlines()
+    except git.GitCommandError:
+        raise WriteBackRefused(f"commit {sha[:10]} is not in {root}", "it may have been removed already") from None
+    dirty = dirty_paths(root, touched) if touched else []
+    if dirty:
+        raise WriteBackRefused(f"uncommitted changes in {', '.join(dirty[:3])}",
+                               "commit or stash them first, then undo again")
+    args = ["revert", "--no-edit", sha]
+    if not _has_identity(repo):
+        args = ["-c", "user.name=cuda-agent", "-c", "user.email=cuda-agent@localhost", *args]
+    try:
+        repo.git.execute(["git", *args])
+    except git.GitCommandError as exc:
+        detail = (exc.stderr or str(exc)).strip().splitlines()
+        try:
+            repo.git.revert("--abort")
+        except git.GitCommandError:
+            pass
+        raise WriteBackRefused(f"git revert {sha[:10]} failed: {detail[-1] if detail else exc}",
+                               "revert it by hand") from None
+    return repo.head.commit.hexsha
+
+
+def session_diff(root: Path) -> str:
+    """`git diff HEAD` of the working tree (what is not committed yet), '' outside git."""
+    repo = _repo(root)
+    if repo is None:
+        return ""
+    try:
+        return repo.git.diff("HEAD")
+    except Exception:
+        return repo.git.diff()

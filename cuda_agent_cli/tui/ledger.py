@@ -1,0 +1,93 @@
+"""The kernel ledger: every candidate the harness judged in this chat, and which one is best.
+
+Built from harness results only (HarnessResultEvent or a session's recorded results), so the
+numbers are the harness's, never the model's. Pure: the panel renders `rows()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cuda_agent_cli.agent.session import candidate_score
+
+
+@dataclass
+class Candidate:
+    number: int
+    session_id: str
+    tool: str
+    turn: int
+    result: dict[str, Any]
+
+    @property
+    def compiled(self) -> bool:
+        return bool(self.result.get("compiled"))
+
+    @property
+    def correct(self) -> bool:
+        return bool(self.result.get("correct"))
+
+    @property
+    def reward(self) -> Any:
+        return self.result.get("reward")
+
+    @property
+    def timings(self) -> dict[str, Any]:
+        return self.result.get("timings") or {}
+
+    def failed_checks(self) -> list[str]:
+        return [str(c.get("name")) for c in self.result.get("checks") or [] if not c.get("passed")]
+
+
+def fmt_speedup(timings: dict[str, Any], which: str) -> str:
+    """`1.42x [1.38-1.47]`, or '-' when not timed."""
+    value = timings.get(f"speedup_vs_{which}")
+    if not isinstance(value, (int, float)):
+        return "-"
+    interval = timings.get(f"speedup_vs_{which}_interval")
+    if isinstance(interval, (list, tuple)) and len(interval) == 2 and all(isinstance(v, (int, float)) for v in interval):
+        return f"{value:.2f}x [{interval[0]:.2f}-{interval[1]:.2f}]"
+    return f"{value:.2f}x"
+
+
+@dataclass
+class Ledger:
+    candidates: list[Candidate] = field(default_factory=list)
+
+    def add(self, session_id: str, tool: str, turn: int, result: dict[str, Any]) -> Candidate:
+        cand = Candidate(len(self.candidates) + 1, session_id, tool, turn, dict(result))
+        self.candidates.append(cand)
+        return cand
+
+    def best(self) -> Candidate | None:
+        """The best measured candidate: reward, then speedup vs torch.compile, then vs eager."""
+        scored = [(candidate_score(c.result), -c.number, c) for c in self.candidates]
+        scored = [s for s in scored if s[0] is not None]
+        return max(scored, key=lambda s: (s[0], s[1]))[2] if scored else None
+
+    def best_verified_speedup(self) -> str:
+        best = self.best()
+        if best is None:
+            return "-"
+        t = best.timings
+        if isinstance(t.get("speedup_vs_compile"), (int, float)):
+            return f"{t['speedup_vs_eager']:.2f}x eager, {t['speedup_vs_compile']:.2f}x compile"
+        return "correct, untimed"
+
+    def rows(self) -> list[tuple[str, ...]]:
+        best = self.best()
+        out = []
+        for c in self.candidates:
+            mark = "★" if c is best else ""
+            out.append((
+                f"{mark}{c.number}", c.tool, "yes" if c.compiled else "no",
+                "yes" if c.correct else ("-" if not c.compiled or c.tool == "Compile" else "no"),
+                str(c.reward) if c.reward is not None else "-",
+                fmt_speedup(c.timings, "eager"), fmt_speedup(c.timings, "compile"),
+                ", ".join(c.failed_checks()) or "-",
+            ))
+        return out
+
+
+LEDGER_COLUMNS = ("#", "tool", "compiled", "correct", "reward", "vs eager", "vs compile", "failed checks")

@@ -1,0 +1,363 @@
+"""What a chat session is, apart from its screen: the repository, the model, the sandboxed tools
+with their permission gate, the session in the transcript store, the kernel ledger and the undo
+stack. The app calls these from its worker thread; nothing here imports textual or prints.
+
+A chat session lives in the same store as optimize sessions (`sessions/<id>/transcript.jsonl`,
+with `settings.command == "chat"`); `chat.json` beside it lists the ledger and the optimize
+sessions started from the chat, so `--resume` brings both back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from cuda_agent_cli.errors import BadInput
+from cuda_agent_cli.tui.approval import ChatPermissions, FileBackup, restore
+from cuda_agent_cli.tui.ledger import Ledger
+
+CHAT_FILE = "chat.json"
+CHAT_COMMAND = "chat"
+
+
+@dataclass
+class ChatOptions:
+    path: Path | None = None  # the repository (default: the current folder, or the resumed one's)
+    model: str | None = None
+    api_base: str | None = None
+    mode: str | None = None
+    resume: str | None = None
+    continue_latest: bool = False
+    device: str | None = None
+    policy: str | None = None
+    allow_unsafe: bool = False
+    data_dir: Path | None = None
+    session_id: str | None = None  # a chosen id for a new session (reproducible screenshots)
+
+
+@dataclass
+class UndoEntry:
+    """One change this session made to the repository, newest last."""
+
+    kind: str  # "files" (an approved write by the agent) | "apply" (a kernel written back)
+    what: str
+    backups: list[FileBackup] = field(default_factory=list)
+    commit: str | None = None
+    branch: str | None = None
+    written: list[str] = field(default_factory=list)
+    plan: Any = None  # the WriteBackPlan of an uncommitted apply
+
+
+def is_chat(state: Any) -> bool:
+    return (state.meta.get("settings") or {}).get("command") == CHAT_COMMAND
+
+
+def latest_chat_session(data_dir: Path | None) -> Any:
+    from cuda_agent_cli.agent.session import SessionNotFound, _session_dirs, load_session_dir, sessions_root
+
+    dirs = sorted(_session_dirs(sessions_root(data_dir)), key=lambda p: (p / "transcript.jsonl").stat().st_mtime,
+                  reverse=True)
+    for d in dirs:
+        state = load_session_dir(d)
+        if is_chat(state):
+            return state
+    raise SessionNotFound("there is no chat session to continue", "start one with `cuda-agent chat`")
+
+
+def parse_optimize_args(args: list[str]) -> dict[str, str | None]:
+    """`FILE::Class [--inputs SPEC] [--device D] [--policy P]` -> fields of an OptimizeRequest."""
+    out: dict[str, str | None] = {"target": None, "inputs": None, "device": None, "policy": None}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        key = a[2:] if a.startswith("--") else None
+        if key and "=" in key:
+            key, value = key.split("=", 1)
+            if key not in out or key == "target":
+                raise BadInput(f"/optimize does not know --{key}", "use --inputs, --device or --policy")
+            out[key] = value
+        elif key:
+            if key not in out or key == "target":
+                raise BadInput(f"/optimize does not know --{key}", "use --inputs, --device or --policy")
+            if i + 1 >= len(args):
+                raise BadInput(f"--{key} needs a value", f"/optimize FILE::Class --{key} VALUE")
+            out[key] = args[i + 1]
+            i += 1
+        elif out["target"] is None:
+            out["target"] = a
+        else:
+            raise BadInput(f"unexpected argument {a!r}", "quote an --inputs spec that has spaces")
+        i += 1
+    if not out["target"]:
+        raise BadInput("/optimize needs a target", "/optimize path/to/file.py::ClassName [--inputs SPEC]")
+    return out
+
+
+class ChatRuntime:
+    """One chat over one repository. Build it before the app opens: bad input fails here."""
+
+    def __init__(self, opts: ChatOptions) -> None:
+        from cuda_agent_cli.agent.session import load_session, new_session
+        from cuda_agent_cli.config import load_config
+
+        self.opts = opts
+        self.state: Any = None
+        saved_settings: dict[str, Any] = {}
+        if opts.resume or opts.continue_latest:
+            self.state = load_session(opts.resume, opts.data_dir) if opts.resume else latest_chat_session(opts.data_dir)
+            if not is_chat(self.state):
+                raise BadInput(f"session {self.state.session_id} is an optimize session, not a chat",
+                               f"resume it with `cuda-agent optimize --resume {self.state.session_id}`")
+            saved_settings = self.state.meta.get("settings") or {}
+        root = opts.path or (Path(saved_settings["repo"]) if saved_settings.get("repo") else Path.cwd())
+        root = Path(root).expanduser().resolve()
+        if not root.is_dir():
+            raise BadInput(f"{root} is not a folder", "cuda-agent chat [PATH] takes the repository's folder")
+        self.root = root
+        self.cfg = load_config({"model": opts.model or saved_settings.get("model"),
+                                "api_base": opts.api_base or saved_settings.get("api_base"),
+                                "device": opts.device, "policy": opts.policy,
+                                "permission_mode": opts.mode}, cwd=root)
+        self.model_string: str = self.cfg.model or ""
+        self.api_base: str | None = self.cfg.api_base
+        from cuda_agent_cli.optimize import check_model
+
+        check_model(self.model_string, self.api_base)  # a missing key is said before the app opens
+        from cuda_agent_cli.actions import ActionContext, make_toolbox
+        from cuda_agent_cli.model.factory import make_model
+        from cuda_agent_cli.sandbox import SandboxPolicy, open_sandbox
+
+        self.sandbox = open_sandbox(SandboxPolicy.repository(root), opts.allow_unsafe)
+        self.permissions = ChatPermissions(mode=self.cfg.permission_mode)
+        self.toolbox = make_toolbox(ActionContext(self.sandbox, harness=None, permissions=self.permissions))
+        self.model = make_model(self.model_string, self.api_base)
+        if self.state is None:
+            self.state = new_session(opts.data_dir, opts.session_id)
+        self.ledger = Ledger()
+        self.optimize_sessions: list[str] = []
+        self.undo_stack: list[UndoEntry] = []
+        self.last_outcome: Any = None  # the latest /optimize outcome (its plan is what review shows)
+        self.device: str | None = opts.device
+        self.context_tokens = 0
+        self.context_budget = self.cfg.context_tokens
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self._load_chat_file()
+
+    # -- the chat file ---------------------------------------------------------------------------
+    @property
+    def session_id(self) -> str:
+        return self.state.session_id
+
+    @property
+    def chat_file(self) -> Path:
+        return self.state.session_dir / CHAT_FILE
+
+    def _load_chat_file(self) -> None:
+        try:
+            data = json.loads(self.chat_file.read_text())
+        except (OSError, ValueError):
+            return
+        self.optimize_sessions = [str(s) for s in data.get("optimize_sessions") or []]
+        for row in data.get("ledger") or []:
+            if isinstance(row, dict) and isinstance(row.get("result"), dict):
+                self.ledger.add(str(row.get("session_id", "")), str(row.get("tool", "")), int(row.get("turn") or 0),
+                                row["result"])
+
+    def _save_chat_file(self) -> None:
+        data = {"optimize_sessions": self.optimize_sessions,
+                "ledger": [{"session_id": c.session_id, "tool": c.tool, "turn": c.turn, "result": c.result}
+                           for c in self.ledger.candidates]}
+        tmp = self.chat_file.with_suffix(".tmp")
+        self.state.session_dir.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self.chat_file)
+
+    def record_result(self, session_id: str, tool: str, turn: int, result: dict[str, Any]) -> None:
+        self.ensure_started()
+        self.ledger.add(session_id, tool, turn, result)
+        self._save_chat_file()
+
+    def ensure_started(self) -> None:
+        """Record the chat's start now (not only at its first message), so a chat that only ran
+        /optimize can be resumed too."""
+        if self.state.started:
+            return
+        from cuda_agent_cli.agent.events import SessionStarted
+        from cuda_agent_cli.agent.transcript import TranscriptWriter
+
+        event = SessionStarted(self.session_id, f"chat {self.root}", self.model_string, str(self.root),
+                               self.settings(), self.system_prompt())
+        self.state.apply(event)
+        with TranscriptWriter(self.state.transcript_path) as writer:
+            writer(event)
+
+    def system_prompt(self) -> str:
+        from cuda_agent_cli.agent.prompts import chat_system_prompt
+
+        return chat_system_prompt(repo=str(self.root), mode=self.permissions.mode, device=self.device)
+
+    def record_optimize_session(self, session_id: str) -> None:
+        self.ensure_started()
+        if session_id not in self.optimize_sessions:
+            self.optimize_sessions.append(session_id)
+            self._save_chat_file()
+
+    # -- turns -----------------------------------------------------------------------------------
+    def settings(self) -> dict[str, Any]:
+        return {"command": CHAT_COMMAND, "repo": str(self.root), "model": self.model_string,
+                "api_base": self.api_base, "mode": self.permissions.mode}
+
+    def send(self, text: str, sink: Callable[[Any], None] | None, cancel: Any) -> Any:
+        """One user message and the agent's work on it; Interrupted when `cancel` is set."""
+        from cuda_agent_cli.agent.loop import Limits, run_agent
+        from cuda_agent_cli.tui.mentions import expand
+
+        prompt, _ = expand(text, self.root)
+        limits = Limits(max_turns=self.cfg.max_turns, max_cost=self.cfg.max_cost, timeout=None,
+                        context_tokens=self.cfg.context_tokens)
+        return run_agent(
+            self.model, self.toolbox, state=self.state, prompt=prompt,
+            system_prompt=self.system_prompt(),
+            target=f"chat {self.root}", settings=self.settings(), workspace_root=self.root, limits=limits,
+            sink=sink, cancel=cancel,
+        )
+
+    def set_model(self, name: str) -> None:
+        from cuda_agent_cli.model.factory import make_model
+        from cuda_agent_cli.optimize import check_model
+
+        check_model(name, self.api_base)
+        self.model = make_model(name, self.api_base)
+        if hasattr(self.model, "resume_at"):
+            self.model.resume_at(0)
+        self.model_string = name
+
+    def set_mode(self, mode: str) -> None:
+        from cuda_agent_cli.actions.permissions import MODES
+
+        if mode not in MODES:
+            raise BadInput(f"unknown permission mode {mode!r}", f"use one of {', '.join(MODES)}")
+        self.permissions.mode = mode
+
+    def compact(self) -> str:
+        """Summarize older turns now (what the loop does on its own near the budget)."""
+        from cuda_agent_cli.agent.context import build_summary, compaction_span, estimate_tokens
+        from cuda_agent_cli.agent.events import Compacted
+        from cuda_agent_cli.agent.transcript import TranscriptWriter
+
+        msgs = self.state.messages
+        span = compaction_span(msgs, keep_turns=2)
+        if span is None:
+            return "nothing to compact yet"
+        start, end = span
+        summary = build_summary(msgs[start:end], None, self.state.best.to_json() if self.state.best else None,
+                                self.state.harness_results)
+        before = estimate_tokens(msgs)
+        after = estimate_tokens(msgs[:start] + [{"role": "user", "content": summary}] + msgs[end:])
+        event = Compacted(start, end, summary, before, after)
+        self.state.apply(event)
+        with TranscriptWriter(self.state.transcript_path) as writer:
+            writer(event)
+        self.context_tokens = after
+        return f"compacted {end - start} messages: about {before} -> {after} tokens"
+
+    def run_shell(self, command: str) -> Any:
+        """`!cmd`: the command in the same sandbox as the agent's (the user typed it: no approval)."""
+        bash = self.toolbox.actions["Bash"]
+        return bash.run({"command": command}, self.toolbox.ctx)
+
+    # -- optimize inside the chat ----------------------------------------------------------------
+    def optimize(self, args: list[str], sink: Callable[[Any], None] | None, cancel: Any,
+                 on_stage: Callable[[str], None] | None = None) -> Any:
+        from cuda_agent_cli.optimize import OptimizeRequest, run_optimize
+
+        fields = parse_optimize_args(args)
+        req = OptimizeRequest(target=fields["target"], cwd=self.root, model=self.model_string, api_base=self.api_base,
+                              device=fields["device"] or self.opts.device, policy=fields["policy"] or self.opts.policy,
+                              inputs=fields["inputs"], allow_unsafe=self.opts.allow_unsafe)
+        outcome = run_optimize(req, sink=sink, on_stage=on_stage, data_dir=self.opts.data_dir, cancel=cancel)
+        self.last_outcome = outcome
+        self.device = outcome.device
+        return outcome
+
+    def apply(self, plan: Any) -> Any:
+        """Write the reviewed kernel into the repository (branch, commit, manifest), as optimize does."""
+        from cuda_agent_cli.writeback.apply import apply_plan
+
+        result = apply_plan(plan, commit=plan.in_git, allow_dirty=False)
+        self.undo_stack.append(UndoEntry("apply", f"the kernel for {plan.module_rel}", commit=result.commit,
+                                         branch=result.branch, written=list(result.written),
+                                         plan=None if result.commit else plan))
+        return result
+
+    def harness_for_last(self) -> tuple[Any, str]:
+        """A harness over the workspace of the latest /optimize session, and that session's id."""
+        from cuda_agent_cli.agent.session import sessions_root
+        from cuda_agent_cli.harness import Harness
+        from cuda_agent_cli.workspace import open_workspace
+
+        if not self.optimize_sessions:
+            raise BadInput("no kernel to check yet", "run /optimize FILE::Class first")
+        sid = self.optimize_sessions[-1]
+        session_dir = sessions_root(self.opts.data_dir) / sid
+        task = json.loads((session_dir / "task.json").read_text())
+        harness = Harness(open_workspace(session_dir), device=task["device"], policy=task["policy"],
+                          atol=self.cfg.atol, rtol=self.cfg.rtol)
+        return harness, sid
+
+    # -- undo ------------------------------------------------------------------------------------
+    def take_file_backups(self) -> None:
+        """Move the gate's backups of approved writes onto the undo stack (call after each turn)."""
+        taken = []
+        while (b := self.permissions.pop_backup()) is not None:
+            taken.append(b)
+        for b in reversed(taken):  # pop_backup gives newest first; the stack wants oldest first
+            changed = [x for x in b if _current(x.path) != x.old]
+            if changed:
+                self.undo_stack.append(UndoEntry("files", ", ".join(x.shown for x in changed), backups=changed))
+
+    def undo(self) -> str:
+        """Revert the newest change this session made; says what was reverted."""
+        from cuda_agent_cli.writeback.diff import write_changes
+        from cuda_agent_cli.writeback.git import revert_commit
+
+        if not self.undo_stack:
+            return "nothing to undo: this session has not changed the repository"
+        entry = self.undo_stack[-1]
+        if entry.kind == "apply" and entry.commit:
+            sha = revert_commit(self.root, entry.commit)
+            self.undo_stack.pop()
+            return (f"reverted commit {entry.commit[:10]} ({entry.what}) with commit {sha[:10]} on "
+                    f"{entry.branch}; files: {', '.join(entry.written)}")
+        if entry.kind == "apply" and entry.plan is not None:
+            from cuda_agent_cli.writeback.diff import FileChange
+
+            back = [FileChange(c.path, c.old, c.new) for c in entry.plan.changes]
+            write_changes(entry.plan.repo_root, back)
+            self.undo_stack.pop()
+            return f"put back {len(back)} files written for {entry.what}: {', '.join(entry.written)}"
+        lines = restore(entry.backups)
+        self.undo_stack.pop()
+        return "undid the agent's write: " + "; ".join(lines)
+
+    def close(self) -> None:
+        self.toolbox.close()
+
+
+def _current(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes() if path.is_file() else None
+    except OSError:
+        return None
+
+
+def split_command(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError:
+        return line.split()

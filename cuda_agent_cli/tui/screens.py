@@ -1,0 +1,148 @@
+"""The chat's screens: approval of a write or command, the kernel review, and help."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Input, Static
+
+from cuda_agent_cli.tui import render
+from cuda_agent_cli.tui.approval import ApprovalRequest, Decision
+from cuda_agent_cli.tui.commands import COMMANDS
+
+KEYS_HELP = [
+    ("Enter", "send the message (queued while the agent works)"),
+    ("Ctrl+J", "new line in the prompt"),
+    ("Up / Down", "previous / next message from the history"),
+    ("Ctrl+R", "search the history for what is typed"),
+    ("Tab", "accept the highlighted completion (/command or @file)"),
+    ("Esc", "interrupt the running turn (what was done is kept)"),
+    ("Ctrl+L / F2", "show or hide the kernel ledger"),
+    ("Enter / Space", "on a tool call: show or hide its output"),
+    ("Ctrl+C twice", "quit (the session is saved)"),
+    ("@path#10-40", "attach a file (or lines of it) to the message"),
+    ("!cmd", "run a shell command in the sandbox"),
+]
+
+
+class ApprovalScreen(ModalScreen[Decision]):
+    """Allow once, allow for this session, deny, or deny with an instruction for the agent."""
+
+    BINDINGS = [
+        Binding("1,y", "choose('once')", "Allow once"),
+        Binding("2,a", "choose('session')", "Allow for session"),
+        Binding("3,n", "choose('deny')", "Deny"),
+        Binding("4,i", "instruct", "Deny with instruction"),
+        Binding("t", "toggle_view", "Unified / side by side"),
+        Binding("escape", "choose('deny')", "Deny", show=False),
+    ]
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        super().__init__()
+        self.request = request
+        self.side = False
+
+    def compose(self) -> ComposeResult:
+        r = self.request
+        with Vertical(id="approval"):
+            yield Static(Text(f"Allow {r.summary}?", style="bold"), id="approval-title")
+            with VerticalScroll(id="approval-body"):
+                yield Static(render.approval_body(r, self.side), id="approval-diff")
+            yield Input(placeholder="What should the agent do instead? (Enter sends)", id="approval-instruction")
+            with Horizontal(id="approval-buttons"):
+                yield Button("1 Allow once", id="once", variant="success")
+                yield Button("2 Allow for session", id="session", variant="primary")
+                yield Button("3 Deny", id="deny", variant="error")
+                yield Button("4 Deny + instruct", id="instruct", variant="warning")
+            hint = "t: unified / side by side · " if r.new is not None else ""
+            yield Static(Text(hint + "keys 1-4 (y/a/n/i)", style="dim"), id="approval-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#approval-instruction", Input).display = False
+
+    def action_choose(self, choice: str) -> None:
+        # While the instruction is typed the Input takes the letters, so this is a real choice.
+        self.dismiss(Decision(choice))  # type: ignore[arg-type]
+
+    def action_instruct(self) -> None:
+        box = self.query_one("#approval-instruction", Input)
+        box.display = True
+        box.focus()
+
+    def action_toggle_view(self) -> None:
+        self.side = not self.side
+        self.query_one("#approval-diff", Static).update(render.approval_body(self.request, self.side))
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "instruct":
+            self.action_instruct()
+        else:
+            self.dismiss(Decision(event.button.id))  # type: ignore[arg-type]
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(Decision("instruct", event.value))
+
+
+class ReviewScreen(Screen[bool]):
+    """The speedup table and the full diff, before anything is written: y applies, n discards."""
+
+    BINDINGS = [
+        Binding("y", "decide(True)", "Apply"),
+        Binding("n,escape", "decide(False)", "Discard"),
+    ]
+
+    def __init__(self, outcome: Any) -> None:
+        super().__init__()
+        self.outcome = outcome
+
+    def compose(self) -> ComposeResult:
+        o = self.outcome
+        plan = o.plan
+        from cuda_agent_cli.writeback.diff import diff_stats
+
+        files, added, removed = diff_stats(plan.changes)
+        with VerticalScroll(id="review"):
+            yield Static(Text(f"Review: {o.target} — session {o.session_id}", style="bold"), id="review-title")
+            yield Static(render.speedup_table(o.best, o.device), id="review-table")
+            yield Static(render.review_facts(o.best, o.device), id="review-facts")
+            where = f"branch {plan.branch}" if plan.in_git else "no git: files are written, not committed"
+            yield Static(Text(f"{files} files, +{added} -{removed} lines in {plan.repo_root} ({where})"),
+                         id="review-stats")
+            yield Static(render.diff_view(plan.patch), id="review-diff")
+        keys = ("y: apply (branch, commit, manifest) · n: discard" if o.status == "improved" else
+                "n: close — correct but not faster than eager PyTorch, so it is not applied")
+        yield Static(Text(keys, style="bold"), id="review-keys")
+
+    def action_decide(self, apply: bool) -> None:
+        self.dismiss(apply)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def compose(self) -> ComposeResult:
+        cmds = Table(title="Commands", title_justify="left", title_style="bold", box=None, padding=(0, 2, 0, 0))
+        cmds.add_column("command", style="bold cyan", no_wrap=True)
+        cmds.add_column("what it does")
+        cmds.add_column("while busy", justify="center")
+        for c in COMMANDS:
+            cmds.add_row(Text(f"/{c.name} {c.usage}".rstrip()), Text(c.description),
+                         Text("yes", "green") if c.while_busy else Text("waits", "yellow"))
+        keys = Table(title="Keys", title_justify="left", title_style="bold", box=None, padding=(0, 2, 0, 0))
+        keys.add_column("key", style="bold", no_wrap=True)
+        keys.add_column("what it does")
+        for k, v in KEYS_HELP:
+            keys.add_row(Text(k), Text(v))
+        with VerticalScroll(id="help"):
+            yield Static(cmds)
+            yield Static(keys, id="help-keys")
+            yield Static(Text("Esc closes this help.", style="dim"))
+
+    def action_close(self) -> None:
+        self.dismiss(None)

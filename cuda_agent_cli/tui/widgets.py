@@ -1,0 +1,215 @@
+"""The chat's widgets: conversation pieces, the tool call line, the ledger, the prompt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import DataTable, Static, TextArea
+
+from cuda_agent_cli.tui import render
+from cuda_agent_cli.tui.ledger import LEDGER_COLUMNS, Ledger
+
+
+class UserTurn(Static):
+    def __init__(self, text: str, queued: bool = False) -> None:
+        body = Text("› ", style="bold cyan")
+        body.append(text)
+        if queued:
+            body.append("  (queued)", style="dim")
+        super().__init__(body, classes="user-turn")
+
+
+class SettledMarkdown(Static):
+    """Assistant text that is complete, drawn as one widget (rich's Markdown) instead of textual's
+    Markdown with a widget per block: a long conversation then lays out in a fraction of the time."""
+
+    def __init__(self, source: str) -> None:
+        from rich.markdown import Markdown as RichMarkdown
+
+        super().__init__(RichMarkdown(source, code_theme="monokai"), classes="assistant-history")
+        self.source = source
+
+
+class Notice(Static):
+    """A line from cuda-agent itself: info, or an error (which never ends the app)."""
+
+    def __init__(self, text: Any, kind: str = "info") -> None:
+        super().__init__(text, classes=f"notice {kind}", markup=False)
+
+
+class ToolCallLine(Widget, can_focus=True):
+    """One tool call collapsed to a line; Enter or Space shows its highlighted output."""
+
+    BINDINGS = [Binding("enter,space", "toggle", "Expand", show=False)]
+
+    def __init__(self, call_id: str, name: str, arguments: dict[str, Any]) -> None:
+        super().__init__(classes="tool-call")
+        self.call_id = call_id
+        self.tool = name
+        self.arguments = arguments or {}
+        self.status = "pending"
+        self.duration: float | None = None
+        self.output = ""
+        self.expanded = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._header(), classes="tool-header")
+        yield Static("", classes="tool-body")
+
+    def _header(self) -> Text:
+        return render.tool_header(self.tool, self.arguments, self.status, self.duration, self.expanded)
+
+    def _refresh(self) -> None:
+        self.set_class(self.expanded, "-expanded")
+        headers = self.query(".tool-header")
+        if not headers:
+            return
+        headers.first(Static).update(self._header())
+        body = self.query_one(".tool-body", Static)
+        if self.expanded:
+            body.update(render.tool_output(self.tool, self.arguments, self.output or "(no output yet)"))
+
+    def on_mount(self) -> None:
+        self._refresh()
+
+    def set_status(self, status: str, output: str | None = None, duration: float | None = None) -> None:
+        self.status = status
+        if output is not None:
+            self.output = output
+        if duration is not None:
+            self.duration = duration
+        self._refresh()
+
+    def action_toggle(self) -> None:
+        self.expanded = not self.expanded
+        self._refresh()
+
+    def on_click(self) -> None:
+        self.focus()
+        self.action_toggle()
+
+
+class HarnessCard(Static):
+    def __init__(self, tool: str, result: dict[str, Any], best: bool, number: int | None) -> None:
+        super().__init__(render.harness_card(tool, result, best, number), classes="harness-card")
+        self.result = result
+        self.best = best
+
+
+class LedgerPanel(DataTable):
+    """Every candidate of the chat; the best one starred."""
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.add_columns(*LEDGER_COLUMNS)
+
+    def show(self, ledger: Ledger) -> None:
+        self.clear()
+        for row in ledger.rows():
+            self.add_row(*(Text(cell) for cell in row))  # plain text: never read as markup
+
+
+class PromptArea(TextArea):
+    """Multi-line prompt: Enter sends, Ctrl+J (or Shift+Enter) adds a line, Up/Down walk the history
+    from the first/last line, Ctrl+R searches it."""
+
+    class Submitted(Message):
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", **kw)
+        self.past: list[str] = []
+        self._pos: int | None = None  # index into history while walking it
+        self._draft = ""
+        self.search: str | None = None  # the Ctrl+R search term while searching
+        self._search_from = 0
+        self.completing = False  # the app shows completions: Tab takes one, Up/Down choose
+
+    async def _on_key(self, event: events.Key) -> None:
+        key = event.key
+        walking = self._pos is not None and key in ("up", "down")  # the history, not the popup
+        if self.completing and key in ("tab", "up", "down") and not walking:
+            event.stop()
+            event.prevent_default()
+            app: Any = self.app
+            if key == "tab":
+                app.accept_completion()
+            else:
+                app.move_completion(-1 if key == "up" else 1)
+            return
+        if key == "enter":
+            event.stop()
+            event.prevent_default()
+            text = self.text
+            if text.strip():
+                self.remember(text)
+                self.load_text("")
+                self.post_message(self.Submitted(text))
+            return
+        if key in ("ctrl+j", "shift+enter"):
+            event.stop()
+            event.prevent_default()
+            self.insert("\n")
+            return
+        if key == "ctrl+r":
+            event.stop()
+            event.prevent_default()
+            self.search_history()
+            return
+        if self.search is not None and key not in ("ctrl+r",):
+            self.search = None
+        await super()._on_key(event)
+
+    def remember(self, text: str) -> None:
+        if not self.past or self.past[-1] != text:
+            self.past.append(text)
+        self._pos = None
+        self.search = None
+
+    def action_cursor_up(self, select: bool = False) -> None:
+        if not select and self.cursor_location[0] == 0 and self.past:
+            if self._pos is None:
+                self._draft = self.text
+                self._pos = len(self.past)
+            if self._pos > 0:
+                self._pos -= 1
+                self._show(self.past[self._pos])
+            return
+        super().action_cursor_up(select)
+
+    def action_cursor_down(self, select: bool = False) -> None:
+        if not select and self._pos is not None and self.cursor_location[0] >= self.document.line_count - 1:
+            self._pos += 1
+            if self._pos >= len(self.past):
+                self._pos = None
+                self._show(self._draft)
+            else:
+                self._show(self.past[self._pos])
+            return
+        super().action_cursor_down(select)
+
+    def _show(self, text: str) -> None:
+        self.load_text(text)
+        self.move_cursor(self.document.end)
+
+    def search_history(self) -> None:
+        """Reverse search: the newest entry containing what was typed; again for an older one."""
+        if self.search is None:
+            self.search = self.text
+            self._search_from = len(self.past)
+        term = self.search
+        for i in range(self._search_from - 1, -1, -1):
+            if term in self.past[i]:
+                self._search_from = i
+                self._show(self.past[i])
+                self.notify(f"history search {term!r}: {len(self.past) - i} back", timeout=2)
+                return
+        self.notify(f"no older entry contains {term!r}", severity="warning", timeout=2)

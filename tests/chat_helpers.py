@@ -1,0 +1,91 @@
+"""Shared pieces of the chat TUI tests: a git repository, replay files, a runtime, waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from cuda_agent_cli.tui.app import ChatApp
+from cuda_agent_cli.tui.runtime import ChatOptions, ChatRuntime
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
+                          capture_output=True, text=True).stdout
+
+
+def make_repo(root: Path, files: dict[str, str] | None = None) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for rel, text in (files or {"a.py": "x = 1\n"}).items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
+    return root
+
+
+def replay_file(path: Path, turns: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(t) + "\n" for t in turns))
+    return path
+
+
+def runtime(repo: Path, model: str, data: Path, **kw: Any) -> ChatRuntime:
+    return ChatRuntime(ChatOptions(path=repo, model=model, data_dir=data, **kw))
+
+
+def chat_app(rt: ChatRuntime, **kw: Any) -> ChatApp:
+    return ChatApp(rt, detect=lambda: "cpu", **kw)
+
+
+async def wait_for(pilot: Any, cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def type_and_send(pilot: Any, app: ChatApp, text: str) -> None:
+    prompt = app.query_one("#prompt")
+    prompt.load_text(text)
+    await pilot.pause()
+    await pilot.press("enter")
+
+
+def plain(content: Any, width: int = 160) -> str:
+    """A rich renderable (or str / Text) as the plain text a terminal would show."""
+    import io
+
+    from rich.console import Console
+
+    if isinstance(content, str):
+        return content
+    if hasattr(content, "plain"):
+        return content.plain
+    console = Console(width=width, file=io.StringIO(), record=True, color_system=None)
+    console.print(content)
+    return console.export_text()
+
+
+def texts(app: ChatApp, root: Any = None) -> str:
+    """Everything the conversation (or another container) shows, as plain text."""
+    from textual.widgets import Markdown, Static
+
+    out = []
+    for w in (root or app.conversation).walk_children():
+        if isinstance(w, Markdown) or hasattr(w, "source"):
+            out.append(w.source)
+        elif isinstance(w, Static) and not any(isinstance(a, Markdown) for a in w.ancestors):
+            out.append(plain(w.content))
+    return "\n".join(out)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
