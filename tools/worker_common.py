@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -72,38 +72,6 @@ def python_threads() -> int:
 def trim_exception(exc: BaseException, limit: int = 1500) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
     return text if len(text) <= limit else text[: limit // 2] + "\n…\n" + text[-limit // 2:]
-
-
-class CallCounter:
-    """Counts calls into a compiled extension's functions, to catch kernels that never run.
-
-    Wrapping happens before model_new.py is imported, so `from cuda_extension import f` and
-    `cuda_extension.f` both reach the counting wrapper; a pure-Python candidate leaves it at 0.
-    """
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.wrapped: list[str] = []
-
-    def wrap_module(self, module: ModuleType) -> ModuleType:
-        for attr in dir(module):
-            fn = getattr(module, attr)
-            if attr.startswith("__") or not callable(fn) or type(fn).__name__ != "builtin_function_or_method":
-                continue
-            setattr(module, attr, self._wrap(fn))
-            self.wrapped.append(attr)
-        return module
-
-    def _wrap(self, fn: Callable) -> Callable:
-        counter = self
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            counter.calls += 1
-            return fn(*args, **kwargs)
-
-        counted.__name__ = getattr(fn, "__name__", "extension_function")
-        counted.__doc__ = fn.__doc__
-        return counted
 
 
 def run_probe_job(spec: dict) -> dict:
