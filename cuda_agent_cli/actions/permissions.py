@@ -71,15 +71,22 @@ class Permissions:
             return self.mode == "ask" and not self.always_writes
         return False
 
-    def check(self, action: Action, args: dict[str, Any], ctx: ActionContext) -> str | None:
+    def should_ask(self, action: Action, args: dict[str, Any], ctx: ActionContext) -> bool:
+        """Whether this call needs the user's word: not when the mode allows it, nor when the
+        tool will refuse the path anyway (asking first would be pointless)."""
         if not self.needs_asking(action, args):
-            return None
+            return False
         path = args.get("file_path") or args.get("notebook_path")
         if path and not action.runs_commands:
             try:
                 check_write(path, ctx.policy)
             except PathRefused:
-                return None  # the tool refuses it anyway: no point asking the user first
+                return False
+        return True
+
+    def check(self, action: Action, args: dict[str, Any], ctx: ActionContext) -> str | None:
+        if not self.should_ask(action, args, ctx):
+            return None
         what = describe_call(action, args, ctx)
         if self.confirm is None:
             return f"Not permitted: {what} needs the user's approval and nobody can give it here"

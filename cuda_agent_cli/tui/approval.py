@@ -115,14 +115,8 @@ class ChatPermissions(Permissions):
         return refusal
 
     def _decide(self, action: Action, args: dict[str, Any], ctx: ActionContext) -> str | None:
-        if not self.needs_asking(action, args):
+        if not self.should_ask(action, args, ctx):
             return None
-        path = args.get("file_path") or args.get("notebook_path")
-        if path and not action.runs_commands:
-            try:
-                check_write(path, ctx.policy)
-            except PathRefused:
-                return None  # the tool refuses it with the reason; asking would be pointless
         if self.ask is None:
             return super().check(action, args, ctx)
         request = self.request_for(action, args, ctx)
