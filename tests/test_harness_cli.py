@@ -119,3 +119,26 @@ def test_kernelbench_pair_with_load_inline_on_cpu(tmp_path: Path, harness_cache:
     checks = {c["name"]: c for c in data["checks"]}
     assert data["correct"] and checks["compile"]["passed"] and checks["extension_kernel"]["passed"]
     assert sorted(p.name for p in d.iterdir()) == ["model.py", "model_new.py"]  # nothing written inside PATH
+
+
+@pytest.mark.integration
+def test_profile_repeat_reports_the_median_and_range_of_independent_profiles(tmp_path: Path,
+                                                                             harness_cache: Path) -> None:
+    d = pair(tmp_path, GOOD_REF, INLINE_CANDIDATE)
+    proc = cli("profile", str(d), "--device", "cpu", "--repeat", "2", "--trials", "10", "--json", cache=harness_cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(proc.stdout)
+    repeat = data["repeat"]
+    assert repeat["n"] == 2 and len(repeat["rewards"]) == 2
+    spread = repeat["speedup_vs_eager"]
+    assert len(spread["values"]) == 2 and spread["min"] <= spread["median"] <= spread["max"]
+    lo, hi = data["timings"]["speedup_vs_eager_interval"]
+    assert lo <= data["timings"]["speedup_vs_eager"] <= hi and isinstance(data["timings"]["uncertain"], bool)
+    # Without --json the same figures, in words.
+    text = cli("profile", str(d), "--device", "cpu", "--repeat", "2", "--trials", "10", cache=harness_cache)
+    assert "over 2 profiles (median, range)" in text.stdout and "95% interval" in text.stdout
+
+
+def test_profile_repeat_of_zero_is_exit_2(tmp_path: Path, harness_cache: Path) -> None:
+    proc = cli("profile", str(tmp_path), "--repeat", "0", cache=harness_cache)
+    assert proc.returncode == 2
