@@ -170,15 +170,9 @@ def _descendants(root: int) -> list[int]:
 
 
 def _descendants_by_scan(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
+    from worker_common import children_by_parent
+
+    children = children_by_parent()
     out, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(), []):

@@ -184,8 +184,7 @@ def _reserve(device: str, nbytes: int) -> None:
     timed are carved from it rather than each costing a cudaMalloc inside a call (the baselines
     free theirs, so their allocator hands the same blocks back: both sides allocate cheaply)."""
     if device == "cuda" and nbytes > 0:
-        block = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-        del block
+        torch.empty(nbytes, dtype=torch.uint8, device="cuda")  # freed at once, kept by the allocator
 
 
 class _Sets:

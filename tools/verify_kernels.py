@@ -140,7 +140,6 @@ def run_judge_job(spec: dict) -> dict:
     in_dir, cand_dir = Path(spec["inputs_dir"]), Path(spec["cand_dir"])
     originals = spec.get("fingerprints") or []
     commits = spec.get("commits") or {}
-    n_models = int(spec["n"])
     checks: list[dict] = []
     result: dict[str, Any] = {"checks": checks}
     mark = _clock()

@@ -145,6 +145,8 @@ def _become_subreaper() -> bool:
 
 
 def _my_children() -> list[int]:
+    # Its own scan: the zygote imports none of the job modules (worker_common.children_by_parent
+    # is the jobs'), so a broken one cannot take it down.
     me = os.getpid()
     found = []
     for entry in os.listdir("/proc"):

@@ -65,6 +65,20 @@ def to_cpu(obj: Any) -> Any:
     return obj
 
 
+def children_by_parent() -> dict[int, list[int]]:
+    """Every process's children, from one scan of /proc (ppid -> pids)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
 def python_threads() -> int:
     return threading.active_count()
 

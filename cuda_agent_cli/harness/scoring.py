@@ -177,12 +177,6 @@ def percentile_interval(samples: Sequence[float], level: float = 0.95) -> tuple[
     return (float(lo), float(hi))
 
 
-def median_us(values: list[float]) -> float:
-    if not values:
-        raise ValueError("no timed calls")
-    return float(statistics.median(values))
-
-
 def relative_spread(values: list[float]) -> float:
     """(max - min) / median: how far repeated measurements of one thing disagree."""
     mid = statistics.median(values)
