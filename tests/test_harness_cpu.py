@@ -152,6 +152,37 @@ def test_baselines_are_timed_beside_the_kernel_in_every_profile(ws: Workspace, h
     assert sorted(p.name for p in planted.parent.iterdir()) == ["planted.json"]
 
 
+def _zygote_children(harness: Harness) -> list[int]:
+    assert harness.pool._proc is not None
+    zygote = harness.pool._proc.pid
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == zygote:
+                found.append(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def test_later_rounds_reuse_warm_baselines_and_survive_losing_them(ws: Workspace) -> None:
+    # torch.compile is built and warmed once per reference: the next round loads only its own
+    # weights and inputs into the kept process, and still times both baselines beside the kernel.
+    harness = Harness(ws, device="cpu", trials=10, warmup=1)
+    first, second = harness.profile(), harness.profile()
+    assert first.correct and second.correct, second.summary()
+    assert second.timing_detail["baselines"]["reused"] is True
+    assert second.timing_detail["baselines"]["rounds"] >= 2
+    assert second.timings is not None and second.timings.compile_us > 0 and second.timings.eager_us > 0
+    # The kept process dies (or is killed): the next round starts a fresh one.
+    kept = _zygote_children(harness)
+    assert len(kept) == 1
+    subprocess.run(["kill", "-9", str(kept[0])], check=True)
+    third = harness.profile()
+    assert third.correct and third.timings is not None, third.summary()
+    assert third.timing_detail["baselines"]["rounds"] == 1 and third.timing_detail["baselines"]["reused"] is False
+
+
 def test_wrong_kernel_gets_minus_one_naming_correctness(ws: Workspace) -> None:
     ws.candidate.write_text(WRONG)
     result = Harness(ws, device="cpu").verify()

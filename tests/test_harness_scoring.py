@@ -42,7 +42,7 @@ def test_reward_is_decided_on_the_intervals() -> None:
 
 def _block(round_: int, events: list[float], block_us: float) -> dict:
     n = len(events)
-    return {"round": round_, "events_us": events, "walls_us": events, "outside_us": [block_us / n] * n, "n": n}
+    return {"round": round_, "events_us": events, "walls_us": events, "block_us": block_us, "n": n}
 
 
 def _window(cand_events: float, cand_block: float, rounds: int = 8, jitter: float = 0.0) -> dict:

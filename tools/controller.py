@@ -4,8 +4,8 @@ It forks the executors (tools/executor.py) before CUDA is initialized anywhere, 
 over a channel made before the fork, and decides everything a candidate could want to steer:
 
 - which calls are made, with which input set and which seed, sent only when a block starts;
-- the clock: every call is timed here, from the word to make it (its inputs are ready by then)
-  to its `done`, sent after the executor's device-wide synchronize; and the candidate's
+- the clock: every block of calls is timed here, from the request that carries its seeds to
+  the reply, sent after the executor's last device-wide synchronize; and the candidate's
   processes are stopped (SIGSTOP) while a baseline block runs, so its threads can neither load
   the machine nor see the baselines' calls;
 - which timed outputs are looked at: chosen at random after every timed call has returned and
@@ -91,6 +91,49 @@ class _Peer:
             self.exit = f"was killed by {name}"
         else:
             self.exit = f"exited with status {os.WEXITSTATUS(status)}"
+        return self.exit
+
+
+class _Service(_Peer):
+    """The baselines service the worker lent this evaluation: used, never stopped or killed."""
+
+    def __init__(self, pid: int, fds: list[int], timeout: float) -> None:
+        super().__init__("baselines", pid, channel.Channel(int(fds[0]), int(fds[1])), timeout)
+        self.nonce = secrets.token_hex(8)
+        self.finished = False
+        self.broken = False  # a request failed: the worker then ends it rather than lend it again
+
+    def open_round(self, spec: dict) -> None:
+        keys = ("device", "reference", "inputs_dir", "seeds", "timed_sets", "threads", "flush_bytes")
+        self.chan.send({"op": "round", "nonce": self.nonce, "spec": {k: spec[k] for k in keys if k in spec}})
+
+    def ready(self) -> dict:
+        """Its answer to this round, past whatever an earlier evaluation left unread."""
+        try:
+            while True:
+                message = self.chan.recv(self.timeout)
+                if message.get("nonce") == self.nonce:
+                    return message
+        except channel.ChannelClosed:
+            self.broken = True
+            raise
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        if request.get("op") == "finish":
+            self.finished = True
+        try:
+            return super().ask(request)
+        except channel.ChannelClosed:
+            self.broken = True
+            raise
+
+    def end(self) -> str:
+        if not self.finished:
+            try:  # lets it drop this round's inputs; its answer is skipped by the next round
+                self.chan.send({"op": "finish"})
+            except channel.ChannelClosed:
+                pass
+        self.exit = "kept for the next evaluation"
         return self.exit
 
 
@@ -281,11 +324,16 @@ def run_evaluate_job(spec: dict) -> dict:
     _become_subreaper()
     mark = time.perf_counter()
     try:
-        base = None
+        base: _Peer | None = None
         if timed:
             # Started first and ready before any candidate code exists: nothing of the candidate
             # can run while the reference builds its models.
-            base = _spawn("baselines", executor.serve_baselines, spec, timeout)
+            lent = spec.get("baselines_service")
+            if lent:
+                base = _Service(int(lent["pid"]), lent["fds"], timeout)
+                base.open_round(spec)
+            else:
+                base = _spawn("baselines", executor.serve_baselines, spec, timeout)
             peers.append(base)
         if spec.get("go_file"):
             # Prepared beside the build; the candidate exists only once the build is done.
@@ -325,6 +373,7 @@ def run_evaluate_job(spec: dict) -> dict:
             result["phases"]["profiler"] = round(time.perf_counter() - mark, 4)
         checked: list[dict] = []
         if timed and base is not None:
+            cand.ask({"op": "checkpoint", "stage": "before_timing"})
             mark = time.perf_counter()
             window = _time_side_by_side(spec, cand, base, commits)
             if "error" in window:
@@ -333,6 +382,8 @@ def run_evaluate_job(spec: dict) -> dict:
                 result["stage"] = "time"
                 return result
             result["timing"] = window
+            result["phases"]["baselines_wait"] = window.get("baselines_wait_s", 0.0)
+            result["phases"]["baselines_prepare"] = (window.get("baselines_ready") or {}).get("prepare_s") or 0.0
             timed_calls = window.pop("calls")
             # Chosen now, after every timed call has returned and committed to its output.
             rng = secrets.SystemRandom()
@@ -363,25 +414,19 @@ def run_evaluate_job(spec: dict) -> dict:
     finally:
         for peer in peers:
             result.setdefault("exits", {})[peer.name] = peer.end()
+            if isinstance(peer, _Service) and peer.broken:
+                result["service_broken"] = True
         _kill_descendants()
 
 
-def _make_calls(peer: _Peer, request: dict) -> tuple[dict, list[float]]:
-    """Ask for a list of calls and time each one here, from the word to make it (its inputs
-    are ready by then) to its `done`; returns the final reply and those times (µs)."""
+def _make_calls(peer: _Peer, request: dict) -> tuple[dict, float]:
+    """Ask for a block of calls and time it here, from the moment its seeds leave this process
+    to the reply, sent after the executor's last device-wide synchronize (µs). Nothing of the
+    block can be known before the clock starts, and nothing of it can run after it stops."""
+    t0 = _perf_ns()
     peer.chan.send(request)
-    outside: list[float] = []
-    for call in request["calls"]:
-        message = peer.chan.recv(peer.timeout)
-        if message.get("ready") != call["id"]:
-            return message, outside  # the final reply came early: the executor gave up
-        t0 = _perf_ns()
-        peer.chan.send({"go": call["id"]})
-        done = peer.chan.recv(peer.timeout)
-        outside.append((_perf_ns() - t0) / 1000.0)
-        if done.get("done") != call["id"] or not done.get("ok"):
-            break
-    return peer.chan.recv(peer.timeout), outside
+    reply = peer.chan.recv(peer.timeout)
+    return reply, (_perf_ns() - t0) / 1000.0
 
 
 def _wait_for(path: str, timeout: float) -> dict:
@@ -411,13 +456,15 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
     t = spec["timing"]
     trials, warmup, block = int(t["trials"]), int(t["warmup"]), max(1, int(t["block"]))
     timed_sets = [int(k) for k in spec["timed_sets"]]
+    waited = time.perf_counter()
     try:
-        ready = base.chan.recv(cand.timeout)
+        ready = base.ready() if isinstance(base, _Service) else base.chan.recv(cand.timeout)
     except channel.ChannelClosed as exc:
         return {"error": f"the baselines could not be prepared: {exc}", "baselines_failed": True}
     if not ready.get("ok"):
         return {"error": "the baselines could not be prepared", "baselines_failed": True}
     sides = ["eager", *(["compile"] if "compile" in ready.get("sides", []) else []), "candidate"]
+    waited = time.perf_counter() - waited
     rng = secrets.SystemRandom()
 
     def new_calls(first_id: int, n: int) -> list[dict]:
@@ -459,7 +506,7 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
         all_calls.extend(calls)
         order = sides[r % len(sides):] + sides[:r % len(sides)]
         for side in order:
-            reply, outside = run(side, calls)
+            reply, block_us = run(side, calls)
             if not reply.get("ok"):
                 return {"error": f"{side} failed while timed: {reply.get('error', '')}"[:600],
                         "baselines_failed": side != "candidate"}
@@ -467,11 +514,12 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
             walls = [float(x) for x in reply.get("walls_us", [])][:len(calls)]
             if len(events) != len(calls):
                 return {"error": f"{side} answered for {len(events)} of {len(calls)} calls"}
-            blocks[side].append({"round": r, "events_us": events, "walls_us": walls, "outside_us": outside,
+            blocks[side].append({"round": r, "events_us": events, "walls_us": walls, "block_us": block_us,
                                  "n": len(calls)})
             if side == "candidate":
                 for c, fp, ev in zip(calls, reply.get("fingerprints", []), reply.get("evidence", [])):
                     commits[c["id"]] = (fp, ev)
     return {"blocks": blocks, "calls": all_calls, "load_before": round(load_before, 3),
             "load_during": round(meter.foreign_cores(), 3), "trials": len(all_calls), "warmup": warmup,
-            "block": block}
+            "block": block, "baselines_wait_s": round(waited, 4),
+            "baselines_ready": {k: ready.get(k) for k in ("prepare_s", "rounds", "reused")}}

@@ -206,16 +206,6 @@ class _Sets:
         return self.inputs[k]
 
 
-def _await_go(chan: channel.Channel, call_id: int) -> bool:
-    """Say the call's inputs are ready and wait for the word to make it: the controller's clock
-    runs from that word to the call's `done`."""
-    chan.send({"ready": call_id})
-    try:
-        return chan.recv().get("go") == call_id
-    except channel.ChannelClosed:
-        return False
-
-
 def _serve(chan: channel.Channel, handlers: dict[str, Any]) -> None:
     while True:
         try:
@@ -241,6 +231,11 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     claims: dict[str, Any] = {"checks": [], "phases": {}}
     checks = claims["checks"]
     mark = _clock()
+    # Caches of its own: torch.compile's and triton's caches are what the baselines read, so
+    # nothing this process writes can be loaded by them.
+    for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        if os.environ.get(var):
+            os.environ[var] = os.environ[var].rstrip("/") + "-candidate"
     # Before any candidate code (the extension's own initializers included) runs.
     if spec.get("confine_writes"):
         claims["write_confinement"] = _confine_writes(spec)
@@ -314,19 +309,15 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         for c in request["calls"]:
             model = models[int(c["model"])]
             args = caller.prepare(sets.device_inputs(int(c["set"])), int(c["seed"]))
-            if not _await_go(chan, int(c["id"])):
-                return {"ok": False, "error": "the call was not asked for"}
             guard = guards.StrictOpGuard(policy)
             calls0, ext0 = meter.calls, meter.seconds
             try:
                 out, event_us, wall_us = caller.run(model, args, guard)
             except BaseException as exc:
-                chan.send({"done": int(c["id"]), "ok": False})
                 if guard.violations:
                     violations.append(guard.detail())
                 checks.append(_check("crash", False, f"ModelNew raised on call {c['id']}: {trim_exception(exc, 800)}"))
                 return {"ok": False}
-            chan.send({"done": int(c["id"]), "ok": True})
             if guard.violations:
                 violations.append(guard.detail())
             forward["seconds"] += wall_us / 1e6
@@ -352,9 +343,10 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     native: dict[str, int] = {}
 
     def checkpoint(request: dict) -> dict:
-        # Counted after the checked calls and before the profiler and the timing, whose CUPTI
-        # and event machinery start driver threads of their own.
-        native["after_calls"] = guards.native_threads()
+        # Counted after the verification calls and before the profiler, whose CUPTI machinery
+        # starts driver threads of its own; then again right before the timed window, so a thread
+        # the candidate starts while timed is seen too.
+        native[str(request.get("stage") or "after_calls")] = guards.native_threads()
         return {"ok": True}
 
     def kernels(request: dict) -> dict:
@@ -381,7 +373,9 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         return {"ok": True, "output_bytes": _output_bytes(kept.get(0))}
 
     def finish(request: dict) -> dict:
-        native_after = native.get("after_calls", guards.native_threads())
+        native_end = guards.native_threads()
+        native_after = native.get("after_calls", native_end)
+        native_timed = native.get("before_timing", native_end)
         if policy == "strict" or violations:
             checks.append(_check("torch_ops", not violations,
                                  violations[0] if violations else "no torch compute ops ran in forward"))
@@ -393,9 +387,10 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         threads_after, torch_threads_after = python_threads(), torch.get_num_threads()
         checks.append(_check(
             "threads", threads_after == threads_before and torch_threads_after == torch_threads_before
-            and native_after <= native_before,
+            and native_after <= native_before and native_end <= native_timed,
             f"python threads {threads_before}->{threads_after}, torch threads {torch_threads_before}->"
-            f"{torch_threads_after}, native threads {native_before}->{native_after}",
+            f"{torch_threads_after}, native threads {native_before}->{native_after}"
+            + (f", and {native_timed}->{native_end} while timed" if native_end != native_timed else ""),
         ))
         problems = list(guards.verify_integrity(snapshot))
         checks.append(_check("harness_integrity", not problems,
@@ -422,54 +417,99 @@ def _dynamo_graphs() -> int:
         return 0
 
 
-def serve_baselines(spec: dict, chan: channel.Channel) -> None:
-    """Eager and torch.compile on the pristine reference, timed exactly like the candidate."""
-    device = spec["device"]
-    info: dict[str, Any] = {"precision": apply_precision_flags()}
-    if spec.get("threads"):
-        torch.set_num_threads(int(spec["threads"]))
-    ref = load_module(spec["reference"], "reference_model")
-    sets = _Sets(Path(spec["inputs_dir"]), device)
-    model, _ = build_model(ref.Model, sets.payload(0), device, int(spec["seeds"][0]))
-    if device == "cuda":
-        warm_up_cuda()
-    caller = timing.Caller(device, int(spec.get("flush_bytes", timing.FLUSH_BYTES)))
-    sides: dict[str, Any] = {"eager": model}
-    warm_sets = [int(k) for k in spec["timed_sets"]]
-    try:
-        compiled = torch.compile(model)
+class Baselines:
+    """Eager and torch.compile on the pristine reference, timed exactly like the candidate.
+
+    One object serves one evaluation (`serve_baselines`) or, kept by the harness's worker, every
+    evaluation of a session on the same reference (`serve_baselines_service`): the compiled
+    model is built and warmed once, and each round only loads its own weights and input sets.
+    """
+
+    def __init__(self, spec: dict) -> None:
+        self.device = spec["device"]
+        self.precision = apply_precision_flags()
+        if spec.get("threads"):
+            torch.set_num_threads(int(spec["threads"]))
+        self.ref = load_module(spec["reference"], "reference_model")
+        self.caller: timing.Caller | None = None
+        self.flush_bytes = int(spec.get("flush_bytes", timing.FLUSH_BYTES))
+        self.sides: dict[str, Any] = {}
+        self.model: Any = None
+        self.init: Any = None
+        self.compile_error: str | None = None
+        self.rounds = 0
+        self.sets: _Sets | None = None
+        self.graphs_at_start = 0
+
+    def _reuse(self, payload: dict) -> bool:
+        """Give the model already built (and compiled) this round's reference weights in place;
+        False when it was made from other init arguments or its weights do not fit."""
+        if not isinstance(self.model, torch.nn.Module) or not _same_values(self.init, payload["init"]):
+            return False
+        own = self.model.state_dict()
+        state = payload["state"]
+        if set(own) != set(state) or any(own[k].shape != state[k].shape for k in own):
+            return False
+        if state:
+            self.model.load_state_dict(state)
+        return True
+
+    def start_round(self, spec: dict) -> dict:
+        start = _clock()
+        self.sets = _Sets(Path(spec["inputs_dir"]), self.device)
+        payload = self.sets.payload(0)
+        fresh = not self._reuse(payload)
+        if fresh:
+            self.model, _ = build_model(self.ref.Model, payload, self.device, int(spec["seeds"][0]))
+            self.init = payload["init"]
+        if self.caller is None:
+            if self.device == "cuda":
+                warm_up_cuda()
+            self.caller = timing.Caller(self.device, self.flush_bytes)
+        if fresh:
+            self.sides = {"eager": self.model}
+            self.compile_error = None
+            try:
+                self.sides["compile"] = torch.compile(self.model)
+            except Exception as exc:  # no C++ compiler for inductor, an op it cannot trace, ...
+                self.compile_error = trim_exception(exc, 600)
+        if "compile" in self.sides:
+            try:
+                self._warm([int(k) for k in spec["timed_sets"]], 40 if fresh else 4)
+            except Exception as exc:
+                self.sides.pop("compile")
+                self.compile_error = trim_exception(exc, 600)
+        self.rounds += 1
+        self.graphs_at_start = _dynamo_graphs()
+        return {"ok": True, "sides": sorted(self.sides), "prepare_s": round(_clock() - start, 4),
+                "rounds": self.rounds, "reused": not fresh}
+
+    def _warm(self, warm_sets: list[int], most: int) -> None:
         # Warmed until steady: a first call compiles, later ones may still specialize; the
         # window starts once the last few calls agree and no new graph was made.
+        assert self.caller is not None and self.sets is not None
         recent: list[float] = []
-        for i in range(40):
+        for i in range(most):
             before = _dynamo_graphs()
-            _, _, us, _ = caller.call(compiled, sets.device_inputs(warm_sets[i % len(warm_sets)]), 10_000 + i)
+            _, _, us, _ = self.caller.call(self.sides["compile"], self.sets.device_inputs(warm_sets[i % len(warm_sets)]),
+                                           10_000 + i)
             recent = (recent + [us])[-4:]
             if i >= 3 and _dynamo_graphs() == before and max(recent) <= 1.15 * min(recent):
                 break
-        sides["compile"] = compiled
-    except Exception as exc:  # no C++ compiler for inductor, an op it cannot trace, ...
-        info["compile_error"] = trim_exception(exc, 600)
-    graphs_at_start = _dynamo_graphs()
-    chan.send({"ok": True, "sides": sorted(sides)})
 
-    def calls(request: dict) -> dict:
-        fn = sides[request["side"]]
+    def calls(self, request: dict) -> dict:
+        assert self.caller is not None and self.sets is not None
+        fn = self.sides[request["side"]]
         events, walls, fps, proofs = [], [], [], []
         try:
             for c in request["calls"]:
-                args = caller.prepare(sets.device_inputs(int(c["set"])), int(c["seed"]))
-                if not _await_go(chan, int(c["id"])):
-                    return {"ok": False, "error": "the call was not asked for"}
-                try:
-                    out, event_us, wall_us = caller.run(fn, args)
-                finally:
-                    chan.send({"done": int(c["id"]), "ok": True})
+                args = self.caller.prepare(self.sets.device_inputs(int(c["set"])), int(c["seed"]))
+                out, event_us, wall_us = self.caller.run(fn, args)
                 # What the candidate's process does after each call, and a reply of the same
                 # size, so both sides pay the same for everything around the call.
                 proofs.append(evidence.call_evidence(args, out))
                 fps.append(evidence.fingerprint(list(out) if isinstance(out, (tuple, list)) else [out]))
-                device_sync(device)
+                device_sync(self.device)
                 events.append(event_us)
                 walls.append(wall_us)
                 del out, args
@@ -477,8 +517,60 @@ def serve_baselines(spec: dict, chan: channel.Channel) -> None:
             return {"ok": False, "error": trim_exception(exc, 600)}
         return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs}
 
-    def finish(request: dict) -> dict:
-        info["recompiles_in_window"] = _dynamo_graphs() - graphs_at_start
+    def finish(self, request: dict) -> dict:
+        info: dict[str, Any] = {"precision": self.precision, "recompiles_in_window": _dynamo_graphs() - self.graphs_at_start,
+                                "rounds": self.rounds}
+        if self.compile_error:
+            info["compile_error"] = self.compile_error
+        self.sets = None  # this round's inputs are not needed again
         return {"ok": True, "info": info}
 
-    _serve(chan, {"calls": calls, "finish": finish})
+
+def _same_values(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(torch.equal(a, b)))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_values(x, y) for x, y in zip(a, b))
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False
+
+
+def serve_baselines(spec: dict, chan: channel.Channel) -> None:
+    """The baselines of one evaluation, in a process of its own."""
+    baselines = Baselines(spec)
+    chan.send(baselines.start_round(spec))
+    _serve(chan, {"calls": baselines.calls, "finish": baselines.finish})
+
+
+def serve_baselines_service(spec: dict, chan: channel.Channel) -> None:
+    """The baselines of every evaluation of one reference, kept warm between them.
+
+    Each evaluation's controller opens a round with its own nonce and reads replies until the
+    one that carries it: whatever an earlier, interrupted evaluation left in the channel is
+    skipped. A request out of turn is answered with an error and changes nothing.
+    """
+    baselines: Baselines | None = None
+    active = False
+    while True:
+        try:
+            request = chan.recv()
+        except channel.ChannelClosed:
+            return
+        op = request.get("op")
+        if op == "round":
+            try:
+                if baselines is None:
+                    baselines = Baselines(request["spec"])
+                reply = baselines.start_round(request["spec"])
+                active = True
+            except Exception as exc:
+                reply, active = {"ok": False, "error": trim_exception(exc, 600)}, False
+            chan.send({**reply, "nonce": request.get("nonce")})
+        elif active and baselines is not None and op in ("calls", "finish"):
+            chan.send(baselines.calls(request) if op == "calls" else baselines.finish(request))
+            active = op != "finish"
+        else:
+            chan.send({"ok": False, "error": f"request {op!r} out of turn"})

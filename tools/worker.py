@@ -16,6 +16,16 @@ file. The zygote is the subreaper of everything its jobs start: when a job ends,
 group is killed, and so is every process it left behind, however it detached itself
 (double fork, setsid, raw clone), since orphans are reparented here.
 A job may also run without the zygote: `python worker.py --job NAME --spec S --result R`.
+
+Services: an evaluate request may name a baselines service (`"service": {"key": ..., "log":
+...}`). The zygote then keeps one long-lived process per key that serves the eager and
+torch.compile baselines of every evaluation of that reference (tools/executor.py,
+`serve_baselines_service`), so torch.compile is built and warmed once per session, not once per
+round. The service's channel is a pair of pipes the zygote makes before forking it; only the
+evaluate job it is lent to inherits them (as `baselines_service` in its spec), one job at a
+time, and every other child closes them. A service runs only the pristine reference. It is
+killed when a job it was lent to does not end cleanly, when it is the oldest of more than
+MAX_SERVICES, and when the zygote ends.
 """
 
 from __future__ import annotations
@@ -62,9 +72,10 @@ def _fast_tensor_files() -> None:
         torch.serialization.set_crc32_options(False)
 
 
-def _result_of(name: str, spec_path: str) -> dict:
+def _result_of(name: str, spec_path: str, extra: dict | None = None) -> dict:
     with open(spec_path) as f:
         spec = json.load(f)
+    spec.update(extra or {})
     _fast_tensor_files()
     return _job_function(name)(spec)
 
@@ -94,7 +105,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _child(req: dict, result_fd: int) -> None:
+def _child(req: dict, result_fd: int, extra: dict | None = None) -> None:
     os.setsid()
     _die_with_parent()
     if req.get("nice"):
@@ -115,7 +126,7 @@ def _child(req: dict, result_fd: int) -> None:
     sys.stderr = os.fdopen(2, "w", buffering=1)
     code = 1
     try:
-        _write_all(result_fd, json.dumps(_result_of(req["job"], req["spec"])).encode())
+        _write_all(result_fd, json.dumps(_result_of(req["job"], req["spec"], extra)).encode())
         os.close(result_fd)
         code = 0
     except BaseException:  # the log is the only place a child's failure can go
@@ -161,12 +172,13 @@ def _my_children() -> list[int]:
     return found
 
 
-def sweep_orphans(running: dict) -> int:
-    """Kill and reap every child of this zygote that is not a running job: what ended jobs left
-    behind, reparented here because the zygote is their subreaper. Returns how many."""
+def sweep_orphans(running: dict, keep: frozenset[int] = frozenset()) -> int:
+    """Kill and reap every child of this zygote that is not a running job or a service (`keep`):
+    what ended jobs left behind, reparented here because the zygote is their subreaper. Returns
+    how many."""
     killed = 0
     for _ in range(50):
-        strays = [pid for pid in _my_children() if pid not in running]
+        strays = [pid for pid in _my_children() if pid not in running and pid not in keep]
         if not strays:
             break
         for pid in strays:
@@ -203,6 +215,120 @@ def _kill(pid: int) -> None:
     os.waitpid(pid, 0)
 
 
+MAX_SERVICES = 2
+
+
+class Services:
+    """The zygote's baselines services, by key (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, dict] = {}
+
+    def pids(self) -> frozenset[int]:
+        return frozenset(s["pid"] for s in self.by_key.values())
+
+    def fds(self) -> list[int]:
+        return [fd for s in self.by_key.values() for fd in s["fds"]]
+
+    def _alive(self, service: dict) -> bool:
+        try:
+            done, _ = os.waitpid(service["pid"], os.WNOHANG)
+        except ChildProcessError:
+            return False
+        return not done
+
+    def stop(self, key: str) -> None:
+        service = self.by_key.pop(key, None)
+        if service is None:
+            return
+        for fd in service["fds"]:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.killpg(service["pid"], signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            os.waitpid(service["pid"], 0)
+        except ChildProcessError:
+            pass
+
+    def stop_all(self) -> None:
+        for key in list(self.by_key):
+            self.stop(key)
+
+    def lend(self, wanted: dict, job_pid_placeholder: int, close_in_child: list[int]) -> dict | None:
+        """The service for `wanted["key"]`, started if need be, marked as lent; None when it is
+        lent to another job right now (that job's evaluation then starts baselines of its own)."""
+        key = str(wanted["key"])
+        service = self.by_key.get(key)
+        if service is not None and not self._alive(service):
+            self.stop(key)
+            service = None
+        if service is not None:
+            if service["lent"] is not None:
+                return None
+        else:
+            idle = sorted((s["used"], k) for k, s in self.by_key.items() if s["lent"] is None)
+            while len(self.by_key) >= MAX_SERVICES and idle:
+                self.stop(idle.pop(0)[1])
+            service = self._start(str(wanted.get("log") or os.devnull), close_in_child + self.fds())
+            self.by_key[key] = service
+        service["lent"] = job_pid_placeholder
+        service["used"] = time.monotonic()
+        return service
+
+    def _start(self, log_path: str, close_in_child: list[int]) -> dict:
+        import channel
+
+        parent_ends, child_ends = channel.pipe_pair()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.setsid()
+                _die_with_parent()
+                for fd in close_in_child + list(parent_ends):
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+                devnull = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(devnull, 0)
+                log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                os.close(devnull)
+                os.close(log)
+                sys.stdout = os.fdopen(1, "w", buffering=1)
+                sys.stderr = os.fdopen(2, "w", buffering=1)
+                _fast_tensor_files()
+                from executor import serve_baselines_service
+
+                serve_baselines_service({}, channel.Channel(*child_ends))
+                code = 0
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        for fd in child_ends:
+            os.close(fd)
+        return {"pid": pid, "fds": list(parent_ends), "lent": None, "used": time.monotonic()}
+
+    def returned(self, job_pid: int, clean: bool) -> None:
+        for key, service in list(self.by_key.items()):
+            if service["lent"] == job_pid:
+                service["lent"] = None
+                if not clean:
+                    self.stop(key)  # the state of its channel is unknown
+
+
 def serve() -> None:
     # No parent-death signal here: the harness may start this from a thread that ends early.
     # When the harness goes away this process reads end-of-file on stdin, kills what is still
@@ -232,6 +358,7 @@ def serve() -> None:
     # each answer carries its request's id.
     running: dict[int, tuple[int, float, int]] = {}  # pid -> (request id, deadline, result fd)
     results: dict[int, bytearray] = {}  # result fd -> what the job has written so far
+    services = Services()
     buffer = b""
     delay = 0.0005
 
@@ -264,6 +391,7 @@ def serve() -> None:
                 for pid in list(running):
                     _kill(pid)
                 running.clear()
+                services.stop_all()
                 sweep_orphans(running)
                 break
             buffer += chunk
@@ -277,6 +405,10 @@ def serve() -> None:
                 # paid lazily, while the first build already runs, not before "ready".
                 if not guards.is_warm() and req["job"] in _NEEDS_WARM_UP:
                     guards.warm_up()
+                service = None
+                if req["job"] == "evaluate" and isinstance(req.get("service"), dict):
+                    service = services.lend(req["service"], -1, [stdin, out.fileno(), *results])
+                extra = {"baselines_service": {"pid": service["pid"], "fds": service["fds"]}} if service else None
                 read_fd, write_fd = os.pipe()
                 pid = os.fork()
                 if pid == 0:
@@ -285,7 +417,12 @@ def serve() -> None:
                     os.close(read_fd)
                     for fd in list(results):
                         os.close(fd)  # other jobs' result pipes
-                    _child(req, write_fd)
+                    for fd in services.fds():  # services' channels: only the borrower keeps its own
+                        if service is None or fd not in service["fds"]:
+                            os.close(fd)
+                    _child(req, write_fd, extra)
+                if service is not None:
+                    service["lent"] = pid
                 os.close(write_fd)
                 os.set_blocking(read_fd, False)
                 results[read_fd] = bytearray()
@@ -306,7 +443,6 @@ def serve() -> None:
             else:
                 continue
             del running[pid]
-            sweep_orphans(running)
             drain(read_fd, final=True)
             data = bytes(results.pop(read_fd))
             answer["result"] = None
@@ -315,6 +451,9 @@ def serve() -> None:
                     answer["result"] = json.loads(data)
                 except ValueError:
                     answer["status"] = "crash"
+            services.returned(pid, clean=answer["status"] == "ok" and isinstance(answer["result"], dict)
+                              and not answer["result"].get("service_broken"))
+            sweep_orphans(running, services.pids())
             finished = True
             answer["id"] = req_id
             out.write(json.dumps(answer) + "\n")

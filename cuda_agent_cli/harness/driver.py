@@ -6,6 +6,7 @@ numbers they hand back through harness-owned files, computes the statistics and 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -384,7 +385,8 @@ class Harness:
             # extension still builds; the candidate's process starts only once `go` exists.
             evaluating = self.pool.submit("evaluate", spec, run_dir / "evaluate",
                                           self.timeout * 3 + self.compile_timeout
-                                          + (self.compile_timeout if self.workspace.kind == "kernelbench" else 0))
+                                          + (self.compile_timeout if self.workspace.kind == "kernelbench" else 0),
+                                          service=self._baselines_service() if timed else None)
             module_dir = self._collect_compile(result, compiling)
             compiling = None
         finally:
@@ -397,6 +399,13 @@ class Harness:
             self.pool.wait(evaluating)
             return None, inputs
         return evaluating, inputs
+
+    def _baselines_service(self) -> dict[str, str]:
+        """The worker keeps eager and torch.compile warm between the rounds of one reference:
+        the key is everything the baselines' process is made from."""
+        digest = hashlib.sha256(self.workspace.reference.read_bytes())
+        digest.update(json.dumps([self.device, self.threads]).encode())
+        return {"key": digest.hexdigest(), "log": str(self._cache / "worker" / "baselines-service.log")}
 
     def _timing_plan(self, input_bytes: int) -> dict[str, int]:
         """Timed calls, warm-up calls and the block size. Every timed output is kept until the
@@ -443,7 +452,8 @@ class Harness:
             result.warnings.append("torch.compile baseline unavailable, eager time used instead: "
                                    f"{str(base_info['compile_error'])[:200]}")
         stats = scoring.side_by_side(blocks)
-        result.timing_detail = stats.detail
+        # Whether this round's baselines came from the warm service (rounds: how many it has timed).
+        result.timing_detail = {**stats.detail, "baselines": window.get("baselines_ready") or {}}
         method = timing_method(self.device, int(window.get("trials", 0)), int(window.get("warmup", 0)),
                                int(window.get("block", 0)), self.threads)
         result.timings = Timings(stats.eager_us, stats.compile_us, stats.candidate_us,

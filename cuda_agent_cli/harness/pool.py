@@ -184,9 +184,11 @@ class WorkerPool:
         """Run one job in a fresh forked process; never raises for what the job itself does."""
         return self.wait(self.submit(job, spec, job_dir, timeout))
 
-    def submit(self, job: str, spec: dict[str, Any], job_dir: Path, timeout: float, nice: int = 0) -> "Ticket":
+    def submit(self, job: str, spec: dict[str, Any], job_dir: Path, timeout: float, nice: int = 0,
+               service: dict[str, str] | None = None) -> "Ticket":
         """Start a job and return at once; `wait(ticket)` collects it. Jobs may overlap; `nice`
-        lowers the job's CPU priority (for work that runs beside a build)."""
+        lowers the job's CPU priority (for work that runs beside a build); `service` asks the
+        worker to lend an evaluation the baselines service of that key (tools/worker.py)."""
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
@@ -196,6 +198,8 @@ class WorkerPool:
             req_id = next(self._ids)
             request = {"id": req_id, "job": job, "spec": str(spec_path), "log": str(log_path),
                        "timeout": timeout, "nice": int(nice)}
+            if service:
+                request["service"] = service
             ticket = Ticket(req_id, job, log_path, timeout, time.perf_counter(), self._generation)
             assert self._proc is not None and self._proc.stdin is not None
             try:

@@ -77,32 +77,38 @@ BOOTSTRAP_RESAMPLES = 2000
 BOUND_SLACK = 1.5
 
 
+def _per_call_block(b: dict[str, Any]) -> float:
+    """A block's time from the harness's clock, per call (µs)."""
+    n = max(1, int(b.get("n") or len(b["events_us"])))
+    return float(b.get("block_us", sum(b["events_us"]))) / n
+
+
 def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> SideBySide:
     """Times and ratios from one window of interleaved blocks (tools/controller.py).
 
     Baseline blocks are trusted: their time is the median of their own events. The candidate's
-    events are its process's claim; the harness's clock timed each call from outside, and
-    `(outside - overhead - wander) / BOUND_SLACK` bounds the candidate's time from below, where the overhead
-    (the round trip, the flush, the synchronize) is the median the baseline calls showed and the
-    wander three times its median deviation. A call's time is its claim (its events, or the time
-    until the device was idle when work escaped them), unless the bound is above it: then the
-    bound; a block's time is the median of its calls'. Each
+    events are its process's claim; the harness's clock timed each block from outside, and
+    `(block / calls - overhead - wander) / BOUND_SLACK` bounds the candidate's mean call time
+    from below, where the overhead (fresh inputs, the spin, the flush, the synchronizes, the
+    evidence, the round trip) is the median per call that the baseline blocks showed beyond
+    their events, and the wander three times its median deviation. A call's claim is its
+    events, or the time until the device was idle when work escaped them; a block's time is
+    the median of its claims, unless the mean claim is below the bound: then the bound. Each
     ratio is the median baseline block time over the median candidate block time, with a
     bootstrap 95% interval over the rounds.
     """
     cand = blocks["candidate"]
     eager = blocks["eager"]
     comp = blocks.get("compile") or eager
-    baseline_calls = [(e, w, o) for side in ("eager", "compile") for b in blocks.get(side) or []
-                      for e, w, o in zip(b["events_us"], b.get("walls_us") or b["events_us"],
-                                         b.get("outside_us") or b["events_us"])]
-    # What the harness's own clock adds to a call's events on a trusted side (the go/done round
-    # trip, the flush, the synchronize), typically and how much it wanders.
-    overheads = [o - e for e, _, o in baseline_calls]
+    trusted = [b for side in ("eager", "compile") for b in blocks.get(side) or []]
+    # What the harness's own clock adds per call on a trusted side, typically and how much it
+    # wanders.
+    overheads = [_per_call_block(b) - statistics.fmean(b["events_us"]) for b in trusted if b["events_us"]]
     overhead = max(0.0, statistics.median(overheads)) if overheads else 0.0
     wander = 3.0 * statistics.median([abs(x - overhead) for x in overheads]) if len(overheads) > 1 else 0.0
-    # How long the device stays busy past a trusted call's events (the flush before it, mostly).
-    idle_gap = statistics.median([w - e for e, w, _ in baseline_calls]) if baseline_calls else 0.0
+    # How long the device stays busy past a trusted call's events (the spin and flush before it).
+    idle_gap = statistics.median([w - e for b in trusted for e, w in zip(b["events_us"], b.get("walls_us") or
+                                                                           b["events_us"])]) if trusted else 0.0
     clamped = 0
     cand_times: list[float] = []
     for b in cand:
@@ -110,14 +116,12 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
         # The candidate's process pays a little more around each call than a baseline's (the op
         # guard, its own kept outputs), so the bound is discounted by BOUND_SLACK: an honest
         # claim is never overruled, a claim several times too small always is.
-        bounds = [(o - overhead - wander) / BOUND_SLACK for o in b.get("outside_us") or []]
-        times = []
-        for i, claim in enumerate(claims):
-            bound = bounds[i] if i < len(bounds) else claim
-            times.append(bound if bound > claim * 1.02 + 0.5 else claim)
-        if statistics.median(times) > statistics.median(claims) * 1.02 + 0.5:
+        bound = (_per_call_block(b) - overhead - wander) / BOUND_SLACK if "block_us" in b else 0.0
+        claimed = statistics.median(claims)
+        if bound > statistics.fmean(claims) * 1.02 + 0.5:
             clamped += 1
-        cand_times.append(statistics.median(times))
+            claimed = max(claimed, bound)
+        cand_times.append(claimed)
     eager_times = [statistics.median(b["events_us"]) for b in eager]
     comp_times = [statistics.median(b["events_us"]) for b in comp]
     rounds = min(len(cand_times), len(eager_times), len(comp_times))
@@ -142,7 +146,7 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
 
     detail: dict[str, Any] = {
         name: {"events_us": med(side, "events_us"), "device_idle_us": med(side, "walls_us"),
-               "outside_us": med(side, "outside_us")}
+               "block_per_call_us": round(statistics.median([_per_call_block(b) for b in side]), 2)}
         for name, side in (("eager", eager), ("compile", comp), ("candidate", cand)) if side}
     detail.update(overhead_us=round(overhead, 2), wander_us=round(wander, 2), idle_gap_us=round(idle_gap, 2))
     return SideBySide(
