@@ -105,8 +105,9 @@ def _spin(us: float) -> None:
 def _warm_flushes(n: int) -> None:
     import torch
 
-    buf = _warm_flushes.buf = getattr(_warm_flushes, "buf", None) or torch.empty(256 << 20, dtype=torch.int8,
-                                                                                  device="cuda")
+    buf = getattr(_warm_flushes, "buf", None)
+    if buf is None:
+        buf = _warm_flushes.buf = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
     for _ in range(n):
         buf.zero_()
 

@@ -171,6 +171,9 @@ def test_later_rounds_reuse_warm_baselines_and_survive_losing_them(ws: Workspace
     harness = Harness(ws, device="cpu", trials=10, warmup=1)
     first, second = harness.profile(), harness.profile()
     assert first.correct and second.correct, second.summary()
+    # Prewarmed from the reference's own inputs while the first round still built: even the
+    # first round found them ready to reuse.
+    assert first.timing_detail["baselines"]["reused"] is True
     assert second.timing_detail["baselines"]["reused"] is True
     assert second.timing_detail["baselines"]["rounds"] >= 2
     assert second.timings is not None and second.timings.compile_us > 0 and second.timings.eager_us > 0
@@ -180,7 +183,7 @@ def test_later_rounds_reuse_warm_baselines_and_survive_losing_them(ws: Workspace
     subprocess.run(["kill", "-9", str(kept[0])], check=True)
     third = harness.profile()
     assert third.correct and third.timings is not None, third.summary()
-    assert third.timing_detail["baselines"]["rounds"] == 1 and third.timing_detail["baselines"]["reused"] is False
+    assert third.timing_detail["baselines"]["rounds"] == 1
 
 
 def test_wrong_kernel_gets_minus_one_naming_correctness(ws: Workspace) -> None:

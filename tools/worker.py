@@ -321,6 +321,31 @@ class Services:
             os.close(fd)
         return {"pid": pid, "fds": list(parent_ends), "lent": None, "used": time.monotonic()}
 
+    def prewarm(self, wanted: dict, close_in_child: list[int]) -> bool:
+        """Start the service for `wanted["key"]` now, and have it build and warm the baselines
+        from the reference's own inputs while the round's build and inputs are still being made.
+        False when it is lent out (it is warm then)."""
+        key = str(wanted["key"])
+        service = self.by_key.get(key)
+        if service is not None and not self._alive(service):
+            self.stop(key)
+            service = None
+        if service is None:
+            service = self.lend(wanted, -1, close_in_child)
+            if service is None:
+                return False
+            service["lent"] = None
+        elif service["lent"] is not None:
+            return False
+        import channel
+
+        try:
+            channel.Channel(*service["fds"]).send({"op": "prewarm", "spec": wanted.get("prewarm") or {}})
+        except channel.ChannelClosed:
+            self.stop(key)
+            return False
+        return True
+
     def returned(self, job_pid: int, clean: bool) -> None:
         for key, service in list(self.by_key.items()):
             if service["lent"] == job_pid:
@@ -400,6 +425,12 @@ def serve() -> None:
                 if not line.strip():
                     continue
                 req = json.loads(line)
+                if req["job"] == "service":
+                    started = isinstance(req.get("service"), dict) and services.prewarm(
+                        req["service"], [stdin, out.fileno(), *results])
+                    out.write(json.dumps({"id": req["id"], "status": "ok", "returncode": 0, "signal": None,
+                                          "result": {"prewarming": bool(started)}}) + "\n")
+                    continue
                 # The first op under a dispatch mode imports ~800 modules (seconds on a cold
                 # machine); paid once here, it stays out of every forked candidate job. It is
                 # paid lazily, while the first build already runs, not before "ready".

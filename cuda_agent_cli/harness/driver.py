@@ -360,9 +360,15 @@ class Harness:
         timed = bool(spec["timed_sets"])
         # The build is submitted first: a fresh worker finishes its own warm-up beside it.
         compiling = self._submit_compile(result, run_dir)
-        # The sets are written by two jobs side by side: on a warm round they are the long pole.
+        # The warm baselines get going at once (a no-op when they are warm already).
+        prewarm = self.pool.submit("service", {}, run_dir / "service", 60, service={
+            **self._baselines_service(), "prewarm": {"reference": spec["reference"], "device": self.device,
+                                                     "threads": self.threads}}) if timed else None
+        # The sets are written by several jobs side by side (two on a small machine, up to one a
+        # set on a large one): on a warm round making them is a long pole.
         n_sets = len(spec["seeds"])
-        halves = [list(range(0, n_sets, 2)), list(range(1, n_sets, 2))]
+        jobs = max(2, min(n_sets, (os.cpu_count() or 2) // 2))
+        halves = [list(range(k, n_sets, jobs)) for k in range(jobs)]
         tickets = [self.pool.submit("inputs", {"reference": spec["reference"], "device": self.device,
                                                "seeds": spec["seeds"], "models": spec["n"], "indices": part,
                                                "out_dir": spec["inputs_dir"]},
@@ -372,6 +378,8 @@ class Harness:
         go = Path(spec["go_file"])
         module_dir = None
         try:
+            if prewarm is not None:
+                self.pool.wait(prewarm)
             inputs = _merge_inputs([self.pool.wait(t) for t in tickets])
             result.phase_seconds["inputs.job"] = inputs.seconds
             if not inputs.ok:
