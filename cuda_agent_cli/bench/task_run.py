@@ -83,7 +83,7 @@ def score(folder: Path, job: dict[str, Any]) -> dict[str, Any]:
 def _base_record(job: dict[str, Any]) -> dict[str, Any]:
     task = job["task"]
     return {"task": task["key"], "level": task["level"], "problem_id": task["problem_id"], "name": task["name"],
-            "task_sha256": task["sha256"], "origin": task["origin"], "mode": job["mode"],
+            "task_sha256": task["sha256"], "origin": task["origin"], "mode": job["mode"], "gpu": job.get("gpu"),
             "solutions_sha256": job.get("solutions_sha256"), "device": job.get("device"),
             "policy": job.get("policy") or "strict", "status": "failed", "error": None, "correct": False,
             "reward": -1, "speedup_vs_eager": None, "speedup_vs_compile": None, "samples": [], "n_samples": 0,
