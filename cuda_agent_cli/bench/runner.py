@@ -212,6 +212,7 @@ class LocalPool:
                 if i is None:
                     return
                 job = board.jobs[i]
+                job["gpu"] = slot.gpu   # the record says which GPU scored the task
                 with lock:
                     self.busy += 1
                 try:
