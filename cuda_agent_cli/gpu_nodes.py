@@ -58,10 +58,10 @@ def parse_smi(csv: str, minors: dict[str, int]) -> list[NvidiaGpu]:
     return gpus
 
 
-def visible_minors(visible: str, gpus: list[NvidiaGpu], pci_order: bool) -> set[int] | None:
-    """The minors of the GPUs a CUDA_VISIBLE_DEVICES value selects; None when that cannot be told
+def visible_gpus(visible: str, gpus: list[NvidiaGpu], pci_order: bool) -> list[NvidiaGpu] | None:
+    """The GPUs a CUDA_VISIBLE_DEVICES value selects, in its order; None when that cannot be told
     for certain. CUDA reads the list up to its first entry that names no GPU."""
-    chosen: set[int] = set()
+    chosen: list[NvidiaGpu] = []
     # Without CUDA_DEVICE_ORDER=PCI_BUS_ID, CUDA numbers the fastest GPU first: the same as
     # nvidia-smi's bus order only when every GPU is the same model.
     same_model = len({g.name for g in gpus}) <= 1
@@ -82,8 +82,14 @@ def visible_minors(visible: str, gpus: list[NvidiaGpu], pci_order: bool) -> set[
             break
         if match[0].minor is None:
             return None
-        chosen.add(match[0].minor)
+        if match[0] not in chosen:
+            chosen.append(match[0])
     return chosen
+
+
+def visible_minors(visible: str, gpus: list[NvidiaGpu], pci_order: bool) -> set[int] | None:
+    chosen = visible_gpus(visible, gpus, pci_order)
+    return None if chosen is None else {g.minor for g in chosen if g.minor is not None}
 
 
 def select_nodes(nodes: list[str], minors: set[int] | None) -> list[str]:
@@ -124,15 +130,20 @@ def read_gpus(proc: Path = PROC_GPUS) -> list[NvidiaGpu]:
     return parse_smi(out.stdout, minors) if out.returncode == 0 else []
 
 
-def nodes_for(nodes: list[str], env: dict[str, str]) -> list[str]:
-    """The device nodes a process with environment `env` needs of `nodes`."""
+def nodes_for(nodes: list[str], env: dict[str, str]) -> tuple[list[str], str | None]:
+    """The device nodes a process with environment `env` needs of `nodes`, and the
+    CUDA_VISIBLE_DEVICES it must then be given (None: as it is). With only its GPUs' nodes in
+    view, CUDA enumerates only those, so an index such as "3" would name nothing: the GPUs are
+    named by UUID instead, in the order the variable gave them."""
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
-        return list(nodes)
+        return list(nodes), None
     if not visible.strip():
-        return select_nodes(nodes, set())
+        return select_nodes(nodes, set()), None
     if not any(_PER_GPU.match(Path(n).name) for n in nodes):
-        return list(nodes)
+        return list(nodes), None
     gpus = read_gpus()
-    minors = visible_minors(visible, gpus, env.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID") if gpus else None
-    return select_nodes(nodes, minors)
+    chosen = visible_gpus(visible, gpus, env.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID") if gpus else None
+    if chosen is None:
+        return list(nodes), None
+    return select_nodes(nodes, {g.minor for g in chosen if g.minor is not None}), ",".join(g.uuid for g in chosen)

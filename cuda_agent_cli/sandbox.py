@@ -50,7 +50,7 @@ SANDBOX_HOME = "/tmp/home"
 # Names passed from the host environment into the sandbox when set. Nothing that can hold a
 # credential: the filter below drops anything key- or token-like even if added here by mistake.
 ENV_PASSTHROUGH = (
-    "LANG", "LC_ALL", "TZ", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
+    "LANG", "LC_ALL", "TZ", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
     "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "TORCH_CUDA_ARCH_LIST",
     "LD_LIBRARY_PATH", "MAX_JOBS", "CC", "CXX",
 )
@@ -323,8 +323,10 @@ class Sandbox:
         self._shown = sorted(set(toolchain_paths(self.env_source)) | {Path(os.path.realpath(x)) for x in policy.exposed})
         # Only the nodes of the GPUs CUDA_VISIBLE_DEVICES names (a bench slot's one GPU), and the
         # shared ones: a task's shell cannot open another task's GPU.
-        self._gpu = nodes_for(gpu_devices(), self.env_source) if policy.gpu else []
+        self._gpu, inner_visible = nodes_for(gpu_devices(), self.env_source) if policy.gpu else ([], None)
         self._env = sandbox_env(self.env_source, self.visible)
+        if inner_visible is not None:
+            self._env["CUDA_VISIBLE_DEVICES"] = inner_visible
 
     def visible(self, path: Path) -> bool:
         """Whether a host path shows inside: not under a hidden place, or shown again."""

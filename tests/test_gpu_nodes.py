@@ -91,11 +91,19 @@ def test_the_sandbox_binds_only_the_slot_gpu(tmp_path: Path, monkeypatch: pytest
     root = tmp_path / "ws"
     root.mkdir()
 
-    def bound(env: dict) -> list[str]:
-        argv = Sandbox(SandboxPolicy.optimize(root), status, env=env).argv("true")
-        return [argv[i + 1] for i, a in enumerate(argv) if a == "--dev-bind"]
+    def bound(env: dict) -> tuple[list[str], str | None]:
+        box = Sandbox(SandboxPolicy.optimize(root), status, env=env)
+        argv = box.argv("true")
+        return [argv[i + 1] for i, a in enumerate(argv) if a == "--dev-bind"], box.env().get("CUDA_VISIBLE_DEVICES")
 
-    # A bench slot on GPU 1 (PCI order, as the local pool starts its slots): nvidia0 is its node.
-    assert bound({"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}) == SHARED[:4] + ["/dev/nvidia0"] + SHARED[4:]
-    assert bound({}) == NODES                              # no selection: every GPU, as before
-    assert bound({"CUDA_VISIBLE_DEVICES": ""}) == ["/dev/dri"]
+    # A bench slot on GPU 1 (PCI order, as the local pool starts its slots): nvidia0 is its node,
+    # and inside, where CUDA enumerates that one GPU only, it is named by its UUID.
+    nodes, visible = bound({"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    assert nodes == SHARED[:4] + ["/dev/nvidia0"] + SHARED[4:]
+    assert visible == "GPU-bbbb2222-0000-0000-0000-000000000000"
+    nodes, visible = bound({"CUDA_VISIBLE_DEVICES": "3,0"})
+    assert nodes == SHARED[:4] + ["/dev/nvidia1", "/dev/nvidia2"] + SHARED[4:]
+    assert visible == "GPU-dddd4444-0000-0000-0000-000000000000,GPU-aaaa1111-0000-0000-0000-000000000000"
+    assert bound({}) == (NODES, None)                     # no selection: every GPU, as before
+    assert bound({"CUDA_VISIBLE_DEVICES": ""})[0] == ["/dev/dri"]   # no GPU: no NVIDIA node at all
+    assert bound({"CUDA_VISIBLE_DEVICES": "MIG-1"}) == (NODES, "MIG-1")   # kept as it is
