@@ -42,7 +42,7 @@ def normalize_bus_id(text: str) -> str:
 
 def parse_minor(information: str) -> int | None:
     """The "Device Minor:" line of a /proc/driver/nvidia/gpus/*/information file."""
-    m = re.search(r"^Device Minor:\s*(\d+)\s*$", information, re.M)
+    m = re.search(r"^Device Minor:\s*(\d+)\s*$", information, re.MULTILINE)
     return int(m.group(1)) if m else None
 
 

@@ -1,6 +1,7 @@
 """The local pool: one slot process per GPU, each seeing only its GPU; a slot that dies is
 restarted and its task tried once more. Stand-in slot processes keep this fast."""
 
+import itertools
 import sys
 import textwrap
 import threading
@@ -106,7 +107,7 @@ def test_builds_of_queued_tasks_overlap_the_timing_and_no_task_is_timed_while_it
         # built while the slot was timing another task
         assert any(r["held"][0] < a["end"] and a["start"] < r["held"][1] for o, r in got.items() if o != k)
     # One slot: its tasks ran one at a time.
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     assert {r["gpu"] for r in got.values()} == {"0"}
 
 

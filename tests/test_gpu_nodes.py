@@ -6,8 +6,14 @@ from pathlib import Path
 import pytest
 
 from cuda_agent_cli import gpu_nodes, sandbox
-from cuda_agent_cli.gpu_nodes import (normalize_bus_id, parse_minor, parse_smi, read_gpus, select_nodes,
-                                      visible_minors)
+from cuda_agent_cli.gpu_nodes import (
+    normalize_bus_id,
+    parse_minor,
+    parse_smi,
+    read_gpus,
+    select_nodes,
+    visible_minors,
+)
 from cuda_agent_cli.sandbox import Sandbox, SandboxPolicy, SandboxStatus
 
 SMI = """0, GPU-aaaa1111-0000-0000-0000-000000000000, 00000000:1B:00.0, NVIDIA H200
