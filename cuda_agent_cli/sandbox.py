@@ -4,7 +4,8 @@ A `SandboxPolicy` says what the agent may write (the same rules the file tools e
 stays locked, and the resource limits; `Sandbox.argv()` turns it into one bwrap command line:
 
 - the host root read-only, a private /tmp and /dev/shm, a fresh /proc, a minimal /dev plus the
-  GPU device nodes (--dev-bind), so CUDA works inside;
+  device nodes of the GPUs CUDA_VISIBLE_DEVICES names (--dev-bind, see gpu_nodes), so CUDA
+  works inside on those GPUs only;
 - the real home directories, /root, /run and other secret places hidden under empty tmpfs, with
   only the Python and CUDA installations that live there mounted back read-only;
 - the workspace read-only, its writable entries (kernels/, model_new.py, scratch/) bound
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Callable
 
 from cuda_agent_cli.errors import EnvironmentMissing
+from cuda_agent_cli.gpu_nodes import nodes_for
 
 INSTALL_HINT = (
     "install bubblewrap (apt-get install bubblewrap, or dnf install bubblewrap) and make sure "
@@ -48,7 +50,7 @@ SANDBOX_HOME = "/tmp/home"
 # Names passed from the host environment into the sandbox when set. Nothing that can hold a
 # credential: the filter below drops anything key- or token-like even if added here by mistake.
 ENV_PASSTHROUGH = (
-    "LANG", "LC_ALL", "TZ", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
+    "LANG", "LC_ALL", "TZ", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
     "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "TORCH_CUDA_ARCH_LIST",
     "LD_LIBRARY_PATH", "MAX_JOBS", "CC", "CXX",
 )
@@ -319,8 +321,12 @@ class Sandbox:
         # What the host looks like does not change during a session: computed once.
         self._hidden = sorted(set(default_hidden(self.env_source)) | {Path(os.path.realpath(x)) for x in policy.hidden})
         self._shown = sorted(set(toolchain_paths(self.env_source)) | {Path(os.path.realpath(x)) for x in policy.exposed})
-        self._gpu = gpu_devices() if policy.gpu else []
+        # Only the nodes of the GPUs CUDA_VISIBLE_DEVICES names (a bench slot's one GPU), and the
+        # shared ones: a task's shell cannot open another task's GPU.
+        self._gpu, inner_visible = nodes_for(gpu_devices(), self.env_source) if policy.gpu else ([], None)
         self._env = sandbox_env(self.env_source, self.visible)
+        if inner_visible is not None:
+            self._env["CUDA_VISIBLE_DEVICES"] = inner_visible
 
     def visible(self, path: Path) -> bool:
         """Whether a host path shows inside: not under a hidden place, or shown again."""

@@ -1,6 +1,7 @@
 """The local pool: one slot process per GPU, each seeing only its GPU; a slot that dies is
 restarted and its task tried once more. Stand-in slot processes keep this fast."""
 
+import itertools
 import sys
 import textwrap
 import threading
@@ -61,3 +62,61 @@ def test_a_dead_slot_is_restarted_and_the_task_tried_again(tmp_path: Path):
     assert recs["flaky"].get("gpu") is None and "error" not in recs["flaky"]
     assert recs["doomed"]["status"] == "error" and f"({ATTEMPTS} attempts)" in recs["doomed"]["error"]
     assert "pid" in recs["fine"]   # the run went on after the task that kept killing its worker
+
+
+TIMED_SLOT = textwrap.dedent('''
+    import json, os, sys, time
+    for line in sys.stdin:
+        job = json.loads(line)
+        start = time.time()
+        if job.get("stage") == "prebuild":
+            time.sleep(job["build_s"])
+            print(json.dumps({"compile_ahead": {"start": start, "end": time.time(), "nice": os.nice(0),
+                                                "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}}), flush=True)
+            continue
+        time.sleep(job["time_s"])
+        print(json.dumps({"task": job["task"]["key"], "held": [start, time.time()],
+                          "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}), flush=True)
+''')
+
+
+def buildable_job(tmp: Path, key: str, **extra) -> dict:
+    sample = {"index": 0, "kind": "workdir", "files": {"model_new.py": "", "kernels/k.cu": ""}}
+    return job(tmp, key, samples=[sample], **extra)
+
+
+def test_builds_of_queued_tasks_overlap_the_timing_and_no_task_is_timed_while_it_builds(tmp_path: Path):
+    script = tmp_path / "slot.py"
+    script.write_text(TIMED_SLOT)
+    jobs = [buildable_job(tmp_path, f"t{i}", build_s=0.3, time_s=0.6) for i in range(4)]
+    jobs.insert(2, job(tmp_path, "inline", time_s=0.2))   # a load_inline candidate: nothing to build
+    got: dict[str, dict] = {}
+    pool = LocalPool(["0"], tmp_path / "logs", command=[sys.executable, str(script)], builders=1, build_gpu="")
+    pool.run_jobs(jobs, lambda j, rec: got.setdefault(rec["task"], rec))
+    assert sorted(got) == ["inline", "t0", "t1", "t2", "t3"]
+    # The slot's first task was taken at once; most other buildable tasks were built ahead, on a
+    # niced process that saw no GPU, while the slot was timing another task.
+    first = min(got.values(), key=lambda r: r["held"][0])
+    assert "compile_ahead" not in first and "compile_ahead" not in got["inline"]
+    ahead = {k: r["compile_ahead"] for k, r in got.items() if "compile_ahead" in r}
+    assert len(ahead) >= 2, got
+    assert all(a["gpu"] == "" and a["nice"] >= 10 for a in ahead.values())
+    spans = sorted(r["held"] for r in got.values())
+    for k, a in ahead.items():
+        assert got[k]["held"][0] >= a["end"]     # never timed while its build was running
+        # built while the slot was timing another task
+        assert any(r["held"][0] < a["end"] and a["start"] < r["held"][1] for o, r in got.items() if o != k)
+    # One slot: its tasks ran one at a time.
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    assert {r["gpu"] for r in got.values()} == {"0"}
+
+
+def test_no_builds_ahead_when_a_slot_is_idle(tmp_path: Path):
+    script = tmp_path / "slot.py"
+    script.write_text(TIMED_SLOT)
+    jobs = [buildable_job(tmp_path, f"t{i}", build_s=0.1, time_s=0.3) for i in range(2)]
+    got: dict[str, dict] = {}
+    LocalPool(["0", "1"], tmp_path / "logs", command=[sys.executable, str(script)], builders=1).run_jobs(
+        jobs, lambda j, rec: got.setdefault(rec["task"], rec))
+    # Two slots, two tasks: each slot took one straight away and built it itself.
+    assert sorted(got) == ["t0", "t1"] and not any("compile_ahead" in r for r in got.values())

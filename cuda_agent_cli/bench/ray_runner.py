@@ -7,8 +7,9 @@ worker died (a system failure) is retried by Ray; a task that failed on its own 
 
 from __future__ import annotations
 
+import os
 import socket
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from cuda_agent_cli.errors import EnvironmentMissing
 
@@ -40,6 +41,8 @@ def reachable(address: str, timeout: float = 5.0) -> None:
 def _bench_task(job: dict[str, Any]) -> dict[str, Any]:
     from cuda_agent_cli.bench.task_run import run_task
 
+    # Ray set CUDA_VISIBLE_DEVICES to the GPU it gave this task; the record says which one.
+    job.setdefault("gpu", os.environ.get("CUDA_VISIBLE_DEVICES") or None)
     return run_task(job)
 
 
@@ -47,9 +50,13 @@ class RayPool:
     """Connects on first use: to `address` ("auto": the cluster this machine belongs to), or to
     the Ray instance this process already started (tests: ray.init(num_cpus=2, num_gpus=2))."""
 
-    def __init__(self, address: str | None = "auto", num_gpus: float = 1.0) -> None:
+    def __init__(self, address: str | None = "auto", num_gpus: float = 1.0,
+                 task: Callable[[dict[str, Any]], dict[str, Any]] = _bench_task) -> None:
         self.address = address
         self.num_gpus = num_gpus
+        # What each Ray task runs on its job: `_bench_task`, or a wrapper of it (tests make one
+        # that kills its worker, to see Ray's retry of a dead worker at work).
+        self.task = task
         self.busy = 0
 
     def connect(self) -> Any:
@@ -71,7 +78,7 @@ class RayPool:
             # Tasks asking for a GPU would wait forever on a cluster that has none.
             raise EnvironmentMissing("the Ray cluster has no GPU to give each task",
                                      "start the Ray nodes on GPU machines (ray start --num-gpus=N)")
-        remote = ray.remote(num_gpus=self.num_gpus, max_retries=RETRIES, retry_exceptions=False)(_bench_task)
+        remote = ray.remote(num_gpus=self.num_gpus, max_retries=RETRIES, retry_exceptions=False)(self.task)
         pending = {remote.remote(job): job for job in jobs}
         gpus = max(1, int(ray.cluster_resources().get("GPU", 0) / self.num_gpus))
         try:
@@ -82,14 +89,30 @@ class RayPool:
                     job = pending.pop(ref)
                     try:
                         record = ray.get(ref)
-                    except Exception as exc:  # the worker died more than RETRIES times
-                        from cuda_agent_cli.bench.runner import died_record
-
-                        record = died_record(job)
-                        record["error"] = f"the Ray worker died while running this task: {type(exc).__name__}"
+                    except Exception as exc:
+                        record = failed_record(job, exc, worker_died(ray, exc))
                     on_record(job, record)
                     if "fatal" in record:
                         return
         finally:
             for ref in pending:
                 ray.cancel(ref, force=True)
+
+
+def worker_died(ray: Any, exc: BaseException) -> bool:
+    """Whether Ray gave up on a task because its worker (or node) kept dying, not because the
+    task raised: only those are retried, so only those have used up the retries."""
+    kinds = tuple(k for k in (getattr(ray.exceptions, n, None) for n in
+                              ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "OutOfMemoryError"))
+                  if isinstance(k, type))
+    return isinstance(exc, kinds)
+
+
+def failed_record(job: dict[str, Any], exc: BaseException, died: bool) -> dict[str, Any]:
+    from cuda_agent_cli.bench.runner import died_record
+
+    record = died_record(job)
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    record["error"] = (f"the Ray worker died while running this task ({RETRIES + 1} attempts): {type(exc).__name__}"
+                       if died else f"the Ray task failed: {type(exc).__name__}: {first}")
+    return record

@@ -42,6 +42,8 @@ class BenchRequest:
     atol: float | None = None
     rtol: float | None = None
     allow_unsafe: bool = False
+    # Compile-ahead workers of the local pool; None: default_builders() (on a GPU only).
+    compile_ahead: int | None = None
 
 
 @dataclass
@@ -137,10 +139,16 @@ def make_scheduler(plan: BenchPlan) -> Any:
         from cuda_agent_cli.bench.ray_runner import RayPool
 
         return RayPool(plan.request.ray)
-    from cuda_agent_cli.bench.runner import LocalPool, parse_gpus
+    from cuda_agent_cli.bench.runner import LocalPool, default_builders, parse_gpus
 
     plan.slots = parse_gpus(plan.request.gpus, plan.device)
-    return LocalPool(plan.slots, plan.store.out / "logs")
+    builders = plan.request.compile_ahead
+    if builders is None:
+        builders = default_builders(plan.device, len(plan.slots), plan.jobs)
+    # A cuda harness starts only with a GPU in view, even to build: the builders see the first
+    # slot's GPU (they never time on it); on the CPU they see none.
+    build_gpu = next((g for g in plan.slots if g is not None), "")
+    return LocalPool(plan.slots, plan.store.out / "logs", builders=builders, build_gpu=build_gpu)
 
 
 def finish(plan: BenchPlan, interrupted: bool = False) -> BenchOutcome:

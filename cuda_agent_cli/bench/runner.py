@@ -3,6 +3,8 @@
 `run_jobs(jobs, on_record)` calls `on_record(job, record)` in the caller's thread as each task
 finishes, in finishing order. A slot runs one task at a time, so timing is never shared between
 two tasks on one GPU. A slot process that dies mid-task is restarted and the task tried once more.
+Compile-ahead workers (harness-only mode) build queued tasks' candidates on the CPU meanwhile,
+so a slot's GPU time goes to timing rather than to waiting on nvcc.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -55,22 +58,28 @@ def parse_gpus(spec: str | None, device: str) -> list[str | None]:
 
 
 SLOT_COMMAND = (sys.executable, "-m", "cuda_agent_cli.bench.slot")
+BUILD_NICE = 10  # compile-ahead workers yield the cores to the slots' timing processes
 
 
 class _Slot:
-    def __init__(self, gpu: str | None, log: Path, command: Sequence[str] = SLOT_COMMAND) -> None:
-        self.gpu, self.log, self.command = gpu, log, list(command)
+    """One long-lived slot process. `gpu` is what it sees: an index, "" for no GPU at all, or
+    None for the environment as it is (a CPU slot)."""
+
+    def __init__(self, gpu: str | None, log: Path, command: Sequence[str] = SLOT_COMMAND, nice: int = 0) -> None:
+        self.gpu, self.log, self.command, self.nice = gpu, log, list(command), nice
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
         env = dict(os.environ)
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
+            # Indices as nvidia-smi numbers them (what --gpus takes), not CUDA's fastest-first order.
+            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        command = ["nice", "-n", str(self.nice), *self.command] if self.nice and shutil.which("nice") else self.command
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "a") as log:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+            self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                          text=True, env=env, start_new_session=True)
-
     def run(self, job: dict[str, Any]) -> dict[str, Any] | None:
         """The record, or None when the slot process died before answering."""
         if self.proc is None or self.proc.poll() is not None:
@@ -113,44 +122,130 @@ def died_record(job: dict[str, Any]) -> dict[str, Any]:
     return rec
 
 
-class LocalPool:
-    """One slot process per GPU (or one CPU slot); a queue of tasks feeds them."""
+class _Board:
+    """Where each job of a run is: waiting to be built ahead, being built, ready, or taken by a
+    slot. Slots take ready jobs first (built ahead, or nothing to build), then unbuilt ones (they
+    build those themselves), and wait only when every job left is being built. Builders build
+    only while every slot is busy: a job an idle slot would take at once gains nothing from it."""
 
-    def __init__(self, gpus: Sequence[str | None], log_dir: Path, command: Sequence[str] = SLOT_COMMAND) -> None:
+    def __init__(self, jobs: Sequence[dict[str, Any]], slots: int, build: Callable[[dict[str, Any]], bool]) -> None:
+        self.jobs = list(jobs)
+        self.state = ["queued" if build(j) else "ready" for j in self.jobs]
+        self.ahead: list[dict[str, Any] | None] = [None] * len(self.jobs)
+        self.slots, self.busy = slots, 0
+        self.stopped = False
+        self.cond = threading.Condition()
+
+    def _first(self, *states: str) -> int | None:
+        return next((i for i, st in enumerate(self.state) if st in states), None)
+
+    def take(self) -> int | None:
+        """The next job for a slot (None: nothing left); counts the slot busy until release()."""
+        with self.cond:
+            while not self.stopped:
+                i = self._first("ready")
+                i = self._first("queued") if i is None else i
+                if i is not None:
+                    self.state[i] = "taken"
+                    self.busy += 1
+                    return i
+                if self._first("building") is None:
+                    return None
+                self.cond.wait(0.5)
+            return None
+
+    def release(self) -> None:
+        with self.cond:
+            self.busy -= 1
+            self.cond.notify_all()
+
+    def next_build(self) -> int | None:
+        """The next job for a builder (None: nothing left to build ahead)."""
+        with self.cond:
+            while not self.stopped:
+                i = self._first("queued")
+                if i is None:
+                    return None
+                if self.busy >= self.slots:
+                    self.state[i] = "building"
+                    return i
+                self.cond.wait(0.5)
+            return None
+
+    def built(self, i: int, info: dict[str, Any] | None) -> None:
+        with self.cond:
+            self.ahead[i] = info
+            if self.state[i] == "building":
+                self.state[i] = "ready"
+            self.cond.notify_all()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+
+
+class LocalPool:
+    """One slot process per GPU (or one CPU slot); a queue of tasks feeds them. With `builders`,
+    that many compile-ahead processes (niced, on the CPU) build queued tasks' candidates while
+    the slots time: they see `build_gpu` ("" for none), since a cuda harness needs a GPU in
+    view to start even when it only builds."""
+
+    def __init__(self, gpus: Sequence[str | None], log_dir: Path, command: Sequence[str] = SLOT_COMMAND,
+                 builders: int = 0, build_gpu: str = "") -> None:
         self.slots = [_Slot(g, log_dir / f"slot-{g if g is not None else 'cpu'}-{i}.log", command)
                       for i, g in enumerate(gpus)]
+        self.builders = [_Slot(build_gpu, log_dir / f"build-{i}.log", command, nice=BUILD_NICE)
+                         for i in range(builders)]
         self.busy = 0
 
     def run_jobs(self, jobs: Sequence[dict[str, Any]], on_record: OnRecord) -> None:
-        todo: queue.Queue[dict[str, Any]] = queue.Queue()
-        for job in jobs:
-            todo.put(job)
+        from cuda_agent_cli.bench.prebuild import buildable
+
+        board = _Board(jobs, len(self.slots), lambda j: bool(self.builders and buildable(j)))
         done: queue.Queue[tuple[dict[str, Any], dict[str, Any] | BaseException]] = queue.Queue()
-        stop = threading.Event()
         lock = threading.Lock()
 
         def serve(slot: _Slot) -> None:
-            while not stop.is_set():
-                try:
-                    job = todo.get_nowait()
-                except queue.Empty:
+            while True:
+                i = board.take()
+                if i is None:
                     return
+                job = board.jobs[i]
+                job["gpu"] = slot.gpu   # the record says which GPU scored the task
                 with lock:
                     self.busy += 1
                 try:
                     record = None
                     for _ in range(ATTEMPTS):
                         record = slot.run(job)
-                        if record is not None or stop.is_set():
+                        if record is not None or board.stopped:
                             break
-                    done.put((job, record if record is not None else died_record(job)))
+                    record = record if record is not None else died_record(job)
+                    if board.ahead[i] is not None and "fatal" not in record:
+                        record["compile_ahead"] = board.ahead[i]
+                    done.put((job, record))
                 except BaseException as exc:  # reported in the caller's thread
                     done.put((job, exc))
                 finally:
                     with lock:
                         self.busy -= 1
+                    board.release()
+
+        def build(builder: _Slot) -> None:
+            while True:
+                i = board.next_build()
+                if i is None:
+                    return
+                info = None
+                try:
+                    answer = builder.run({**board.jobs[i], "stage": "prebuild"})
+                    info = (answer or {}).get("compile_ahead") or {"error": "the compile-ahead worker died"}
+                finally:
+                    board.built(i, info)
 
         threads = [threading.Thread(target=serve, args=(s,), daemon=True) for s in self.slots]
+        threads += [threading.Thread(target=build, args=(b,), daemon=True) for b in self.builders]
         for t in threads:
             t.start()
         try:
@@ -168,6 +263,17 @@ class LocalPool:
                 if "fatal" in record:
                     return
         finally:
-            stop.set()
-            for s in self.slots:
+            board.stop()
+            for s in [*self.slots, *self.builders]:
                 s.stop()
+
+
+def default_builders(device: str, slots: int, jobs: Sequence[dict[str, Any]], cores: int | None = None) -> int:
+    """Compile-ahead workers for a run: on a GPU, one per slot up to a quarter of the cores (an
+    nvcc build keeps a few cores busy); none on the CPU, where a build beside the timing would
+    take cores from the very thing being timed; none when no job has anything to build."""
+    from cuda_agent_cli.bench.prebuild import buildable
+
+    if device != "cuda" or not any(buildable(j) for j in jobs):
+        return 0
+    return max(1, min(slots, (cores or os.cpu_count() or 1) // 4))

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import shutil
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from cuda_agent_cli.bench.prebuild import sample_folder
 from cuda_agent_cli.bench.solutions import sample_files
 from cuda_agent_cli.errors import CudaAgentError, EnvironmentMissing, Interrupted
 
@@ -73,17 +75,26 @@ def score(folder: Path, job: dict[str, Any]) -> dict[str, Any]:
     for key in ("atol", "rtol", "trials"):
         if job.get(key) is not None:
             options[key] = job[key]
-    start = time.perf_counter()
-    try:
+    with _device_busy(job):
         return profile_path(folder, **options).to_json()
+
+
+@contextmanager
+def _device_busy(job: dict[str, Any]) -> Iterator[None]:
+    """Times one scoring round: its seconds add up in `harness_s`, and its wall-clock span is one
+    of the task's `device_busy` intervals (the slot's device held for this task's round)."""
+    start, wall = time.perf_counter(), time.time()
+    try:
+        yield
     finally:
         job["_harness_s"] = job.get("_harness_s", 0.0) + time.perf_counter() - start
+        job.setdefault("_busy", []).append([round(wall, 3), round(time.time(), 3)])
 
 
 def _base_record(job: dict[str, Any]) -> dict[str, Any]:
     task = job["task"]
     return {"task": task["key"], "level": task["level"], "problem_id": task["problem_id"], "name": task["name"],
-            "task_sha256": task["sha256"], "origin": task["origin"], "mode": job["mode"],
+            "task_sha256": task["sha256"], "origin": task["origin"], "mode": job["mode"], "gpu": job.get("gpu"),
             "solutions_sha256": job.get("solutions_sha256"), "device": job.get("device"),
             "policy": job.get("policy") or "strict", "status": "failed", "error": None, "correct": False,
             "reward": -1, "speedup_vs_eager": None, "speedup_vs_compile": None, "samples": [], "n_samples": 0,
@@ -118,7 +129,7 @@ def _run_solutions(job: dict[str, Any], record: dict[str, Any]) -> None:
         return
     results = []
     for s in samples:
-        folder = materialize(Path(job["work"]) / f"sample_{s['index']}", job["task"]["source"], sample_files(s))
+        folder = materialize(sample_folder(job, s), job["task"]["source"], sample_files(s))
         results.append((int(s["index"]), score(folder, job)))
     _settle(record, results)
 
@@ -199,15 +210,14 @@ def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
     for rel, text in candidate_files(best_dir).items():
         (workspace.root / rel).parent.mkdir(parents=True, exist_ok=True)
         (workspace.root / rel).write_text(text)
-    start = time.perf_counter()
-    scored = harness.profile().to_json()
-    job["_harness_s"] = job.get("_harness_s", 0.0) + time.perf_counter() - start
+    with _device_busy(job):
+        scored = harness.profile().to_json()
     _settle(record, [(0, scored)])
 
 
 def run_task(job: dict[str, Any]) -> dict[str, Any]:
     """The task's record; an environment problem comes back as {"fatal": ...} for the run to stop on."""
-    start = time.perf_counter()
+    start, held = time.perf_counter(), time.time()
     record = _base_record(job)
     task = job["task"]
     try:
@@ -228,5 +238,9 @@ def run_task(job: dict[str, Any]) -> dict[str, Any]:
     record["wall_s"] = round(time.perf_counter() - start, 3)
     # The bench's scoring rounds only (the agent's own rounds are inside its session's time).
     record["harness_s"] = round(job.get("_harness_s", 0.0), 3)
+    # Wall-clock spans (epoch seconds, comparable across processes and nodes): the whole task,
+    # and its scoring rounds, from which a run's device-busy fraction follows.
+    record["held"] = [round(held, 3), round(time.time(), 3)]
+    record["device_busy"] = job.get("_busy", [])
     record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return record

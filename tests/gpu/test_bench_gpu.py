@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from cuda_agent_cli.bench.timeline import busy_fraction
+
 pytestmark = pytest.mark.gpu
 
 SUITE = Path(__file__).resolve().parents[1] / "bench_suite"
@@ -26,6 +28,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.timeout(1500)   # a cold run builds two CUDA extensions and torch.compile baselines
 def test_harness_only_bench_of_the_suite_on_the_gpu(tmp_path: Path, harness_cache_root: Path):
     runs = tmp_path / "runs"
     shutil.copytree(SUITE / "runs", runs)
@@ -50,9 +53,20 @@ def test_harness_only_bench_of_the_suite_on_the_gpu(tmp_path: Path, harness_cach
     assert [s["correct"] for s in records["level1/1_ReLU"]["samples"]] == [True, False]
     for key in ("level1/1_ReLU", "level2/1_ReluScale"):
         assert records[key]["best"]["environment"]["gpu"], records[key]["best"]
+    # Every task ran on the slot's GPU; the workdir candidate of level2/1 was built ahead on a
+    # CPU worker while the slot scored an earlier task, and its round then rebuilt nothing.
+    assert {r["gpu"] for r in records.values()} == {"0"}
+    ahead = records["level2/1_ReluScale"]["compile_ahead"]
+    assert ahead["error"] is None and [s["compiled"] for s in ahead["samples"]] == [True], ahead
+    assert any(r["held"][0] < ahead["end"] and ahead["start"] < r["held"][1]
+               for k, r in records.items() if k != "level2/1_ReluScale")
+    (compile_check,) = [c for c in records["level2/1_ReluScale"]["best"]["checks"] if c["name"] == "compile"]
+    assert "(0 object(s) rebuilt)" in compile_check["detail"], compile_check
+    held = busy_fraction(list(records.values()))
     summary = json.loads((out / "summary.json").read_text())
     busy = sum(1 for s in samples if s > 0) / len(samples) if samples else 0.0
     print(f"\nbench of the suite on {records['level1/1_ReLU']['best']['environment']['gpu']}: "
           f"{proc.stderr.splitlines()[-1] if proc.stderr else ''}; GPU busy in {100 * busy:.0f}% of "
-          f"{len(samples)} samples; pass {summary['overall']['pass_rate']:.3f}")
+          f"{len(samples)} samples, its scoring rounds held it {100 * held['overall']:.0f}% of the tasks' "
+          f"{held['wall_s']:.0f} s; pass {summary['overall']['pass_rate']:.3f}")
     print((out / "report.md").read_text().split("## Per level")[0])

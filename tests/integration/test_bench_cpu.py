@@ -6,7 +6,6 @@ are checked against values worked out from the recorded verdicts by hand.
 """
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -168,9 +167,27 @@ def verdict(record: dict) -> tuple:
             [(s["sample"], s["correct"], s["failed_checks"]) for s in record["samples"]])
 
 
+def dying_worker(markers: Path, once: set[str], always: set[str]):
+    """A Ray task body that kills its own worker process (as a crash or the OOM killer would)
+    the first time it meets a task in `once`, every time for a task in `always`, and otherwise
+    runs the bench's task. Marker files tell a retry from the first attempt across workers."""
+
+    def task(job: dict) -> dict:
+        from cuda_agent_cli.bench.ray_runner import _bench_task
+
+        key = job["task"]["key"]
+        marker = markers / key.replace("/", "__")
+        if key in always or (key in once and not marker.exists()):
+            marker.touch()
+            os._exit(9)
+        return _bench_task(job)
+
+    return task
+
+
 def test_ray_with_logical_gpus_gives_the_local_pool_verdicts(scored, tmp_path: Path, harness_cache, monkeypatch):
     ray = pytest.importorskip("ray")
-    from cuda_agent_cli.bench.ray_runner import RayPool
+    from cuda_agent_cli.bench.ray_runner import RETRIES, RayPool
     from cuda_agent_cli.bench.run import BenchRequest, plan_bench
 
     out = scored[0]
@@ -180,15 +197,28 @@ def test_ray_with_logical_gpus_gives_the_local_pool_verdicts(scored, tmp_path: P
     assert len(plan.jobs) == 3
     for job in plan.jobs:  # the local run's candidate folders: their builds are reused
         job["work"] = str(out / "work" / job["task"]["key"])
+    markers = tmp_path / "markers"
+    markers.mkdir()
     got: dict[str, dict] = {}
     ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        pool = RayPool(None)
+        # The worker running level1/2 dies mid-task: Ray runs the task again on a new worker.
+        pool = RayPool(None, task=dying_worker(markers, once={"level1/2_ScaleShift"}, always=set()))
         pool.run_jobs(plan.jobs, lambda job, rec: got.setdefault(rec["task"], rec))
+        # A task whose worker dies on every attempt is that task's error; the others still finish.
+        doomed: dict[str, dict] = {}
+        RayPool(None, task=dying_worker(markers, once=set(), always={"level1/3_RowSum"})).run_jobs(
+            plan.jobs[1:], lambda job, rec: doomed.setdefault(rec["task"], rec))
     finally:
         ray.shutdown()
+    assert (markers / "level1__2_ScaleShift").is_file()  # it did die once
     assert sorted(got) == ["level1/1_ReLU", "level1/2_ScaleShift", "level1/3_RowSum"]
     assert {k: verdict(r) for k, r in got.items()} == {k: verdict(local[k]) for k in got}
+    assert {r["gpu"] for r in got.values()} <= {"0", "1"}   # each task saw the one logical GPU Ray gave it
+    assert verdict(doomed["level1/2_ScaleShift"]) == verdict(local["level1/2_ScaleShift"])
+    dead = doomed["level1/3_RowSum"]
+    assert dead["status"] == "error" and dead["correct"] is False
+    assert f"the Ray worker died while running this task ({RETRIES + 1} attempts)" in dead["error"]
 
 
 def test_ctrl_c_keeps_finished_results(tmp_path: Path, harness_cache_root: Path):
