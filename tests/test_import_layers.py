@@ -48,7 +48,7 @@ def test_help_imports_no_heavy_module() -> None:
 
 
 def test_every_subcommand_help_imports_no_heavy_module() -> None:
-    from cuda_agent_cli.cli_app import app
+    from cuda_agent_cli.cli.app import app
     import typer
 
     names = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]

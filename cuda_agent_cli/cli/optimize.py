@@ -10,17 +10,21 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cuda_agent_cli.cli_app import DeviceOpt, JsonOpt, ModelOpt, app
+from cuda_agent_cli.cli.options import (
+    AllowDirtyOpt,
+    ApiBaseOpt,
+    BatchOpt,
+    DeviceOpt,
+    JsonOpt,
+    ModelOpt,
+    NoApplyOpt,
+    NoCommitOpt,
+    PatchOpt,
+    PolicyOpt,
+    UnsafeOpt,
+    YesOpt,
+)
 
-ApiBaseOpt = Annotated[Optional[str], typer.Option("--api-base", help="Base URL for OpenAI-compatible or self-hosted models.")]
-PolicyOpt = Annotated[Optional[str], typer.Option("--policy", help="strict (default: kernels only) or hybrid (torch ops allowed next to a kernel).")]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Apply the best kernel without asking.")]
-NoApplyOpt = Annotated[bool, typer.Option("--no-apply", help="Show the result and the diff, never write into the repository.")]
-PatchOpt = Annotated[Optional[Path], typer.Option("--patch", help="Save the diff as a git-apply-able patch FILE.")]
-NoCommitOpt = Annotated[bool, typer.Option("--no-commit", help="Write the files but do not commit them.")]
-AllowDirtyOpt = Annotated[bool, typer.Option("--allow-dirty", help="Apply even if the target file has uncommitted changes.")]
-BatchOpt = Annotated[bool, typer.Option("--batch", help="No prompts and no live display (with --json: one JSON object on stdout).")]
-UnsafeOpt = Annotated[bool, typer.Option("--unsafe-no-sandbox", help="Run the agent's shell without bubblewrap (DANGEROUS).")]
 
 
 @dataclass
@@ -132,7 +136,7 @@ def run_and_review(req: Any, opts: ReviewOptions) -> int:
     """Run the session with progress, show the review, apply on yes; returns the exit code."""
     from rich.console import Console
 
-    from cuda_agent_cli import ui
+    from cuda_agent_cli.cli import render
     from cuda_agent_cli.errors import CudaAgentError
     from cuda_agent_cli.optimize import exit_code_for, run_optimize
 
@@ -143,12 +147,12 @@ def run_and_review(req: Any, opts: ReviewOptions) -> int:
         _preflight(req, opts)
         banner = _unsafe_banner(req.allow_unsafe)
         if opts.batch or not sys.stdout.isatty():
-            progress: Any = ui.PlainProgress(sys.stderr)
+            progress: Any = render.PlainProgress(sys.stderr)
             if banner:
                 err_console.print(f"[bold red]{banner}[/bold red]")
             outcome = run_optimize(req, sink=progress, on_stage=progress.stage, precheck=_precheck(opts))
         else:
-            with ui.LiveProgress(out_console, banner) as live:
+            with render.LiveProgress(out_console, banner) as live:
                 outcome = run_optimize(req, sink=live, on_stage=live.stage, precheck=_precheck(opts))
         return _review(outcome, opts, out_console, err_console, exit_code_for(outcome))
     except CudaAgentError as exc:
@@ -166,7 +170,7 @@ def _unsafe_banner(allow_unsafe: bool) -> str | None:
 
 
 def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, code: int) -> int:
-    from cuda_agent_cli import ui
+    from cuda_agent_cli.cli import render
     from cuda_agent_cli.writeback.apply import apply_plan
 
     plan = outcome.plan
@@ -175,11 +179,11 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
     if not opts.json_out:
         # The pager only where someone reads and answers: a terminal on both ends, no --batch.
         paged = not opts.batch and console.is_terminal and sys.stdin.isatty()
-        ui.render_review(console, outcome, paged=paged) if outcome.best else console.print(
-            f"no correct kernel in this session ({ui.stop_line(outcome.stop_reason, outcome.stop_detail)})",
+        render.render_review(console, outcome, paged=paged) if outcome.best else console.print(
+            f"no correct kernel in this session ({render.stop_line(outcome.stop_reason, outcome.stop_detail)})",
             highlight=False)
         if outcome.best:
-            console.print(ui.summary_line(outcome), highlight=False, soft_wrap=True, style="bold")
+            console.print(render.summary_line(outcome), highlight=False, soft_wrap=True, style="bold")
     patch_path = None
     if opts.patch is not None and plan is not None:
         patch_path = _save_patch(opts.patch, plan.patch)
@@ -191,7 +195,7 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
         note = "not applied (--no-apply)"
     elif outcome.status != "improved":
         note = "not applied: the kernel is correct but not faster than eager PyTorch"
-    elif opts.yes or (not opts.batch and ui.confirm(console, f"Apply this kernel to {plan.module_rel}?")):
+    elif opts.yes or (not opts.batch and render.confirm(console, f"Apply this kernel to {plan.module_rel}?")):
         applied = apply_plan(plan, commit=not opts.no_commit, allow_dirty=opts.allow_dirty)
     else:
         note = "not applied" + (" (--batch without --yes)" if opts.batch else "")
@@ -200,7 +204,7 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
     else:
         if note:
             console.print(note)
-        for line in ui.summary_lines(outcome, applied, patch_path):
+        for line in render.summary_lines(outcome, applied, patch_path):
             console.print(line, highlight=False, soft_wrap=True)
     return code
 
@@ -217,7 +221,6 @@ def _save_patch(path: Path, text: str) -> str:
     return str(path.resolve())
 
 
-@app.command()
 def optimize(
     target: Annotated[Optional[str], typer.Argument(help="path/to/file.py::ClassName or package.module:ClassName")] = None,
     model: ModelOpt = None,
@@ -259,7 +262,6 @@ def optimize(
     raise typer.Exit(run_and_review(req, opts))
 
 
-@app.command()
 def demo(
     device: DeviceOpt = None,
     directory: Annotated[Optional[Path], typer.Option("--dir", help="Where to put the example project (default: a new folder in the data dir).")] = None,
@@ -275,8 +277,8 @@ def demo(
 
     from cuda_agent_cli import demo as demo_assets
     from cuda_agent_cli import preflight
-    from cuda_agent_cli.cli_app import resolve_device
     from cuda_agent_cli.config import load_config, user_data_dir
+    from cuda_agent_cli.machine import pick_device
     from cuda_agent_cli.optimize import OptimizeRequest
     from cuda_agent_cli.writeback.git import init_repo
 
@@ -289,7 +291,7 @@ def demo(
     preflight.check_demo_dir(dest)
     if patch is not None:
         patch = preflight.check_patch_file(patch)
-    dev = resolve_device(device)
+    dev = pick_device(device)
     demo_assets.copy_example(dest)
     init_repo(dest, "Example project for the cuda-agent demo")
     if json_out:

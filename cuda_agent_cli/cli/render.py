@@ -239,7 +239,7 @@ def render_diff(console: Console, patch: str, paged: bool) -> None:
     """On a terminal the diff goes through $PAGER; elsewhere (or without a pager) every line is
     printed whole, however long: a cut line would misreport what is about to be written."""
     if paged:
-        from cuda_agent_cli import pager
+        from cuda_agent_cli.cli import pager
 
         shown = patch
         if console.color_system is not None:  # NO_COLOR and dumb terminals get it plain
