@@ -84,7 +84,7 @@ def _visible(indices: list[int]) -> list[int]:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is None:
         return indices
-    picked = []
+    picked: list[int] = []
     for part in env.split(","):
         part = part.strip()
         if not part.isdigit():

@@ -1,4 +1,4 @@
-"""DESIGN §1: imports only downward, heavy imports lazy, one importer per heavy library."""
+"""docs/architecture.md: imports only downward, heavy imports lazy, one importer per heavy library."""
 
 from __future__ import annotations
 
@@ -48,8 +48,9 @@ def test_help_imports_no_heavy_module() -> None:
 
 
 def test_every_subcommand_help_imports_no_heavy_module() -> None:
-    from cuda_agent_cli.cli.app import app
     import typer
+
+    from cuda_agent_cli.cli.app import app
 
     names = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
     code = (

@@ -4,8 +4,8 @@ import io
 
 from rich.console import Console
 
-from cuda_agent_cli.cli import render as ui
 from cuda_agent_cli.agent.events import AssistantMessage, HarnessResultEvent, Stopped, ToolFinished, ToolStarted
+from cuda_agent_cli.cli import render as ui
 
 PROFILED = {"compiled": True, "correct": True, "reward": 3,
             "timings": {"eager_us": 100.0, "compile_us": 80.0, "candidate_us": 40.0, "speedup_vs_eager": 2.5,

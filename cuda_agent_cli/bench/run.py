@@ -83,7 +83,7 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
     device = pick_device(req.device)
     mode = "solutions" if req.solutions is not None else "agent"
     if mode == "agent":
-        from cuda_agent_cli.optimize import check_model
+        from cuda_agent_cli.run.checks import check_model
 
         model = req.model or ""
         if model.startswith("replay:") and Path(model.split(":", 1)[1]).expanduser().is_dir():

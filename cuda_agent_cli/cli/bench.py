@@ -52,8 +52,14 @@ class _Progress:
         self.rich = None
         if not plain and sys.stderr.isatty() and total:
             from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                ProgressColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
             from rich.text import Text
 
             class Busy(ProgressColumn):

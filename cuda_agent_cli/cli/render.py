@@ -206,7 +206,7 @@ def reward_line(best: dict[str, Any] | None) -> str:
 
 def summary_line(outcome: Any) -> str:
     """The result in one line, repeated just above the question so it is in sight when answering."""
-    t = outcome.timings or {}
+    t = (outcome.best or {}).get("timings") or {}
     parts = [outcome.target]
     if t:
         parts.append(f"{t['speedup_vs_eager']:.2f}x vs eager, {t['speedup_vs_compile']:.2f}x vs torch.compile "

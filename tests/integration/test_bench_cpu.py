@@ -6,7 +6,6 @@ are checked against values worked out from the recorded verdicts by hand.
 """
 
 import json
-import math
 import os
 import signal
 import subprocess
