@@ -1,8 +1,8 @@
 """Configuration, resolved in one place.
 
-Precedence (DESIGN §7): command-line flag > `CUDA_AGENT_*` environment variable >
-`[tool.cuda-agent]` in the repository's pyproject.toml > the user config file
-(`$XDG_CONFIG_HOME/cuda-agent/config.toml`) > built-in defaults.
+Precedence (README, Configuration): command-line flag > a resumed session's own settings >
+`CUDA_AGENT_*` environment variable > `[tool.cuda-agent]` in the repository's pyproject.toml >
+the user config file (`$XDG_CONFIG_HOME/cuda-agent/config.toml`) > built-in defaults.
 Each resolved value remembers where it came from, so `doctor` can say why a setting is what it is.
 """
 
@@ -67,6 +67,17 @@ class Config:
         `CUDA_AGENT_MAX_TURNS`, `pyproject.toml`, `~/.config/cuda-agent/config.toml` or `default`."""
         return describe_source(name, self.sources.get(name, "default"))
 
+    def with_session(self, values: Mapping[str, Any]) -> "Config":
+        """This config with a resumed session's settings (its task.json) above every source but
+        the command line: a session keeps what it was started with unless a flag says otherwise."""
+        layer = _layer({k: v for k, v in values.items() if v is not None}, "the resumed session")
+        merged = dataclasses.asdict(self.settings)
+        sources = dict(self.sources)
+        for name, value in layer.items():
+            if sources.get(name) != "flag":
+                merged[name], sources[name] = value, "session"
+        return Config(Settings(**merged), sources)
+
     def origin_phrase(self, name: str) -> str:
         """"from pyproject.toml", "from --max-turns", ... or "(the default)", to follow a value."""
         where = self.origin(name)
@@ -96,6 +107,8 @@ def describe_source(name: str, source: str) -> str:
         return ENV_PREFIX + name.upper()
     if source == "default":
         return "default"
+    if source == "session":
+        return "the resumed session"
     path = source[: -len(REPO_TABLE)] if source.endswith(REPO_TABLE) else source
     return _short_path(path)
 

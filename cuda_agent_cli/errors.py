@@ -1,7 +1,7 @@
 """The one exception tree of cuda-agent.
 
 Domain code raises these; only the CLI/TUI turn them into a line of text and an exit code
-(DESIGN §7): 1 the job ran and failed, 2 bad input or usage, 3 environment missing,
+(README, "Exit codes"): 1 the job ran and failed, 2 bad input or usage, 3 environment missing,
 130 interrupted. Every error carries a message that says what is wrong and a hint that says
 what to do about it.
 """

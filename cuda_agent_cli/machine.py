@@ -84,7 +84,7 @@ def _visible(indices: list[int]) -> list[int]:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is None:
         return indices
-    picked = []
+    picked: list[int] = []
     for part in env.split(","):
         part = part.strip()
         if not part.isdigit():
@@ -132,3 +132,19 @@ def this_machine() -> Machine:
     gpus, known = _gpus()
     return Machine(torch=torch, cuda=cuda, cpu_arch=platform.machine(), cpu_name=_cpu_name(), gpus=gpus,
                    gpus_known=known)
+
+
+DEVICES = ("cuda", "cpu")
+
+
+def pick_device(requested: str | None) -> str:
+    """The device a session or command runs on, decided here for every front door: the one asked
+    for, else cuda when nvidia-smi shows a GPU, else cpu. No torch import, so the CLI's own
+    process stays light; the harness checks in its worker that torch can use the device."""
+    if requested:
+        if requested not in DEVICES:
+            from cuda_agent_cli.errors import BadInput
+
+            raise BadInput(f"unknown device {requested!r}", "use --device cuda or --device cpu")
+        return requested
+    return "cuda" if this_machine().gpus else "cpu"

@@ -69,24 +69,6 @@ def check_store(directory: Path, what: str, hint: str) -> None:
         raise BadInput(f"the {what} {directory} cannot be used: {problem}", hint)
 
 
-def check_repository(module_file: Path, repo_root: Path | None, commit: bool) -> None:
-    """Applying writes next to the module, in the repository root and, to commit, in .git."""
-    folders = [module_file.parent]
-    if repo_root is not None:
-        folders.append(repo_root)
-        for existing in (repo_root / ".cuda-agent", module_file.parent / "_cuda_agent"):
-            if existing.is_dir():
-                folders.append(existing)
-        git_dir = repo_root / ".git"
-        if commit and git_dir.is_dir():
-            folders.append(git_dir)
-    for folder in dict.fromkeys(folders):
-        problem = cannot_write_in(folder)
-        if problem:
-            raise BadInput(f"applying the kernel would fail: {problem}",
-                           "make the repository writable, or pass --no-apply (with --patch FILE to keep the diff)")
-
-
 def check_demo_dir(directory: Path) -> None:
     """demo --dir: a new or empty folder that can be made and written."""
     if directory.exists() and not directory.is_dir():

@@ -1,4 +1,4 @@
-"""The bubblewrap sandbox every agent shell command runs in (DESIGN §4, THREATS 17-21).
+"""The bubblewrap sandbox every agent shell command runs in (docs/security.md, threats 17-21).
 
 A `SandboxPolicy` says what the agent may write (the same rules the file tools enforce), what
 stays locked, and the resource limits; `Sandbox.argv()` turns it into one bwrap command line:

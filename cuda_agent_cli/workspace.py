@@ -1,6 +1,6 @@
 """Workspaces: what the agent edits, what is locked, and where builds go.
 
-A session workspace (DESIGN §2) is materialized from the packaged sandbox/ template next to a
+A session workspace (docs/architecture.md, "Contracts") is materialized from the packaged sandbox/ template next to a
 store/ of pristine copies and lock hashes, and a build/ directory the agent cannot write.
 Existing directories given to `cuda-agent verify|profile` (a CUDA-Agent agent_workdir or a
 KernelBench pair) are used as they are: their build directory lives in the user cache dir so

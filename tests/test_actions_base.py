@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cuda_agent_cli.actions import ActionContext, ToolResult, Toolbox, make_toolbox, standard_actions
+from cuda_agent_cli.actions import ActionContext, Toolbox, ToolResult, make_toolbox, standard_actions
 from cuda_agent_cli.actions.base import OUTPUT_LIMIT, cap_output, validate
 from cuda_agent_cli.sandbox import Sandbox, SandboxPolicy, SandboxStatus
 
@@ -25,7 +25,7 @@ def make_toolbox_for(tmp_path: Path, extra: tuple = ()) -> Toolbox:
     return make_toolbox(ActionContext(sb), extra)
 
 
-# DESIGN §4, parameter names exactly as models know them from Claude Code.
+# docs/architecture.md "Contracts": parameter names exactly as models know them from Claude Code.
 EXPECTED = {
     "Bash": {"command", "timeout", "description", "run_in_background"},
     "BashOutput": {"bash_id", "filter"},

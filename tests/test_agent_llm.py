@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from agent_toybox import ToyBox
+
 from cuda_agent_cli.agent.loop import Limits, run_agent
 from cuda_agent_cli.agent.session import new_session
 from cuda_agent_cli.model.factory import make_model

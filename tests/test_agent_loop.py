@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from agent_toybox import ToyBox, harness_result
+
 from cuda_agent_cli.agent.events import Event, Stopped, TextDelta, ToolFinished
 from cuda_agent_cli.agent.loop import Limits, run_agent
 from cuda_agent_cli.agent.session import load_session, new_session

@@ -10,7 +10,7 @@ import pytest
 from cuda_agent_cli.bench.metrics import summarize
 from cuda_agent_cli.bench.report import render_html, render_markdown
 from cuda_agent_cli.bench.runner import parse_gpus
-from cuda_agent_cli.cli_bench import task_line
+from cuda_agent_cli.cli.bench import task_line
 from cuda_agent_cli.errors import BadInput
 
 SUITE = Path(__file__).parent / "bench_suite"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent_cli.capture import capture_call
 from cuda_agent_cli.errors import InputSpecError
-from cuda_agent_cli.inputs_spec import Arg, TensorSpec
-from cuda_agent_cli.task import resolve_task
+from cuda_agent_cli.task.capture import capture_call
+from cuda_agent_cli.task.inputs import Arg, TensorSpec
+from cuda_agent_cli.task.resolve import resolve_task
 
 BLOCK = """
     import torch

@@ -234,10 +234,11 @@ def test_a_cuda_kernel_here_is_not_measured(tmp_path: Path, harness_cache_root: 
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA GPU: the gpu tier checks the CUDA demo for real")
     from cuda_agent_cli import demo
-    from cuda_agent_cli.optimize import make_plan
-    from cuda_agent_cli.task import resolve_task
+    from cuda_agent_cli.harness.result import HarnessResult
+    from cuda_agent_cli.task.resolve import resolve_task
     from cuda_agent_cli.writeback.apply import apply_plan
     from cuda_agent_cli.writeback.git import init_repo
+    from cuda_agent_cli.writeback.plan import plan_for_session
 
     root = tmp_path / "cuda-repo"
     demo.copy_example(root)
@@ -249,7 +250,7 @@ def test_a_cuda_kernel_here_is_not_measured(tmp_path: Path, harness_cache_root: 
     best = {"correct": True, "reward": 3, "environment": {"gpu": "NVIDIA H200", "torch": "2.13.0+cu128", "cuda": "12.8"},
             "timings": {"eager_us": 1510.0, "compile_us": 1020.0, "candidate_us": 640.0, "speedup_vs_eager": 2.36,
                         "speedup_vs_compile": 1.59, "method": "cuda events", "trials": 100}}
-    plan = make_plan(task, files, None, "cuda", "strict", best, "20260101-000000-abcdef", root)
+    plan = plan_for_session(task, files, None, "cuda", "strict", HarnessResult.from_json(best), "20260101-000000-abcdef")
     apply_plan(plan, commit=True, allow_dirty=False)
     code, out = check_json(root, "--fast", cache=harness_cache_root)
     k = only(out)

@@ -7,14 +7,20 @@ import tomllib
 import pytest
 
 from cuda_agent_cli.check.runner import touches
-from cuda_agent_cli.check.status import (Finding, Status, compare, decide, exit_code, parse_threshold,
-                                         slower_than_compile)
+from cuda_agent_cli.check.status import (
+    Finding,
+    Status,
+    compare,
+    decide,
+    exit_code,
+    parse_threshold,
+    slower_than_compile,
+)
 from cuda_agent_cli.errors import BadInput
+from cuda_agent_cli.task.inputs import parse_inputs_spec
 from cuda_agent_cli.writeback.fingerprint import class_fingerprint, integration_present, unpatched_candidates
 from cuda_agent_cli.writeback.integrate import Verified, patch_module
 from cuda_agent_cli.writeback.manifest import MANIFEST_VERSION, load_manifest, render_manifest, replaced_entries
-from cuda_agent_cli.inputs_spec import parse_inputs_spec
-
 
 # ---------------------------------------------------------------- the regression rule
 

@@ -8,7 +8,6 @@ import time
 
 import pytest
 import torch
-
 from cuda_agent_cli.assets.tools import guards
 
 ATOL = RTOL = 1e-2

@@ -1,4 +1,4 @@
-"""`cuda-agent verify|profile`: one clear line and the DESIGN §7 exit code for every bad input."""
+"""`cuda-agent verify|profile`: one clear line and the documented exit code for every bad input."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cuda_agent_cli.assets.tools.compiler_errors import trim_compiler_output
+
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.harness.scoring import (
     extension_kernel_check,

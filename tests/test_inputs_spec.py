@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from cuda_agent_cli.errors import InputSpecError
-from cuda_agent_cli.inputs_spec import (
+from cuda_agent_cli.task.inputs import (
     Arg,
     CallSpec,
     ListSpec,

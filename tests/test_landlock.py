@@ -7,7 +7,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from cuda_agent_cli.assets.tools import landlock
 
 

@@ -1,4 +1,4 @@
-"""optimize's bad inputs: each one clear line and the DESIGN §7 exit code, never a traceback."""
+"""optimize's bad inputs: each one clear line and the documented exit code, never a traceback."""
 
 import os
 import shutil
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from cuda_agent_cli.demo import replay_path
-from cuda_agent_cli.optimize import status_of
+from cuda_agent_cli.harness.result import HarnessResult
+from cuda_agent_cli.run.session import status_of
 
 MODULE = textwrap.dedent('''\
     import torch
@@ -101,8 +102,8 @@ def test_json_mode_reports_errors_as_its_one_object(project):
 def test_a_configured_device_that_disagrees_with_the_inputs_is_named_with_its_origin(tmp_path: Path):
     from cuda_agent_cli.config import load_config
     from cuda_agent_cli.errors import InputSpecError
-    from cuda_agent_cli.inputs_spec import parse_inputs_spec
-    from cuda_agent_cli.optimize import check_input_devices
+    from cuda_agent_cli.run.checks import check_input_devices
+    from cuda_agent_cli.task.inputs import parse_inputs_spec
 
     cfg = load_config({}, cwd=tmp_path, env={"HOME": str(tmp_path), "CUDA_AGENT_DEVICE": "cpu"})
     with pytest.raises(InputSpecError) as exc:
@@ -115,12 +116,15 @@ def test_a_configured_device_that_disagrees_with_the_inputs_is_named_with_its_or
 
 
 def test_status_follows_the_reward():
+    def result(correct: bool, reward: int | None) -> HarnessResult:
+        return HarnessResult(compiled=True, correct=correct, reward=reward, device="cpu", policy="strict")
+
     assert status_of(None) == "failed"
-    assert status_of({"correct": False, "reward": -1}) == "failed"
-    assert status_of({"correct": True, "reward": None}) == "correct"
-    assert status_of({"correct": True, "reward": 1}) == "correct"
-    assert status_of({"correct": True, "reward": 2}) == "improved"
-    assert status_of({"correct": True, "reward": 3}) == "improved"
+    assert status_of(result(False, -1)) == "failed"
+    assert status_of(result(True, None)) == "correct"
+    assert status_of(result(True, 1)) == "correct"
+    assert status_of(result(True, 2)) == "improved"
+    assert status_of(result(True, 3)) == "improved"
 
 
 def test_no_bubblewrap_means_exit_3_unless_unsafe_is_asked_for(tmp_path: Path):
@@ -135,7 +139,7 @@ def test_no_bubblewrap_means_exit_3_unless_unsafe_is_asked_for(tmp_path: Path):
 
 def test_a_local_server_needs_no_api_key(monkeypatch: pytest.MonkeyPatch):
     from cuda_agent_cli.errors import EnvironmentMissing
-    from cuda_agent_cli.optimize import check_model
+    from cuda_agent_cli.run.checks import check_model
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(EnvironmentMissing, match="OPENAI_API_KEY"):

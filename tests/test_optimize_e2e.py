@@ -245,3 +245,17 @@ def test_yes_commits_on_a_branch_and_the_module_still_works(project):
                          text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "kernel used: True"
+
+
+def test_resume_refuses_a_flag_that_would_change_the_session(project):
+    """--device and --policy on --resume are refused in one line, before any model call; the
+    session's own values (or the same ones again) go through."""
+    cli, _, _, _, second = project
+    sid = one_json(second)["session_id"]
+    proc = cli("optimize", "--resume", sid, "--device", "cuda", "--policy", "hybrid", "--batch", "--json")
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["exit_code"] == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"error: --device cuda and --policy hybrid cannot change resumed session {sid}")
+    assert "on cpu with policy strict" in lines[0]

@@ -4,8 +4,8 @@ import io
 
 from rich.console import Console
 
-from cuda_agent_cli import ui
 from cuda_agent_cli.agent.events import AssistantMessage, HarnessResultEvent, Stopped, ToolFinished, ToolStarted
+from cuda_agent_cli.cli import render as ui
 
 PROFILED = {"compiled": True, "correct": True, "reward": 3,
             "timings": {"eager_us": 100.0, "compile_us": 80.0, "candidate_us": 40.0, "speedup_vs_eager": 2.5,
@@ -111,7 +111,7 @@ def test_without_a_working_pager_the_diff_is_printed(monkeypatch):
 
 
 def test_pager_defaults_to_less_and_can_be_turned_off():
-    from cuda_agent_cli.pager import pager_command
+    from cuda_agent_cli.cli.pager import pager_command
 
     assert pager_command({}) == "less -R"
     assert pager_command({"PAGER": "most"}) == "most"

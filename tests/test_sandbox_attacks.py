@@ -1,4 +1,4 @@
-"""THREATS 17-21 against the real bubblewrap sandbox, through the Bash tool the agent uses.
+"""Threats 17-21 (docs/security.md) against the real bubblewrap sandbox, through the Bash tool the agent uses.
 
 Each attack must fail inside the sandbox, and honest work (writing kernels, python with torch,
 g++ and nvcc) must still succeed.
@@ -71,7 +71,7 @@ def test_locked_files_survive_every_way_of_writing_them(box) -> None:
         "hardlink": "ln model.py kernels/m2.py && echo hacked > kernels/m2.py",
         "rename file": "mv model.py kernels/model.py",
         "rename root": f"mv {ws} {ws}.moved",
-        "replace parent": f"cd .. && mv ws ws_old && mkdir ws && echo hacked > ws/model.py",
+        "replace parent": "cd .. && mv ws ws_old && mkdir ws && echo hacked > ws/model.py",
         "rename kernels": "mv kernels k && ln -s . kernels",
         "chmod": "chmod 666 model.py",
         "delete": "rm -f SKILL.md",

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from agent_toybox import ToyBox, harness_result
+
 from cuda_agent_cli.agent.loop import run_agent
 from cuda_agent_cli.agent.session import (
     SessionNotFound,

@@ -56,7 +56,7 @@ def test_unknown_policy_is_refused():
 
 
 @pytest.mark.parametrize("source, expected", [
-    # try/except fallback (THREATS 13)
+    # try/except fallback (threat 13)
     (_model("try:\n                    return cuda_extension.relu(x)\n                except Exception:\n"
             "                    return torch.relu(x)"), "try_fallback"),
     (_model("with contextlib.suppress(RuntimeError):\n                    return cuda_extension.relu(x)\n"
@@ -65,7 +65,7 @@ def test_unknown_policy_is_refused():
     ("from model import Model\nclass ModelNew(Model):\n    pass\n", "reference_use"),
     ("import model as m\nclass ModelNew(m.Model):\n    pass\n", "reference_use"),
     (_model("return self.ref(x)", init_body="import model; self.ref = model.Model()"), "reference_use"),
-    # dynamic code (THREATS 16)
+    # dynamic code (threat 16)
     (_model("return eval('torch.' + 'relu')(x)"), "dynamic_code"),
     (_model("exec(code)\n                return x", extra="code = 'x = 1'\n"), "dynamic_code"),
     (_model("return getattr(torch, name)(x)", extra="name = 're' + 'lu'\n"), "dynamic_code"),
@@ -78,7 +78,7 @@ def test_unknown_policy_is_refused():
     ("import sys\nsys.modules['model'].Model.forward = lambda self, x: x\n", "dynamic_code"),
     (_model("return x", extra="from torch import *\n"), "dynamic_code"),
     (_model("torch.utils._python_dispatch._disable_current_modes()\n                return x"), "dynamic_code"),
-    # threads and processes (THREATS 1)
+    # threads and processes (threat 1)
     (_model("threading.Thread(target=cuda_extension.relu, args=(x,)).start()\n                return x",
             extra="import threading\n"), "threads"),
     (_model("return x", extra="from concurrent.futures import ThreadPoolExecutor\n"), "threads"),
@@ -94,12 +94,12 @@ def test_unknown_policy_is_refused():
     (_model("return torch.load('/tmp/answer.pt')"), "file_env_access"),
     (_model("return x", extra="import sys\nTIMING = 'profile' in sys.argv\n"), "file_env_access"),
     (_model("return x", extra="import pathlib\nTEXT = pathlib.Path('model.py').read_text()\n"), "file_env_access"),
-    # precision downgrade (THREATS 11)
+    # precision downgrade (threat 11)
     (_model("return x", extra="torch.backends.cuda.matmul.allow_tf32 = True\n"), "precision_flags"),
     (_model("return x", extra="torch.set_float32_matmul_precision('medium')\n"), "precision_flags"),
     (_model("return x", extra="torch.backends.cudnn.flags(enabled=True, allow_tf32=True).__enter__()\n"),
      "precision_flags"),
-    # torch ops in forward (THREATS 14), through every kind of alias
+    # torch ops in forward (threat 14), through every kind of alias
     (_model("return F.relu(x)", extra="import torch.nn.functional as F\n"), "torch_ops_python"),
     (_model("return r(x)", extra="from torch import relu as r\n"), "torch_ops_python"),
     (_model("return T.matmul(x, x)", extra="T = torch\n"), "torch_ops_python"),

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from cuda_agent_cli.errors import InputSpecError, TargetError
-from cuda_agent_cli.inputs_spec import parse_inputs_spec
-from cuda_agent_cli.task import parse_target, resolve_task, snake_case
+from cuda_agent_cli.task.inputs import parse_inputs_spec
+from cuda_agent_cli.task.resolve import resolve_task
+from cuda_agent_cli.task.target import parse_target, snake_case
 
 
 def write(root: Path, rel: str, text: str) -> Path:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from cuda_agent_cli.assets.tools import evidence, tensor_files
 
 

@@ -18,7 +18,7 @@ from cuda_agent_cli.agent.transcript import read_records  # noqa: E402
 from cuda_agent_cli.errors import BadInput, EnvironmentMissing  # noqa: E402
 from cuda_agent_cli.model.fake_server import FakeOpenAIServer, reply_error, reply_text, reply_tool  # noqa: E402
 from cuda_agent_cli.tui.screens import ApprovalScreen, HelpScreen  # noqa: E402
-from cuda_agent_cli.tui.widgets import LedgerPanel, Notice, ToolCallLine, UserTurn  # noqa: E402
+from cuda_agent_cli.tui.widgets import LedgerPanel, ToolCallLine  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 

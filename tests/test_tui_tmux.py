@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from chat_helpers import git
 
 from cuda_agent_cli import demo

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from cuda_agent_cli.errors import WriteBackRefused
-from cuda_agent_cli.inputs_spec import parse_inputs_spec
+from cuda_agent_cli.task.inputs import parse_inputs_spec
 from cuda_agent_cli.writeback.apply import apply_plan, build_plan
 from cuda_agent_cli.writeback.diff import FileChange, unified_patch, write_changes
 from cuda_agent_cli.writeback.integrate import Verified, patch_module, plan_integration

@@ -1,4 +1,4 @@
-"""Runtime guards used inside the candidate and judge processes (THREATS.md 2, 6, 8, 9, 11, 13, 14).
+"""Runtime guards used inside the candidate and judge processes (docs/security.md, threats 2, 6, 8, 9, 11, 13, 14).
 
 Locked harness code: it imports only torch and the standard library so it runs from the
 pristine tools/ copy on its own. Three kinds of guard live here:
@@ -549,13 +549,13 @@ def _check_output_type(ref: Any, cand: Any) -> tuple[dict, list[tuple[str, Any, 
 
 
 def tensor_problem(t: Any) -> str | None:
-    """Why `t` is not a plain, materialized tensor (THREATS 6), or None."""
+    """Why `t` is not a plain, materialized tensor (docs/security.md, threat 6), or None."""
     with _DisableTorchFunction():
         return _tensor_problem(t)
 
 
 def _tensor_problem(t: Any) -> str | None:
-    """Why `t` is not a plain, materialized tensor (THREATS 6), or None."""
+    """Why `t` is not a plain, materialized tensor (docs/security.md, threat 6), or None."""
     if type(t) is not _Tensor:
         return f"is a {type(t).__module__}.{type(t).__qualname__}, not a plain torch.Tensor"
     if t.layout != torch.strided:

@@ -1,4 +1,4 @@
-"""The agent's tools (DESIGN §4): Claude-Code-compatible schemas over the sandbox and harness.
+"""The agent's tools (docs/architecture.md, "Contracts"): Claude-Code-compatible schemas over the sandbox and harness.
 
     sandbox = open_sandbox(SandboxPolicy.optimize(ws.root, list(ws.locked)), allow_unsafe)
     toolbox = make_toolbox(ActionContext(sandbox, harness=harness, permissions=None))
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from cuda_agent_cli.actions.base import Action, ActionContext, ToolResult, Toolbox
+from cuda_agent_cli.actions.base import Action, ActionContext, Toolbox, ToolResult
 from cuda_agent_cli.actions.files import Edit, MultiEdit, Read, Write
 from cuda_agent_cli.actions.host import HOST_TOOLS, Compile, HarnessPort, Profile, Verify
 from cuda_agent_cli.actions.notebook import NotebookEdit

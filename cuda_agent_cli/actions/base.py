@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
+from cuda_agent_cli.actions.paths import PathRefused
 from cuda_agent_cli.errors import CudaAgentError
 from cuda_agent_cli.sandbox import Sandbox, SandboxPolicy
-
-from cuda_agent_cli.actions.paths import PathRefused
 
 OUTPUT_LIMIT = 30_000
 

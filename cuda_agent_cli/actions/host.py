@@ -1,7 +1,7 @@
 """Compile, Verify and Profile: the agent's only way to reach the locked harness.
 
 Each is a thin call into a HarnessPort; the model gets the harness's own summary with the
-reward, and the DESIGN §3 JSON object travels in `data` for UIs and the transcript.
+reward, and the harness result object (docs/architecture.md) travels in `data` for UIs and the transcript.
 """
 
 from __future__ import annotations

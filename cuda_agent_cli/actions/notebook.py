@@ -7,8 +7,8 @@ import uuid
 from typing import Any
 
 from cuda_agent_cli.actions.base import ActionContext, ToolResult, error
-from cuda_agent_cli.actions.paths import check_write, display, write_file
 from cuda_agent_cli.actions.files import read_text
+from cuda_agent_cli.actions.paths import check_write, display, write_file
 
 
 def _cell_ids(cells: list[dict[str, Any]]) -> list[str]:

@@ -1,6 +1,6 @@
 """Keeping the conversation inside the model's context budget.
 
-Two tools: every tool output is capped (DESIGN §4: 30,000 characters, cut from the middle, since
+Two tools: every tool output is capped (docs/architecture.md, "Contracts": 30,000 characters, cut from the middle, since
 compiler errors and logs matter most at their start and end), and when the conversation nears the
 budget the older turns are replaced by one summary that keeps the task, the rules and the best
 result so far. The summary is built deterministically from the session state, so compaction
@@ -138,7 +138,7 @@ def build_summary(
                         written[str(path)] = None
         elif m.get("role") == "user" and m.get("content", "").startswith(SUMMARY_HEADER):
             # An earlier summary: keep its history lines, they are still true.
-            lines.extend(l for l in m["content"].splitlines() if l.startswith("Earlier:"))
+            lines.extend(ln for ln in m["content"].splitlines() if ln.startswith("Earlier:"))
     if counts:
         lines.append("Earlier: tool calls " + ", ".join(f"{n} x{k}" for n, k in sorted(counts.items())) + ".")
     if written:

@@ -230,7 +230,7 @@ class _Run:
             self.emit(ToolStarted(c["id"], c["name"], c["arguments"]))
             t0 = time.monotonic()
             result = self.toolbox.call(c["name"], c["arguments"])
-            # DESIGN §4's cap, tighter for small context windows (a quarter of the budget).
+            # The tool output cap (docs/architecture.md, "Contracts"), tighter for small context windows (a quarter of the budget).
             output = truncate_output(str(getattr(result, "output", result)), min(MAX_TOOL_OUTPUT_CHARS, self.budget))
             is_error = bool(getattr(result, "is_error", False))
             data = getattr(result, "data", None)

@@ -261,7 +261,7 @@ def list_sessions(data_dir: Path | None = None) -> list[SessionSummary]:
 
 
 def replay_lines(transcript: Path) -> list[str]:
-    """A session's assistant turns as a replay file (DESIGN §5), compactions notwithstanding:
+    """A session's assistant turns as a replay file (docs/architecture.md, "Contracts"), compactions notwithstanding:
     `--model replay:FILE` then reruns the session offline against the real tools and harness."""
     from cuda_agent_cli.agent.transcript import read_records
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from cuda_agent_cli.bench import store as store_mod
 from cuda_agent_cli.bench.suite import BenchTask, Suite, load_suite, parse_id_ranges
 from cuda_agent_cli.errors import BadInput, CudaAgentError, EnvironmentMissing
+from cuda_agent_cli.machine import pick_device
 
 SUMMARY = "summary.json"
 
@@ -69,16 +70,6 @@ def _levels(text: str | None) -> set[int] | None:
     return parse_id_ranges(text.replace("level", ""))
 
 
-def resolve_device(requested: str | None) -> str:
-    from cuda_agent_cli.bench.runner import visible_gpus
-
-    if requested:
-        if requested not in ("cuda", "cpu"):
-            raise BadInput(f"unknown device {requested!r}", "use --device cuda or --device cpu")
-        return requested
-    return "cuda" if visible_gpus() else "cpu"
-
-
 def plan_bench(req: BenchRequest) -> BenchPlan:
     """Everything checked before a single task runs: the suite, the mode, the out folder."""
     from cuda_agent_cli.bench.solutions import find_samples, samples_for, samples_sha256
@@ -91,10 +82,10 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
     if req.policy not in ("strict", "hybrid"):
         raise BadInput(f"unknown policy {req.policy!r}", "use --policy strict or --policy hybrid")
     suite = load_suite(req.suite, req.root, _levels(req.levels), parse_id_ranges(req.tasks))
-    device = resolve_device(req.device)
+    device = pick_device(req.device)
     mode = "solutions" if req.solutions is not None else "agent"
     if mode == "agent":
-        from cuda_agent_cli.optimize import check_model
+        from cuda_agent_cli.run.checks import check_model
 
         model = req.model or ""
         if model.startswith("replay:") and Path(model.split(":", 1)[1]).expanduser().is_dir():

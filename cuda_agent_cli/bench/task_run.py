@@ -68,7 +68,7 @@ def _sample_entry(index: int, result: dict[str, Any]) -> dict[str, Any]:
 
 
 def score(folder: Path, job: dict[str, Any]) -> dict[str, Any]:
-    """One harness round (verify, then time) of the candidate in `folder`: the DESIGN §3 object."""
+    """One harness round (verify, then time) of the candidate in `folder`: the harness result object."""
     from cuda_agent_cli.harness import profile_path
 
     options: dict[str, Any] = {"device": job.get("device"), "policy": job.get("policy") or "strict"}
@@ -164,7 +164,8 @@ def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
     from cuda_agent_cli.agent.session import new_session
     from cuda_agent_cli.harness import Harness
     from cuda_agent_cli.model.factory import make_model
-    from cuda_agent_cli.optimize import candidate_files, check_model
+    from cuda_agent_cli.run.checks import check_model
+    from cuda_agent_cli.run.session import candidate_files
     from cuda_agent_cli.sandbox import SandboxPolicy, open_sandbox
     from cuda_agent_cli.workspace import create_workspace
 

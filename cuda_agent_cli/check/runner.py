@@ -11,8 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from cuda_agent_cli.check.status import (DEFAULT_THRESHOLD, Finding, Status, compare, decide, exit_code,
-                                         parse_threshold, slower_than_compile)
+from cuda_agent_cli.check.status import (
+    DEFAULT_THRESHOLD,
+    Finding,
+    Status,
+    compare,
+    decide,
+    exit_code,
+    parse_threshold,
+    slower_than_compile,
+)
 from cuda_agent_cli.errors import BadInput
 from cuda_agent_cli.writeback.manifest import MANIFEST_PATH
 
@@ -178,7 +186,7 @@ def _first_line(text: str, limit: int = 300) -> str:
 
 
 def runtime_findings(entry: dict[str, Any], result: dict[str, Any], threshold: float) -> list[Finding]:
-    """Findings from a profile result (the DESIGN §3 object) against the record."""
+    """Findings from a profile result (the harness result object) against the record."""
     module = entry.get("module_file")
     if not result.get("compiled"):
         first = _first_line("\n".join(result.get("errors") or [])) or "see the compiler log"

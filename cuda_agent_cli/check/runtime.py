@@ -19,7 +19,7 @@ from cuda_agent_cli.errors import CudaAgentError, EnvironmentMissing
 
 @dataclass
 class Measurement:
-    result: dict[str, Any] | None = None   # the DESIGN §3 object of the profile
+    result: dict[str, Any] | None = None   # the harness result object of the profile
     not_measured: str | None = None        # why it could not run here
     error: str | None = None               # the target or its inputs could not be loaded
     seconds: float = 0.0
@@ -34,8 +34,9 @@ def _reference_task(root: Path, entry: dict[str, Any]) -> Any:
     the session's and its cached eager/torch.compile baselines are reused."""
     import hashlib
 
-    from cuda_agent_cli.inputs_spec import call_from_json
-    from cuda_agent_cli.task import reference_source, resolve_task
+    from cuda_agent_cli.task.inputs import call_from_json
+    from cuda_agent_cli.task.reference import reference_source
+    from cuda_agent_cli.task.resolve import resolve_task
     from cuda_agent_cli.writeback.fingerprint import unpatched_candidates
 
     call = call_from_json(json.loads(entry["input_spec"])) if entry.get("input_spec") else None

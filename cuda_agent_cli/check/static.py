@@ -13,8 +13,12 @@ from typing import Any
 
 from cuda_agent_cli.check.status import Finding, Status
 from cuda_agent_cli.machine import Machine, cuda_major, torch_release
-from cuda_agent_cli.writeback.fingerprint import (class_fingerprint, folder_hashes, integration_present,
-                                                   unpatched_candidates)
+from cuda_agent_cli.writeback.fingerprint import (
+    class_fingerprint,
+    folder_hashes,
+    integration_present,
+    unpatched_candidates,
+)
 
 # Files of a kernel folder that the build or the loader reads: one added by hand changes the kernel.
 _SOURCE_SUFFIXES = {".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp", ".py", ".json"}

@@ -1,7 +1,6 @@
+import cuda_extension
 import torch
 from torch import nn
-
-import cuda_extension
 
 
 class ModelNew(nn.Module):

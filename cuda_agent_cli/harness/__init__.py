@@ -1,7 +1,7 @@
 """The trusted harness: compile, verify and profile candidates in separate processes.
 
 Public API: `Harness(workspace, device, policy, atol, rtol)` with compile()/verify()/profile(),
-each returning a `HarnessResult` (to_json() is the DESIGN §3 object); `verify_path` and
+each returning a `HarnessResult` (to_json() is the harness result object of docs/architecture.md); `verify_path` and
 `profile_path` for `cuda-agent verify|profile`.
 """
 

@@ -1,4 +1,4 @@
-"""HarnessResult: the one object every compile/verify/profile returns (DESIGN §3)."""
+"""HarnessResult: the one object every compile/verify/profile returns (docs/architecture.md, "Contracts")."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ class HarnessResult:
     timing_detail: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """Exactly the DESIGN §3 object."""
+        """Exactly the harness result object of docs/architecture.md."""
         return {
             "compiled": self.compiled,
             "correct": self.correct,

@@ -1,4 +1,4 @@
-"""`--model replay:FILE.jsonl`: recorded assistant turns played back in order (DESIGN §5).
+"""`--model replay:FILE.jsonl`: recorded assistant turns played back in order (docs/architecture.md, "Contracts").
 
 One JSON object a line: `{"content": str|null, "tool_calls": [{"name": str, "arguments": {...}}]}`.
 Tools and the harness run for real; only the model's side is recorded. When the file runs out

@@ -29,8 +29,15 @@ from cuda_agent_cli.errors import CudaAgentError, Interrupted
 from cuda_agent_cli.tui import commands, mentions, render
 from cuda_agent_cli.tui.approval import ApprovalRequest, Decision
 from cuda_agent_cli.tui.screens import ApprovalScreen, HelpScreen, ReviewScreen
-from cuda_agent_cli.tui.widgets import (HarnessCard, LedgerPanel, Notice, PromptArea, SettledMarkdown, ToolCallLine,
-                                        UserTurn)
+from cuda_agent_cli.tui.widgets import (
+    HarnessCard,
+    LedgerPanel,
+    Notice,
+    PromptArea,
+    SettledMarkdown,
+    ToolCallLine,
+    UserTurn,
+)
 
 HISTORY_PAGE = 80  # history items mounted at once when a session is resumed
 MD_SPLIT_CHARS = 1500  # a streamed reply starts a new Markdown widget past this size

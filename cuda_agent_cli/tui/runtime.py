@@ -124,7 +124,7 @@ class ChatRuntime:
                                 "permission_mode": opts.mode}, cwd=root)
         self.model_string: str = self.cfg.model or ""
         self.api_base: str | None = self.cfg.api_base
-        from cuda_agent_cli.optimize import check_model
+        from cuda_agent_cli.run.checks import check_model
 
         check_model(self.model_string, self.api_base)  # a missing key is said before the app opens
         from cuda_agent_cli.actions import ActionContext, make_toolbox
@@ -229,7 +229,7 @@ class ChatRuntime:
 
     def set_model(self, name: str) -> None:
         from cuda_agent_cli.model.factory import make_model
-        from cuda_agent_cli.optimize import check_model
+        from cuda_agent_cli.run.checks import check_model
 
         check_model(name, self.api_base)
         self.model = make_model(name, self.api_base)
@@ -274,7 +274,7 @@ class ChatRuntime:
     # -- optimize inside the chat ----------------------------------------------------------------
     def optimize(self, args: list[str], sink: Callable[[Any], None] | None, cancel: Any,
                  on_stage: Callable[[str], None] | None = None) -> Any:
-        from cuda_agent_cli.optimize import OptimizeRequest, run_optimize
+        from cuda_agent_cli.run.session import OptimizeRequest, run_optimize
 
         fields = parse_optimize_args(args)
         req = OptimizeRequest(target=fields["target"], cwd=self.root, model=self.model_string, api_base=self.api_base,
@@ -299,14 +299,15 @@ class ChatRuntime:
         """A harness over the workspace of the latest /optimize session, and that session's id."""
         from cuda_agent_cli.agent.session import sessions_root
         from cuda_agent_cli.harness import Harness
+        from cuda_agent_cli.run.settings import load_task
         from cuda_agent_cli.workspace import open_workspace
 
         if not self.optimize_sessions:
             raise BadInput("no kernel to check yet", "run /optimize FILE::Class first")
         sid = self.optimize_sessions[-1]
         session_dir = sessions_root(self.opts.data_dir) / sid
-        task = json.loads((session_dir / "task.json").read_text())
-        harness = Harness(open_workspace(session_dir), device=task["device"], policy=task["policy"],
+        task = load_task(session_dir)
+        harness = Harness(open_workspace(session_dir), device=task.device, policy=task.policy,
                           atol=self.cfg.atol, rtol=self.cfg.rtol)
         return harness, sid
 

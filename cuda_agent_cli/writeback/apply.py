@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent_cli.errors import WriteBackRefused
+from cuda_agent_cli.writeback import refusal
 from cuda_agent_cli.writeback.diff import FileChange, unified_patch, write_changes
 from cuda_agent_cli.writeback.fingerprint import class_fingerprint, text_sha256
 from cuda_agent_cli.writeback.integrate import Verified, kernel_folder, plan_integration
@@ -74,7 +75,7 @@ def build_plan(
     repo = git_root(module_file)
     root, in_git = (repo, True) if repo is not None else (fallback_root.resolve(), False)
     folder = kernel_folder(root, module_file, class_snake)
-    integration = dict(
+    integration: dict[str, Any] = dict(
         repo_root=root, module_file=module_file, module_source=module_source, class_name=class_name,
         class_snake=class_snake, class_end=class_end, display=display, session_id=session_id,
         candidate_files=candidate_files, binding_files=binding_files, verified=verified)
@@ -127,10 +128,7 @@ def check_can_apply(plan: WriteBackPlan, *, commit: bool, allow_dirty: bool) -> 
     from cuda_agent_cli.writeback.git import dirty_paths
 
     if not plan.in_git and commit:
-        raise WriteBackRefused(
-            f"{plan.repo_root / plan.module_rel} is not inside a git repository, so applying could not be undone",
-            "use --no-apply (review only), --patch FILE (save the diff), or --no-commit to write the files anyway",
-        )
+        raise refusal.not_in_git(plan.repo_root / plan.module_rel)
     module = plan.repo_root / plan.module_rel
     current = hashlib.sha256(module.read_bytes()).hexdigest() if module.is_file() else None
     if current != plan.module_sha256:
@@ -140,9 +138,7 @@ def check_can_apply(plan: WriteBackPlan, *, commit: bool, allow_dirty: bool) -> 
         return []
     dirty = dirty_paths(plan.repo_root, [c.path for c in plan.changes])
     if dirty and not allow_dirty:
-        shown = ", ".join(dirty[:3]) + (" ..." if len(dirty) > 3 else "")
-        raise WriteBackRefused(f"uncommitted changes in {shown}",
-                               "commit or stash them first, or pass --allow-dirty")
+        raise refusal.dirty(dirty)
     return dirty
 
 

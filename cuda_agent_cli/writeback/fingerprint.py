@@ -66,7 +66,7 @@ def class_fingerprint(module_source: str, class_name: str) -> ClassFingerprint |
         return None
     parts = [s for s in (_method_signature(cls, "forward"), _method_signature(cls, "__init__")) if s]
     inputs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in ("get_inputs", "get_init_inputs")]
-    return ClassFingerprint(_digest([cls]), " ; ".join(parts), _digest(inputs) if inputs else None)
+    return ClassFingerprint(_digest([cls]), " ; ".join(parts), _digest(list[ast.AST](inputs)) if inputs else None)
 
 
 def integration_present(module_source: str, class_name: str) -> bool:

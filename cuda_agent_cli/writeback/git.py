@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cuda_agent_cli.errors import BadInput, WriteBackRefused
 
@@ -21,7 +22,7 @@ class CommitInfo:
     previous_branch: str | None
 
 
-def _repo(path: Path):  # -> git.Repo
+def _repo(path: Path) -> Any:  # git.Repo, imported lazily
     import git
 
     try:
@@ -96,7 +97,7 @@ def commit_on_new_branch(root: Path, rel_paths: list[str], message: str, branch:
     return CommitInfo(branch, sha, previous)
 
 
-def _has_identity(repo) -> bool:
+def _has_identity(repo: Any) -> bool:
     try:
         reader = repo.config_reader()
         return bool(reader.get_value("user", "name", "")) and bool(reader.get_value("user", "email", ""))
@@ -172,7 +173,7 @@ def revert_commit(root: Path, sha: str) -> str:
             pass
         raise WriteBackRefused(f"git revert {sha[:10]} failed: {detail[-1] if detail else exc}",
                                "revert it by hand") from None
-    return repo.head.commit.hexsha
+    return str(repo.head.commit.hexsha)
 
 
 def session_diff(root: Path) -> str:
@@ -181,6 +182,6 @@ def session_diff(root: Path) -> str:
     if repo is None:
         return ""
     try:
-        return repo.git.diff("HEAD")
+        return str(repo.git.diff("HEAD"))
     except Exception:
-        return repo.git.diff()
+        return str(repo.git.diff())

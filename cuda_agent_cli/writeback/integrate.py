@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
-from cuda_agent_cli.inputs_spec import CallSpec, value_to_json
+from cuda_agent_cli.task.inputs import CallSpec, value_to_json
 from cuda_agent_cli.writeback.diff import FileChange
 
 MARKER = "# cuda-agent:"
@@ -74,7 +74,7 @@ def extension_binding(binding_cpp: str) -> str:
 
 
 def _describe_supported(v: Verified) -> str:
-    from cuda_agent_cli.inputs_spec import TensorSpec
+    from cuda_agent_cli.task.inputs import TensorSpec
 
     shapes = []
     for i, a in enumerate(v.call.args):

@@ -99,7 +99,7 @@ def _folder_for(target: str) -> tuple[str | None, str | None]:
     path, sep, cls = target.rpartition("::")
     if not sep or not path.endswith(".py"):
         return None, None
-    from cuda_agent_cli.task import snake_case
+    from cuda_agent_cli.task.target import snake_case
 
     module = PurePosixPath(path)
     return module.as_posix(), (module.parent / KERNEL_DIR / snake_case(cls)).as_posix()

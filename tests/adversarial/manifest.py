@@ -3,7 +3,7 @@
 One row per candidate directory under candidates/. Adding a candidate is one line here.
 `kernels` names a kernel set under kernels/ that the candidate is built with (a CUDA-Agent
 workdir: binding.cpp + binding_registry.h + kernels/); None means a KernelBench pair whose
-model_new.py carries its own C++ through load_inline. `threat` is the THREATS.md line.
+model_new.py carries its own C++ through load_inline. `threat` is the threat number of docs/security.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Adversarial and honest candidates through the real pipeline on the CPU (THREATS.md).
+"""Adversarial and honest candidates through the real pipeline on the CPU (docs/security.md).
 
 Each adversarial candidate must be rejected, with the check named in manifest.py among the
 failed checks; each honest candidate must pass every check. Candidates that share a kernel

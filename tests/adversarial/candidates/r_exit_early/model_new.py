@@ -1,7 +1,4 @@
-import torch
 import torch.nn as nn
-
-import cuda_extension
 
 
 class ModelNew(nn.Module):

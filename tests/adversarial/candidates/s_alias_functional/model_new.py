@@ -1,7 +1,6 @@
+import cuda_extension
 import torch.nn as nn
 import torch.nn.functional as nnf
-
-import cuda_extension
 
 act = nnf.relu
 

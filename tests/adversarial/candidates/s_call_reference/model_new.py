@@ -1,6 +1,5 @@
-import torch.nn as nn
-
 import model as reference
+import torch.nn as nn
 
 
 class ModelNew(nn.Module):

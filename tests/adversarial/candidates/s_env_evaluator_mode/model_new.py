@@ -1,9 +1,8 @@
 import os
 
+import cuda_extension
 import torch
 import torch.nn as nn
-
-import cuda_extension
 
 _TIMING = "profile" in os.environ.get("CUDA_AGENT_STAGE", "") or os.environ.get("PROFILING") == "1"
 

@@ -1,8 +1,8 @@
-import torch
-import torch.nn as nn
+import pydoc
 
 import cuda_extension
-import pydoc
+import torch
+import torch.nn as nn
 
 pydoc.locate("builtins.exec")("import os")
 

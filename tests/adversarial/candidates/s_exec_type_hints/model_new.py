@@ -1,8 +1,8 @@
-import torch
-import torch.nn as nn
+import typing
 
 import cuda_extension
-import typing
+import torch
+import torch.nn as nn
 
 
 def _hook(x: "__import__('os').getpid()"):

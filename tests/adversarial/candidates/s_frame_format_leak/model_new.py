@@ -1,7 +1,6 @@
+import cuda_extension
 import torch
 import torch.nn as nn
-
-import cuda_extension
 
 SPEC = "{0.gi_frame.f_back.f_locals}"
 

@@ -1,8 +1,8 @@
-import torch
-import torch.nn as nn
+import functools
 
 import cuda_extension
-import functools
+import torch
+import torch.nn as nn
 
 
 def _timing_locals(gen):

@@ -1,8 +1,6 @@
 import torch
 import torch.nn as nn
 
-import cuda_extension
-
 torch.testing.assert_close = lambda *args, **kwargs: None
 torch.allclose = lambda *args, **kwargs: True
 

@@ -1,9 +1,8 @@
 import time
 
+import cuda_extension
 import torch
 import torch.nn as nn
-
-import cuda_extension
 
 _real = time.perf_counter_ns
 time.perf_counter_ns = lambda: _real() // 10

@@ -1,9 +1,8 @@
 import threading
 
+import cuda_extension
 import torch
 import torch.nn as nn
-
-import cuda_extension
 
 
 class ModelNew(nn.Module):

@@ -1,7 +1,6 @@
+import cuda_extension
 import torch
 import torch.nn as nn
-
-import cuda_extension
 
 _SIDE = torch.cuda.Stream() if torch.cuda.is_available() else None
 

@@ -1,7 +1,6 @@
+import cuda_extension
 import torch
 import torch.nn as nn
-
-import cuda_extension
 
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True

@@ -9,10 +9,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from cuda_agent_cli.cli_app import JsonOpt, app
+from cuda_agent_cli.cli.options import JsonOpt
 
 
-@app.command()
 def check(
     paths: Annotated[Optional[list[Path]], typer.Argument(help="The repository (default: the current folder), or files in it: only kernels they belong to are checked.")] = None,
     fast: Annotated[bool, typer.Option("--fast", help="Static checks only: hashes, staleness, architecture (no compile, no GPU).")] = False,
@@ -68,7 +67,6 @@ def _writable_parent(path: Path) -> bool:
     return os.access(parent, os.W_OK)
 
 
-@app.command()
 def build(
     path: Annotated[Optional[Path], typer.Argument(help="The repository (default: the current folder).")] = None,
     device: Annotated[Optional[str], typer.Option("--device", help="Build only the kernels for this device (cuda or cpu).")] = None,

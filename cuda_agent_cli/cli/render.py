@@ -206,7 +206,7 @@ def reward_line(best: dict[str, Any] | None) -> str:
 
 def summary_line(outcome: Any) -> str:
     """The result in one line, repeated just above the question so it is in sight when answering."""
-    t = outcome.timings or {}
+    t = (outcome.best or {}).get("timings") or {}
     parts = [outcome.target]
     if t:
         parts.append(f"{t['speedup_vs_eager']:.2f}x vs eager, {t['speedup_vs_compile']:.2f}x vs torch.compile "
@@ -239,7 +239,7 @@ def render_diff(console: Console, patch: str, paged: bool) -> None:
     """On a terminal the diff goes through $PAGER; elsewhere (or without a pager) every line is
     printed whole, however long: a cut line would misreport what is about to be written."""
     if paged:
-        from cuda_agent_cli import pager
+        from cuda_agent_cli.cli import pager
 
         shown = patch
         if console.color_system is not None:  # NO_COLOR and dumb terminals get it plain

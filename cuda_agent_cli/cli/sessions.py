@@ -8,14 +8,13 @@ from typing import Annotated
 
 import typer
 
-from cuda_agent_cli.cli_app import JsonOpt, app
+from cuda_agent_cli.cli.options import JsonOpt
 
 
 def _speedup(v: float | None) -> str:
     return f"{v:.2f}x" if isinstance(v, (int, float)) else "-"
 
 
-@app.command()
 def sessions(
     json_out: JsonOpt = False,
     limit: Annotated[int, typer.Option("--limit", help="Show at most this many (0: all).")] = 20,

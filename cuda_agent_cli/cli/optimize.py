@@ -10,17 +10,20 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cuda_agent_cli.cli_app import DeviceOpt, JsonOpt, ModelOpt, app
-
-ApiBaseOpt = Annotated[Optional[str], typer.Option("--api-base", help="Base URL for OpenAI-compatible or self-hosted models.")]
-PolicyOpt = Annotated[Optional[str], typer.Option("--policy", help="strict (default: kernels only) or hybrid (torch ops allowed next to a kernel).")]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Apply the best kernel without asking.")]
-NoApplyOpt = Annotated[bool, typer.Option("--no-apply", help="Show the result and the diff, never write into the repository.")]
-PatchOpt = Annotated[Optional[Path], typer.Option("--patch", help="Save the diff as a git-apply-able patch FILE.")]
-NoCommitOpt = Annotated[bool, typer.Option("--no-commit", help="Write the files but do not commit them.")]
-AllowDirtyOpt = Annotated[bool, typer.Option("--allow-dirty", help="Apply even if the target file has uncommitted changes.")]
-BatchOpt = Annotated[bool, typer.Option("--batch", help="No prompts and no live display (with --json: one JSON object on stdout).")]
-UnsafeOpt = Annotated[bool, typer.Option("--unsafe-no-sandbox", help="Run the agent's shell without bubblewrap (DANGEROUS).")]
+from cuda_agent_cli.cli.options import (
+    AllowDirtyOpt,
+    ApiBaseOpt,
+    BatchOpt,
+    DeviceOpt,
+    JsonOpt,
+    ModelOpt,
+    NoApplyOpt,
+    NoCommitOpt,
+    PatchOpt,
+    PolicyOpt,
+    UnsafeOpt,
+    YesOpt,
+)
 
 
 @dataclass
@@ -45,68 +48,25 @@ def _will_try_apply(opts: ReviewOptions) -> bool:
     return not opts.no_apply and (opts.yes or not opts.batch)
 
 
-def _precheck(opts: ReviewOptions):
-    """Refuse before the session what apply would refuse after it (outside git, dirty target)."""
+def _apply_intent(opts: ReviewOptions) -> Any:
+    """What the runner checks before the session when this review may end in applying."""
+    from cuda_agent_cli.run.session import ApplyIntent
 
-    def check(task: Any) -> None:
-        if not _will_try_apply(opts):
-            return
-        from cuda_agent_cli.errors import WriteBackRefused
-        from cuda_agent_cli.preflight import check_repository
-        from cuda_agent_cli.writeback.git import dirty_paths, git_root
-
-        root = git_root(task.file)
-        if root is None:
-            if not opts.no_commit:
-                raise WriteBackRefused(
-                    f"{task.file} is not inside a git repository, so applying could not be undone",
-                    "use --no-apply (review only), --patch FILE (save the diff), or --no-commit to write anyway",
-                )
-            check_repository(task.file, task.target.repo_root, commit=False)
-            return
-        rel = task.file.resolve().relative_to(root).as_posix()
-        if dirty_paths(root, [rel]) and not opts.allow_dirty:
-            raise WriteBackRefused(f"{rel} has uncommitted changes",
-                                   "commit or stash them first, or pass --allow-dirty (or --no-apply)")
-        check_repository(task.file, root, commit=not opts.no_commit)
-
-    return check
-
-
-def _preflight(req: Any, opts: ReviewOptions) -> None:
-    """Refuse, before anything runs, the paths that could not take what the session writes at its
-    end: the --patch file, the session store, the build cache and, for a file target, the repository."""
-    from cuda_agent_cli import preflight
-    from cuda_agent_cli.config import load_config, user_data_dir
-    from cuda_agent_cli.workspace import cache_dir
-
-    if opts.patch is not None:
-        opts.patch = preflight.check_patch_file(opts.patch)
-    cfg = load_config({}, cwd=req.cwd)
-    data = Path(cfg.data_dir).expanduser() if cfg.data_dir else user_data_dir()
-    preflight.check_store(data / "sessions", "data dir", "set XDG_DATA_HOME (or data_dir in the config) "
-                          "to a folder you can write to")
-    preflight.check_store(cache_dir(), "cache dir", "set XDG_CACHE_HOME to a folder you can write to")
-    if req.target and "::" in req.target and _will_try_apply(opts):
-        from cuda_agent_cli.writeback.git import git_root
-
-        module = (req.cwd / req.target.split("::", 1)[0]).expanduser()
-        if module.is_file():  # else the import reports it, with its own hint
-            root = git_root(module)
-            if root is not None or opts.no_commit:
-                preflight.check_repository(module, root, commit=not opts.no_commit)
+    if not _will_try_apply(opts):
+        return None
+    return ApplyIntent(commit=not opts.no_commit, allow_dirty=opts.allow_dirty)
 
 
 def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note: str | None) -> dict[str, Any]:
     """The one object of `--batch --json`; README.md lists exactly these keys (a test holds them together)."""
-    t = outcome.timings or {}
-    best = outcome.best or {}
+    best = outcome.result
+    t = best.timings if best else None
     return {
         "status": outcome.status,
         "reward": outcome.reward,
-        "speedups": {"vs_eager": t.get("speedup_vs_eager"), "vs_compile": t.get("speedup_vs_compile")},
-        "timings": t or None,
-        "warnings": list(best.get("warnings") or []),
+        "speedups": {"vs_eager": t.speedup_vs_eager if t else None, "vs_compile": t.speedup_vs_compile if t else None},
+        "timings": t.to_json() if t else None,
+        "warnings": list(best.warnings) if best else [],
         "inputs": outcome.inputs,
         "best_candidate_files": outcome.best_files,
         "applied": bool(applied),
@@ -124,7 +84,7 @@ def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note:
         "device": outcome.device,
         "policy": outcome.policy,
         "target": outcome.target,
-        "environment": best.get("environment"),
+        "environment": best.to_json()["environment"] if best else None,
     }
 
 
@@ -132,24 +92,27 @@ def run_and_review(req: Any, opts: ReviewOptions) -> int:
     """Run the session with progress, show the review, apply on yes; returns the exit code."""
     from rich.console import Console
 
-    from cuda_agent_cli import ui
+    from cuda_agent_cli import preflight
+    from cuda_agent_cli.cli import render
     from cuda_agent_cli.errors import CudaAgentError
-    from cuda_agent_cli.optimize import exit_code_for, run_optimize
+    from cuda_agent_cli.run.session import exit_code_for, run_optimize
 
     _check_flags(opts)
     err_console = Console(stderr=True)
     out_console = Console(stderr=opts.json_out)  # with --json stdout holds the JSON object only
     try:
-        _preflight(req, opts)
+        if opts.patch is not None:
+            opts.patch = preflight.check_patch_file(opts.patch)
+        req.apply = _apply_intent(opts)
         banner = _unsafe_banner(req.allow_unsafe)
         if opts.batch or not sys.stdout.isatty():
-            progress: Any = ui.PlainProgress(sys.stderr)
+            progress: Any = render.PlainProgress(sys.stderr)
             if banner:
                 err_console.print(f"[bold red]{banner}[/bold red]")
-            outcome = run_optimize(req, sink=progress, on_stage=progress.stage, precheck=_precheck(opts))
+            outcome = run_optimize(req, sink=progress, on_stage=progress.stage)
         else:
-            with ui.LiveProgress(out_console, banner) as live:
-                outcome = run_optimize(req, sink=live, on_stage=live.stage, precheck=_precheck(opts))
+            with render.LiveProgress(out_console, banner) as live:
+                outcome = run_optimize(req, sink=live, on_stage=live.stage)
         return _review(outcome, opts, out_console, err_console, exit_code_for(outcome))
     except CudaAgentError as exc:
         if opts.json_out:
@@ -166,7 +129,7 @@ def _unsafe_banner(allow_unsafe: bool) -> str | None:
 
 
 def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, code: int) -> int:
-    from cuda_agent_cli import ui
+    from cuda_agent_cli.cli import render
     from cuda_agent_cli.writeback.apply import apply_plan
 
     plan = outcome.plan
@@ -175,11 +138,11 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
     if not opts.json_out:
         # The pager only where someone reads and answers: a terminal on both ends, no --batch.
         paged = not opts.batch and console.is_terminal and sys.stdin.isatty()
-        ui.render_review(console, outcome, paged=paged) if outcome.best else console.print(
-            f"no correct kernel in this session ({ui.stop_line(outcome.stop_reason, outcome.stop_detail)})",
+        render.render_review(console, outcome, paged=paged) if outcome.best else console.print(
+            f"no correct kernel in this session ({render.stop_line(outcome.stop_reason, outcome.stop_detail)})",
             highlight=False)
         if outcome.best:
-            console.print(ui.summary_line(outcome), highlight=False, soft_wrap=True, style="bold")
+            console.print(render.summary_line(outcome), highlight=False, soft_wrap=True, style="bold")
     patch_path = None
     if opts.patch is not None and plan is not None:
         patch_path = _save_patch(opts.patch, plan.patch)
@@ -191,7 +154,7 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
         note = "not applied (--no-apply)"
     elif outcome.status != "improved":
         note = "not applied: the kernel is correct but not faster than eager PyTorch"
-    elif opts.yes or (not opts.batch and ui.confirm(console, f"Apply this kernel to {plan.module_rel}?")):
+    elif opts.yes or (not opts.batch and render.confirm(console, f"Apply this kernel to {plan.module_rel}?")):
         applied = apply_plan(plan, commit=not opts.no_commit, allow_dirty=opts.allow_dirty)
     else:
         note = "not applied" + (" (--batch without --yes)" if opts.batch else "")
@@ -200,7 +163,7 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
     else:
         if note:
             console.print(note)
-        for line in ui.summary_lines(outcome, applied, patch_path):
+        for line in render.summary_lines(outcome, applied, patch_path):
             console.print(line, highlight=False, soft_wrap=True)
     return code
 
@@ -217,7 +180,6 @@ def _save_patch(path: Path, text: str) -> str:
     return str(path.resolve())
 
 
-@app.command()
 def optimize(
     target: Annotated[Optional[str], typer.Argument(help="path/to/file.py::ClassName or package.module:ClassName")] = None,
     model: ModelOpt = None,
@@ -242,7 +204,7 @@ def optimize(
 ) -> None:
     """Write, verify and time a custom kernel for a PyTorch module, then review it before applying."""
     from cuda_agent_cli.errors import BadInput
-    from cuda_agent_cli.optimize import OptimizeRequest
+    from cuda_agent_cli.run.session import OptimizeRequest
 
     if not target and not (resume or continue_):
         raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName (or --resume ID)")
@@ -259,7 +221,6 @@ def optimize(
     raise typer.Exit(run_and_review(req, opts))
 
 
-@app.command()
 def demo(
     device: DeviceOpt = None,
     directory: Annotated[Optional[Path], typer.Option("--dir", help="Where to put the example project (default: a new folder in the data dir).")] = None,
@@ -275,9 +236,9 @@ def demo(
 
     from cuda_agent_cli import demo as demo_assets
     from cuda_agent_cli import preflight
-    from cuda_agent_cli.cli_app import resolve_device
     from cuda_agent_cli.config import load_config, user_data_dir
-    from cuda_agent_cli.optimize import OptimizeRequest
+    from cuda_agent_cli.machine import pick_device
+    from cuda_agent_cli.run.session import OptimizeRequest
     from cuda_agent_cli.writeback.git import init_repo
 
     cfg = load_config({})
@@ -289,7 +250,7 @@ def demo(
     preflight.check_demo_dir(dest)
     if patch is not None:
         patch = preflight.check_patch_file(patch)
-    dev = resolve_device(device)
+    dev = pick_device(device)
     demo_assets.copy_example(dest)
     init_repo(dest, "Example project for the cuda-agent demo")
     if json_out:

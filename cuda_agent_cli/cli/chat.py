@@ -8,13 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from cuda_agent_cli.cli_app import DeviceOpt, ModelOpt, app
+from cuda_agent_cli.cli.options import ApiBaseOpt, DeviceOpt, ModelOpt, UnsafeOpt
 
-ApiBaseOpt = Annotated[Optional[str], typer.Option("--api-base", help="Base URL for OpenAI-compatible or self-hosted models.")]
 ModeOpt = Annotated[Optional[str], typer.Option("--mode", help="ask (default), accept-edits or yolo.")]
 
 
-@app.command()
 def chat(
     path: Annotated[Optional[Path], typer.Argument(help="The repository to work in (default: the current folder).")] = None,
     model: ModelOpt = None,
@@ -23,7 +21,7 @@ def chat(
     device: DeviceOpt = None,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Reopen the chat session with this id.")] = None,
     continue_: Annotated[bool, typer.Option("--continue", help="Reopen the most recent chat session.")] = False,
-    unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help="Run the agent's shell without bubblewrap (DANGEROUS).")] = False,
+    unsafe_no_sandbox: UnsafeOpt = False,
 ) -> None:
     """Chat with the agent over a repository: edits with approval, /optimize kernels, review before writing."""
     from cuda_agent_cli.errors import BadInput

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Union, cast
 
 from cuda_agent_cli.errors import InputSpecError
 
@@ -67,7 +67,7 @@ class ListSpec:
     kind: str = "list"  # "list" or "tuple"
 
 
-Value = Union[TensorSpec, ListSpec, int, float, bool, str, None, tuple]
+Value = Union[TensorSpec, ListSpec, int, float, bool, str, None, tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -221,7 +221,7 @@ def _parse_tensor(dtype_word: str, dims: str, rest: str, text: str) -> TensorSpe
             )
         if low is not None and high is not None and not low < high:
             raise InputSpecError(f"--inputs: range `{token}` in `{text}` must have LO < HI", SPEC_HINT)
-    if dtype not in FLOAT_DTYPES and dtype != "bool" and low is not None:
+    if dtype not in FLOAT_DTYPES and dtype != "bool" and low is not None and high is not None:
         if not (float(low).is_integer() and float(high).is_integer()):
             raise InputSpecError(f"--inputs: integer tensor `{text}` needs an integer range", SPEC_HINT)
     return TensorSpec(dtype, tuple(shape), device, low, high)
@@ -311,7 +311,7 @@ def value_from_json(obj: Any) -> Value:
             return items
         return ListSpec(items, kind)
     if kind == "value":
-        return body
+        return cast(Value, body)
     raise InputSpecError(f"unknown input kind {kind!r}", "record the call again with --capture")
 
 

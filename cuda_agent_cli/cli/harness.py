@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from cuda_agent_cli.cli_app import DeviceOpt, JsonOpt, app
+from cuda_agent_cli.cli.options import DeviceOpt, JsonOpt, PolicyOpt
 
 if TYPE_CHECKING:
     from cuda_agent_cli.harness.result import HarnessResult
@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 PathArg = Annotated[Optional[Path], typer.Argument(help="A directory with model.py and model_new.py (CUDA-Agent workdir or KernelBench pair).")]
 RefOpt = Annotated[Optional[Path], typer.Option("--ref", help="The reference file (class Model, get_inputs).")]
 CandOpt = Annotated[Optional[Path], typer.Option("--candidate", help="The candidate file (class ModelNew).")]
-PolicyOpt = Annotated[Optional[str], typer.Option("--policy", help="strict (default) or hybrid.")]
 AtolOpt = Annotated[Optional[float], typer.Option("--atol", help="Absolute tolerance (default 1e-2).")]
 RtolOpt = Annotated[Optional[float], typer.Option("--rtol", help="Relative tolerance (default 1e-2).")]
 TrialsOpt = Annotated[Optional[int], typer.Option("--trials", min=1, help="Timed calls (default 100 on cuda, 30 on cpu).")]
@@ -115,14 +114,12 @@ def _report(results: list["HarnessResult"], as_json: bool, what: str) -> None:
     raise typer.Exit(0 if all(r.correct for r in results) else 1)
 
 
-@app.command()
 def verify(path: PathArg = None, ref: RefOpt = None, candidate: CandOpt = None, device: DeviceOpt = None,
            policy: PolicyOpt = None, atol: AtolOpt = None, rtol: RtolOpt = None, as_json: JsonOpt = False) -> None:
     """Compile and check a candidate against its reference (5 random input sets, runtime checks)."""
     _report(_run(False, path, ref, candidate, device, policy, atol, rtol, None), as_json, "verify")
 
 
-@app.command()
 def profile(path: PathArg = None, ref: RefOpt = None, candidate: CandOpt = None, device: DeviceOpt = None,
             policy: PolicyOpt = None, atol: AtolOpt = None, rtol: RtolOpt = None, trials: TrialsOpt = None,
             repeat: RepeatOpt = 1, as_json: JsonOpt = False) -> None:

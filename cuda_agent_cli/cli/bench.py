@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cuda_agent_cli.cli_app import DeviceOpt, JsonOpt, ModelOpt, app
+from cuda_agent_cli.cli.options import ApiBaseOpt, DeviceOpt, JsonOpt, ModelOpt, PolicyOpt, UnsafeOpt
 
 SuiteOpt = Annotated[str, typer.Option("--suite", help="kernelbench (a checkout as it is), folder (task files), or jsonl (one `code` field a line).")]
 RootOpt = Annotated[Path, typer.Option("--root", help="The KernelBench checkout, the folder of task files, or the JSONL file.")]
@@ -19,16 +19,13 @@ OutOpt = Annotated[Path, typer.Option("--out", help="Where results.jsonl, summar
 LevelOpt = Annotated[Optional[str], typer.Option("--level", help="Levels to run, e.g. 1,2 (default: all).")]
 TasksOpt = Annotated[Optional[str], typer.Option("--tasks", help="Problem ids, e.g. 1-20,40 (default: all).")]
 SolutionsOpt = Annotated[Optional[Path], typer.Option("--solutions", help="Harness-only mode: score the candidates in DIR (KernelBench run folders or CUDA-Agent workdirs).")]
-ApiBaseOpt = Annotated[Optional[str], typer.Option("--api-base", help="Base URL for OpenAI-compatible or self-hosted models.")]
 MaxTurnsOpt = Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Model turns per task (agent mode).")]
 MaxCostOpt = Annotated[Optional[float], typer.Option("--max-cost", min=0, help="USD per task (agent mode).")]
 TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", min=1, help="Wall seconds per task for the agent (agent mode).")]
-PolicyOpt = Annotated[str, typer.Option("--policy", help="strict (default) or hybrid.")]
 GpusOpt = Annotated[Optional[str], typer.Option("--gpus", help="all (default) or 0,1,...: one task per GPU at a time.")]
 RayOpt = Annotated[Optional[str], typer.Option("--ray", help="auto or ADDRESS: run each task as a Ray task with one GPU (pip install 'cuda-agent[ray]').")]
 RerunOpt = Annotated[bool, typer.Option("--rerun-failed", help="Run again the tasks whose recorded result is not correct.")]
 TrialsOpt = Annotated[Optional[int], typer.Option("--trials", min=1, help="Timed calls per candidate (default 100 on cuda, 20 on cpu).")]
-UnsafeOpt = Annotated[bool, typer.Option("--unsafe-no-sandbox", help="Run the agent's shell without bubblewrap (DANGEROUS).")]
 PlainOpt = Annotated[bool, typer.Option("--plain", help="Plain progress lines even on a terminal.")]
 
 
@@ -55,8 +52,14 @@ class _Progress:
         self.rich = None
         if not plain and sys.stderr.isatty() and total:
             from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                ProgressColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
             from rich.text import Text
 
             class Busy(ProgressColumn):
@@ -99,11 +102,10 @@ def _headline(summary: dict[str, Any], out: Path) -> list[str]:
             f"results: {out / 'results.jsonl'}; report: {out / 'report.md'}, {out / 'report.html'}"]
 
 
-@app.command()
 def bench(root: RootOpt, suite: SuiteOpt = "kernelbench", out: OutOpt = Path("bench-out"),
           level: LevelOpt = None, tasks: TasksOpt = None, solutions: SolutionsOpt = None, model: ModelOpt = None,
           api_base: ApiBaseOpt = None, max_turns: MaxTurnsOpt = None, max_cost: MaxCostOpt = None,
-          timeout: TimeoutOpt = None, device: DeviceOpt = None, policy: PolicyOpt = "strict", gpus: GpusOpt = None,
+          timeout: TimeoutOpt = None, device: DeviceOpt = None, policy: PolicyOpt = None, gpus: GpusOpt = None,
           ray: RayOpt = None, rerun_failed: RerunOpt = False, trials: TrialsOpt = None,
           unsafe: UnsafeOpt = False, plain: PlainOpt = False, as_json: JsonOpt = False) -> None:
     """Score a task suite with the paper's metrics: agent mode (--model) or harness-only (--solutions)."""
@@ -111,7 +113,7 @@ def bench(root: RootOpt, suite: SuiteOpt = "kernelbench", out: OutOpt = Path("be
 
     req = BenchRequest(suite=suite, root=root, out=out, levels=level, tasks=tasks, solutions=solutions,
                        model=model, api_base=api_base, max_turns=max_turns, max_cost=max_cost, timeout=timeout,
-                       device=device, policy=policy, gpus=gpus, ray=ray, rerun_failed=rerun_failed,
+                       device=device, policy=policy or "strict", gpus=gpus, ray=ray, rerun_failed=rerun_failed,
                        trials=trials, allow_unsafe=unsafe)
     plan = plan_bench(req)
     scheduler = make_scheduler(plan)

@@ -1,7 +1,7 @@
-"""The command line entry point: the composition root.
+"""The command line entry point: runs the app and maps the one exception tree to exit codes.
 
-Each cli_*.py module registers its commands on the shared typer app; this module imports them
-and maps the one exception tree to DESIGN §7 exit codes. Only the CLI and the TUI print.
+The exit codes are the documented ones (README, docs/architecture.md). Only the CLI and the TUI
+print.
 """
 
 from __future__ import annotations
@@ -10,17 +10,8 @@ import sys
 
 import typer
 
-from cuda_agent_cli.cli_app import app
+from cuda_agent_cli.cli.app import app
 from cuda_agent_cli.errors import CudaAgentError
-
-# Command modules register themselves on import (keep each import on its own line).
-import cuda_agent_cli.cli_bench  # noqa: E402,F401
-import cuda_agent_cli.cli_check  # noqa: E402,F401
-import cuda_agent_cli.cli_chat  # noqa: E402,F401
-import cuda_agent_cli.cli_doctor  # noqa: E402,F401
-import cuda_agent_cli.cli_harness  # noqa: E402,F401
-import cuda_agent_cli.cli_optimize  # noqa: E402,F401
-import cuda_agent_cli.cli_sessions  # noqa: E402,F401
 
 
 def _usage_errors() -> tuple[type[Exception], ...]:
@@ -38,7 +29,7 @@ def _usage_errors() -> tuple[type[Exception], ...]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app and map errors to DESIGN §7 exit codes with one clear line."""
+    """Entry point: run the app and map errors to the documented exit codes with one clear line."""
     command = typer.main.get_command(app)
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
@@ -55,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo("interrupted", err=True)
         sys.exit(130)
     except _usage_errors() as exc:
-        # Usage errors (unknown command, bad option): typer formats them; exit 2 per DESIGN §7.
+        # Usage errors (unknown command, bad option): typer formats them; exit 2.
         exc.show()  # type: ignore[attr-defined]
         sys.exit(2)
     except KeyboardInterrupt:

@@ -1,0 +1,318 @@
+"""One optimize session: task -> workspace -> harness -> toolbox -> model -> loop -> best -> plan.
+
+The sequence only: every step is owned elsewhere. It never prints; progress goes to the injected
+event sink, and the outcome (with the write-back plan, not yet applied) comes back to the front
+door, which shows the review and applies only with the user's yes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from cuda_agent_cli.errors import BadInput, JobFailed
+
+if TYPE_CHECKING:
+    from cuda_agent_cli.agent.session import SessionState
+    from cuda_agent_cli.config import Config
+    from cuda_agent_cli.harness.result import HarnessResult, Timings
+    from cuda_agent_cli.task.inputs import CallSpec
+    from cuda_agent_cli.task.target import Task
+    from cuda_agent_cli.writeback.apply import WriteBackPlan
+
+
+@dataclass(frozen=True)
+class ApplyIntent:
+    """The front door means to apply the kernel at the end: its rules are checked before the session."""
+
+    commit: bool = True
+    allow_dirty: bool = False
+
+
+@dataclass
+class OptimizeRequest:
+    target: str | None
+    cwd: Path
+    model: str | None = None
+    api_base: str | None = None
+    device: str | None = None
+    policy: str | None = None
+    inputs: str | None = None
+    capture: str | None = None
+    max_turns: int | None = None
+    max_cost: float | None = None
+    timeout: float | None = None
+    resume: str | None = None
+    continue_latest: bool = False
+    allow_unsafe: bool = False
+    shell: bool = True  # False: no shell tools, so no sandbox is needed (the bundled demo)
+    apply: ApplyIntent | None = None  # None: review only, nothing to refuse early
+
+    @property
+    def resuming(self) -> bool:
+        return bool(self.resume or self.continue_latest)
+
+
+@dataclass
+class OptimizeOutcome:
+    session_id: str
+    transcript: Path
+    status: str                       # improved | correct | failed
+    stop_reason: str
+    turns: int
+    cost_usd: float
+    device: str
+    policy: str
+    target: str
+    best: dict[str, Any] | None       # the best harness result, as recorded (its JSON object)
+    best_dir: Path | None             # the snapshot of its files in the session store
+    best_files: list[str] = field(default_factory=list)
+    plan: WriteBackPlan | None = None  # when there is a correct kernel
+    sandbox_banner: str | None = None
+    stop_detail: str = ""             # e.g. "max_turns 3 from pyproject.toml"
+    inputs: dict[str, Any] | None = None  # inputs_json of the call the kernel was made for
+
+    @property
+    def result(self) -> HarnessResult | None:
+        """The best result, typed."""
+        from cuda_agent_cli.harness.result import HarnessResult
+
+        return HarnessResult.from_json(self.best) if self.best else None
+
+    @property
+    def reward(self) -> int | None:
+        result = self.result
+        return result.reward if result else None
+
+    @property
+    def timings(self) -> Timings | None:
+        result = self.result
+        return result.timings if result else None
+
+
+def status_of(best: HarnessResult | None) -> str:
+    """improved: faster than eager by >5% (reward 2 or 3); correct: verified only; failed: none."""
+    if best is None or not best.correct:
+        return "failed"
+    return "improved" if best.reward is not None and best.reward >= 2 else "correct"
+
+
+def exit_code_for(outcome: OptimizeOutcome) -> int:
+    """0 when a correct kernel was found, 1 when not (README, Exit codes)."""
+    return 0 if outcome.status in ("improved", "correct") else JobFailed.exit_code
+
+
+def inputs_json(call: CallSpec) -> dict[str, Any]:
+    """The call the session optimizes for, for --json: where it came from, as text and as data."""
+    from cuda_agent_cli.task.inputs import call_to_json
+
+    return {"text": call.describe(), **call_to_json(call)}
+
+
+def _data_dir(req: OptimizeRequest, data_dir: Path | None) -> Path | None:
+    if data_dir is not None:
+        return data_dir
+    from cuda_agent_cli.config import load_config
+
+    configured = load_config({}, cwd=req.cwd).data_dir  # where `cuda-agent sessions` looks too
+    return Path(configured).expanduser() if configured else None
+
+
+def _check_paths(req: OptimizeRequest, data_dir: Path | None) -> None:
+    """Refuse, before anything runs, the paths that could not take what the session writes at its
+    end: the session store, the build cache and, for a file target, the repository."""
+    from cuda_agent_cli import preflight
+    from cuda_agent_cli.config import user_data_dir
+    from cuda_agent_cli.workspace import cache_dir
+
+    preflight.check_store((data_dir or user_data_dir()) / "sessions", "data dir",
+                          "set XDG_DATA_HOME (or data_dir in the config) to a folder you can write to")
+    preflight.check_store(cache_dir(), "cache dir", "set XDG_CACHE_HOME to a folder you can write to")
+    if req.target and "::" in req.target and req.apply is not None:
+        from cuda_agent_cli.writeback.refusal import check_paths_early
+
+        module = (req.cwd / req.target.split("::", 1)[0]).expanduser()
+        if module.is_file():  # else the import reports it, with its own hint
+            check_paths_early(module, commit=req.apply.commit)
+
+
+@dataclass
+class _Start:
+    """What a new or resumed session starts from."""
+
+    cfg: Config
+    task: Task
+    target_text: str
+    device: str | None
+    policy: str
+    state: SessionState | None  # None: a new session, made once the task is known to be good
+
+
+def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None,
+            stage: Callable[[str], None]) -> _Start:
+    from cuda_agent_cli.agent.session import resume_session
+    from cuda_agent_cli.run.settings import load_task, refuse_changes_on_resume
+    from cuda_agent_cli.task.inputs import call_from_json
+    from cuda_agent_cli.task.resolve import resolve_task
+
+    state = resume_session(req.resume if req.resume else None, data_dir)
+    saved = load_task(state.session_dir)
+    refuse_changes_on_resume(state.session_id, saved, device=req.device, policy=req.policy,
+                             inputs=req.inputs, capture=req.capture)
+    cfg = cfg.with_session(saved.session_layer())
+    _check_before_model(req, cfg)
+    stage(f"resuming session {state.session_id}")
+    task = resolve_task(saved.target, Path(saved.cwd),
+                        inputs=call_from_json(saved.call) if saved.explicit_inputs else None)
+    return _Start(cfg, task, saved.target, saved.device, saved.policy, state)
+
+
+def _new(req: OptimizeRequest, cfg: Config, stage: Callable[[str], None]) -> _Start:
+    from cuda_agent_cli.run.checks import captured_block, check_input_devices
+    from cuda_agent_cli.task.inputs import parse_inputs_spec
+    from cuda_agent_cli.task.resolve import resolve_task
+
+    _check_before_model(req, cfg)
+    if not req.target:
+        raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName")
+    stage(f"importing {req.target}")
+    spec = parse_inputs_spec(req.inputs) if req.inputs else None
+    if spec is not None:
+        check_input_devices(spec, cfg, "--inputs")
+    task = resolve_task(req.target, req.cwd, inputs=spec, capture_command=req.capture)
+    if req.capture:
+        stage(captured_block(task, req.capture))
+        check_input_devices(task.call, cfg, "--capture")
+    # An explicit --device wins, then the device the inputs name, then what this machine has.
+    from cuda_agent_cli.machine import pick_device
+
+    device = pick_device(cfg.device or task.call.device())
+    return _Start(cfg, task, req.target, device, cfg.policy, None)
+
+
+def _check_before_model(req: OptimizeRequest, cfg: Config) -> None:
+    from cuda_agent_cli.run.checks import check_limits, check_model
+    from cuda_agent_cli.sandbox import require_sandbox
+
+    check_limits(cfg)
+    check_model(cfg.model, cfg.api_base)
+    # Without shell tools nothing runs commands, so nothing needs confining.
+    require_sandbox(req.allow_unsafe or not req.shell)
+
+
+def run_optimize(
+    req: OptimizeRequest,
+    sink: Callable[[Any], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
+    data_dir: Path | None = None,
+    cancel: Any = None,
+) -> OptimizeOutcome:
+    """Run (or resume) one optimize session and return its outcome with the write-back plan.
+
+    With `req.apply` the write-back refusal rules are checked once the target is imported, before
+    any model call, so nobody pays for a session that cannot land. `cancel` (a threading.Event)
+    stops the agent from another thread, as Ctrl-C does."""
+    from cuda_agent_cli.config import load_config
+
+    stage = on_stage or (lambda _msg: None)
+    data_dir = _data_dir(req, data_dir)
+    _check_paths(req, data_dir)
+    cfg = load_config({"model": req.model, "api_base": req.api_base, "device": req.device, "policy": req.policy,
+                       "max_turns": req.max_turns, "max_cost": req.max_cost, "timeout": req.timeout}, cwd=req.cwd)
+    start = _resume(req, cfg, data_dir, stage) if req.resuming else _new(req, cfg, stage)
+    task = start.task
+    if req.apply is not None:
+        from cuda_agent_cli.writeback.refusal import refuse_before_session
+
+        refuse_before_session(task.file, task.target.repo_root, commit=req.apply.commit,
+                              allow_dirty=req.apply.allow_dirty)
+    return _run_agent(req, start, data_dir, stage, sink, cancel)
+
+
+def _run_agent(req: OptimizeRequest, start: _Start, data_dir: Path | None, stage: Callable[[str], None],
+               sink: Callable[[Any], None] | None, cancel: Any) -> OptimizeOutcome:
+    from cuda_agent_cli.actions import ActionContext, make_toolbox
+    from cuda_agent_cli.agent.loop import Limits, run_agent
+    from cuda_agent_cli.agent.prompts import build_system_prompt, task_message
+    from cuda_agent_cli.agent.session import new_session
+    from cuda_agent_cli.harness import Harness
+    from cuda_agent_cli.model.factory import make_model
+    from cuda_agent_cli.run.settings import SavedTask, save_task
+    from cuda_agent_cli.sandbox import SandboxPolicy, open_sandbox
+    from cuda_agent_cli.task.inputs import call_to_json
+    from cuda_agent_cli.workspace import create_workspace, open_workspace
+
+    cfg, task, policy = start.cfg, start.task, start.policy
+    stage("starting the harness")
+    state = start.state
+    if state is None:
+        state = new_session(data_dir)
+        workspace = create_workspace(state.session_dir, task.reference_source)
+        harness = Harness(workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol)
+        device = harness.device
+        save_task(state.session_dir, SavedTask(
+            target=start.target_text, cwd=str(req.cwd), call=call_to_json(task.call),
+            explicit_inputs=not task.uses_module_inputs, device=device, policy=policy,
+            model=cfg.model, api_base=cfg.api_base))
+    else:
+        workspace = open_workspace(state.session_dir)
+        harness = Harness(workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol)
+        device = harness.device
+
+    sandbox = open_sandbox(SandboxPolicy.optimize(workspace.root, list(workspace.locked)),
+                           req.allow_unsafe or not req.shell)
+    toolbox = make_toolbox(ActionContext(sandbox, harness=harness), shell=req.shell)
+    model = make_model(cfg.model, cfg.api_base)
+    limits = Limits(max_turns=cfg.max_turns, max_cost=cfg.max_cost, timeout=cfg.timeout,
+                    context_tokens=cfg.context_tokens,
+                    origins={name: cfg.origin_phrase(name) for name in ("max_turns", "max_cost", "timeout")})
+    settings = {"device": device, "policy": policy, "max_turns": cfg.max_turns, "max_cost": cfg.max_cost,
+                "timeout": cfg.timeout, "inputs": task.call.describe(), "command": "optimize"}
+    notes = (f"Inputs: {task.call.describe()}. Device: {device}. Policy: {policy}."
+             if not task.uses_module_inputs else None)
+    stage("running the agent")
+    try:
+        result = run_agent(
+            model, toolbox, state=state,
+            prompt=None if start.state is not None else task_message(task.target.display, task.reference_source, notes),
+            system_prompt=build_system_prompt(device=device, policy=policy, gpu=harness.environment().get("gpu")),
+            target=start.target_text, settings=settings, workspace_root=workspace.root,
+            limits=limits, sink=sink, cancel=cancel,
+        )
+    finally:
+        toolbox.close()
+
+    best = result.best.result if result.best else None
+    best_dir = Path(result.best.snapshot) if result.best and result.best.snapshot else None
+    outcome = OptimizeOutcome(
+        session_id=result.session_id, transcript=result.transcript, status="failed",
+        stop_reason=result.stop_reason, turns=result.turns, cost_usd=result.cost_usd, device=device,
+        policy=policy, target=task.target.display, best=best, best_dir=best_dir,
+        sandbox_banner=sandbox.banner if req.shell else None, stop_detail=result.detail,
+        inputs=inputs_json(task.call),
+    )
+    typed = outcome.result
+    outcome.status = status_of(typed)
+    if best_dir is not None and typed is not None and typed.correct:
+        from cuda_agent_cli.writeback.plan import plan_for_session
+
+        files = candidate_files(best_dir)
+        outcome.best_files = [str(best_dir / rel) for rel in sorted(files)]
+        outcome.plan = plan_for_session(task, files, workspace.binding_dir, device, policy, typed, result.session_id)
+    return outcome
+
+
+def candidate_files(best_dir: Path) -> dict[str, str]:
+    """model_new.py and kernels/* of a snapshot, as workspace-relative path -> text."""
+    out: dict[str, str] = {}
+    if (best_dir / "model_new.py").is_file():
+        out["model_new.py"] = (best_dir / "model_new.py").read_text()
+    kernels = best_dir / "kernels"
+    if kernels.is_dir():
+        for p in sorted(kernels.rglob("*")):
+            # .keep and other dot files only hold the folder in the template.
+            if (p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts
+                    and not p.name.startswith(".")):
+                out[p.relative_to(best_dir).as_posix()] = p.read_text(errors="replace")
+    return out
