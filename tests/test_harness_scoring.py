@@ -72,6 +72,22 @@ def test_side_by_side_bounds_a_lying_clock_by_the_harness_clock() -> None:
     assert abs(stats.candidate_us - 50.0 / 1.5) < 1e-9
 
 
+def test_the_candidates_own_overhead_is_calibrated_by_its_null_blocks() -> None:
+    # A small kernel (50 µs) in a process whose harness work costs 120 µs a call more than the
+    # baselines' (op guard, kept outputs): bounded by the baselines' overhead alone, the honest
+    # claim would be overruled; the null blocks of its own process say what its overhead is.
+    window = _window(50.0, 50.0 + 20.0 + 120.0)
+    assert side_by_side(window).clamped_blocks == 8
+    window["null"] = [_block(r, [2.0] * 4, 4 * (2.0 + 140.0)) for r in range(8)]
+    stats = side_by_side(window)
+    assert stats.clamped_blocks == 0 and stats.candidate_us == 50.0
+    # The same process lying about its calls (1 µs) is still bounded by its own overhead.
+    window = _window(1.0, 50.0 + 140.0)
+    window["null"] = [_block(r, [2.0] * 4, 4 * 142.0) for r in range(8)]
+    lied = side_by_side(window)
+    assert lied.clamped_blocks == 8 and lied.candidate_us > 30.0
+
+
 def test_side_by_side_times_work_that_escapes_the_calls_stream() -> None:
     # Events on the call's stream read 5 µs, but the device stayed busy 60 µs: another stream.
     window = _window(5.0, 70.0)

@@ -484,6 +484,9 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
     size = int(cand.ask({"op": "reserve", "bytes": 0}).get("output_bytes") or 0)
     need = size * (trials + 1) + (64 << 20)
     cand.ask({"op": "reserve", "bytes": need})
+    # The candidate's process also makes null blocks (the same calls around a stand-in): its own
+    # overhead per call, timed here, against which its claims are bounded.
+    sides.append("null")
     # Warm-up, every side on the same calls; the candidate's outputs are dropped at once.
     warm = new_calls(WARM_BASE, warmup)
     for side in sides:
@@ -491,7 +494,7 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
             reply, _ = run(side, warm)
             if not reply.get("ok"):
                 return {"error": f"{side} failed during warm-up: {reply.get('error', '')}"[:600],
-                        "baselines_failed": side != "candidate"}
+                        "baselines_failed": side not in ("candidate", "null")}
     if warmup:
         cand.ask({"op": "drop", "ids": [c["id"] for c in warm]})
 
@@ -509,7 +512,7 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
             reply, block_us = run(side, calls)
             if not reply.get("ok"):
                 return {"error": f"{side} failed while timed: {reply.get('error', '')}"[:600],
-                        "baselines_failed": side != "candidate"}
+                        "baselines_failed": side not in ("candidate", "null")}
             events = [float(x) for x in reply.get("events_us", [])][:len(calls)]
             walls = [float(x) for x in reply.get("walls_us", [])][:len(calls)]
             if len(events) != len(calls):

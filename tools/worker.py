@@ -359,6 +359,7 @@ def serve() -> None:
     # When the harness goes away this process reads end-of-file on stdin, kills what is still
     # running and exits.
     # Importing torch here is the whole point: children start with it already loaded.
+    import select
     import selectors
 
     began = time.perf_counter()
@@ -386,6 +387,7 @@ def serve() -> None:
     services = Services()
     buffer = b""
     delay = 0.0005
+    warm_soon = False
 
     def drain(fd: int, final: bool) -> None:
         while True:
@@ -433,7 +435,8 @@ def serve() -> None:
                     continue
                 # The first op under a dispatch mode imports ~800 modules (seconds on a cold
                 # machine); paid once here, it stays out of every forked candidate job. It is
-                # paid lazily, while the first build already runs, not before "ready".
+                # paid lazily, once the first burst of jobs (build, inputs, the baselines'
+                # prewarm) is running, not before "ready"; an evaluation waits for it.
                 if not guards.is_warm() and req["job"] in _NEEDS_WARM_UP:
                     guards.warm_up()
                 service = None
@@ -459,8 +462,10 @@ def serve() -> None:
                 results[read_fd] = bytearray()
                 sel.register(read_fd, selectors.EVENT_READ)
                 running[pid] = (req["id"], time.monotonic() + float(req.get("timeout", 600)), read_fd)
-                if not guards.is_warm() and req["job"] != "probe":
-                    guards.warm_up()
+                if req["job"] != "probe":
+                    warm_soon = True
+            if warm_soon and not guards.is_warm() and not select.select([stdin], [], [], 0.05)[0]:
+                guards.warm_up()
         if events:
             delay = 0.0005
         finished = False

@@ -89,9 +89,10 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     Baseline blocks are trusted: their time is the median of their own events. The candidate's
     events are its process's claim; the harness's clock timed each block from outside, and
     `(block / calls - overhead - wander) / BOUND_SLACK` bounds the candidate's mean call time
-    from below, where the overhead (fresh inputs, the spin, the flush, the synchronizes, the
-    evidence, the round trip) is the median per call that the baseline blocks showed beyond
-    their events, and the wander three times its median deviation. A call's claim is its
+    from below, where the overhead (fresh inputs, the spin, the flush, the op guard, the
+    synchronizes, the evidence, the round trip) is the median per call that the null blocks of
+    the candidate's own process showed beyond their events (the baseline blocks' when there are
+    none), and the wander three times its median deviation. A call's claim is its
     events, or the time until the device was idle when work escaped them; a block's time is
     the median of its claims, unless the mean claim is below the bound: then the bound. Each
     ratio is the median baseline block time over the median candidate block time, with a
@@ -101,9 +102,11 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     eager = blocks["eager"]
     comp = blocks.get("compile") or eager
     trusted = [b for side in ("eager", "compile") for b in blocks.get(side) or []]
-    # What the harness's own clock adds per call on a trusted side, typically and how much it
-    # wanders.
-    overheads = [_per_call_block(b) - statistics.fmean(b["events_us"]) for b in trusted if b["events_us"]]
+    # What the harness's clock adds per call around the candidate's calls, typically and how
+    # much it wanders: from the null blocks of the candidate's own process (the same calls around
+    # a stand-in), else from the trusted sides.
+    calibration = [b for b in blocks.get("null") or [] if b["events_us"]] or [b for b in trusted if b["events_us"]]
+    overheads = [_per_call_block(b) - statistics.fmean(b["events_us"]) for b in calibration]
     overhead = max(0.0, statistics.median(overheads)) if overheads else 0.0
     wander = 3.0 * statistics.median([abs(x - overhead) for x in overheads]) if len(overheads) > 1 else 0.0
     # How long the device stays busy past a trusted call's events (the spin and flush before it).
@@ -113,9 +116,8 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     cand_times: list[float] = []
     for b in cand:
         claims = call_times(b, idle_gap)
-        # The candidate's process pays a little more around each call than a baseline's (the op
-        # guard, its own kept outputs), so the bound is discounted by BOUND_SLACK: an honest
-        # claim is never overruled, a claim several times too small always is.
+        # Discounted by BOUND_SLACK, so noise never overrules an honest claim, while a claim
+        # several times too small always is.
         bound = (_per_call_block(b) - overhead - wander) / BOUND_SLACK if "block_us" in b else 0.0
         claimed = statistics.median(claims)
         if bound > statistics.fmean(claims) * 1.02 + 0.5:
@@ -147,7 +149,8 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     detail: dict[str, Any] = {
         name: {"events_us": med(side, "events_us"), "device_idle_us": med(side, "walls_us"),
                "block_per_call_us": round(statistics.median([_per_call_block(b) for b in side]), 2)}
-        for name, side in (("eager", eager), ("compile", comp), ("candidate", cand)) if side}
+        for name, side in (("eager", eager), ("compile", comp), ("candidate", cand),
+                           ("null", blocks.get("null") or [])) if side}
     detail.update(overhead_us=round(overhead, 2), wander_us=round(wander, 2), idle_gap_us=round(idle_gap, 2))
     return SideBySide(
         eager_us=statistics.median(eager_times), compile_us=statistics.median(comp_times), candidate_us=cand_us,
