@@ -471,9 +471,9 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
         return [{"id": first_id + j, "model": 0, "set": rng.choice(timed_sets), "seed": secrets.randbits(62)}
                 for j in range(n)]
 
-    def run(side: str, calls: list[dict]) -> tuple[dict, list[float]]:
-        if side == "candidate":
-            return _make_calls(cand, {"op": "calls", "calls": calls})
+    def run(side: str, calls: list[dict]) -> tuple[dict, float]:
+        if side in ("candidate", "null"):
+            return _make_calls(cand, {"op": "calls", "calls": calls, "null": side == "null"})
         stopped = cand.stop(spare=(base.pid,))
         try:
             return _make_calls(base, {"op": "calls", "side": side, "calls": calls})

@@ -555,7 +555,9 @@ class Baselines:
 
     def calls(self, request: dict) -> dict:
         assert self.caller is not None and self.sets is not None
-        fn = self.sides[request["side"]]
+        fn = self.sides.get(request.get("side"))
+        if fn is None:
+            return {"ok": False, "error": f"no baseline named {request.get('side')!r}"}
         events, walls, fps, proofs = [], [], [], []
         try:
             for c in request["calls"]:
