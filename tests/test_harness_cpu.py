@@ -144,12 +144,15 @@ def test_baselines_are_timed_beside_the_kernel_in_every_profile(ws: Workspace, h
     planted = harness_cache / "baselines" / "planted.json"
     planted.parent.mkdir(parents=True, exist_ok=True)
     planted.write_text(json.dumps({"eager_us": 1e9, "compile_us": 1e9, "method": "forged"}))
-    harness = Harness(ws, device="cpu", trials=10, warmup=1)
-    first, second = harness.profile(), harness.profile()
-    for result in (first, second):
-        assert result.timings is not None and result.timings.eager_us < 1e8, result.summary()
-    assert (first.timings.eager_us, first.timings.compile_us) != (second.timings.eager_us, second.timings.compile_us)
-    assert sorted(p.name for p in planted.parent.iterdir()) == ["planted.json"]
+    try:
+        harness = Harness(ws, device="cpu", trials=10, warmup=1)
+        first, second = harness.profile(), harness.profile()
+        for result in (first, second):
+            assert result.timings is not None and result.timings.eager_us < 1e8, result.summary()
+        assert (first.timings.eager_us, first.timings.compile_us) != (second.timings.eager_us, second.timings.compile_us)
+        assert sorted(p.name for p in planted.parent.iterdir()) == ["planted.json"]
+    finally:
+        planted.unlink()  # the cache is shared by the whole run: later tests must not see it
 
 
 def _zygote_children(harness: Harness) -> list[int]:

@@ -6,11 +6,11 @@ The seed reaches the process only when the call is asked for, so no input value 
 before its call, and no two calls see the same values: a result cached by pointer, shape, call
 count or sampled values is wrong wherever it is checked, and no cheap transform of an earlier
 output gives the new one. Then (CUDA) a device-wide synchronize, an L2 flush, the call between
-two events, and a device-wide synchronize before the call counts as done. Before the flush the device is given a short spin of its own, so
-it is busy while this process gets the call going: the events then read the device's time for
-the call, not the host's latency to launch it (the op guard's included), and the device never
-idles right before a timed call (an idle H200 reads a GEMM up to 20% slow afterwards;
-benchmarks/call_gaps.py).
+two events, and a device-wide synchronize before the call counts as done. Calls of a block follow each other with no pause (the controller times the
+block as a whole): an H200 left idle for a fraction of a millisecond before a call reads a GEMM
+5-20% slow (benchmarks/call_gaps.py). Nothing but the flush runs ahead of the call: a lead-in
+that leaves the device free (a spin on one SM) would let work the call starts on a stream of
+its own run hidden beside it.
 
 The numbers this process records are claims. The process that asked for the calls times whole
 blocks of them from outside and decides what is believed (harness/scoring.py).
@@ -30,8 +30,6 @@ FLUSH_BYTES = 256 * 1024 * 1024
 # far enough from every earlier call that a stale output fails the checks, the same sign and
 # order of magnitude as what get_inputs() makes.
 SPREAD = 0.5
-# Device time queued ahead of each call while the host enters the call (µs).
-LEAD_US = 300.0
 
 _perf_ns = time.perf_counter_ns
 
@@ -62,8 +60,6 @@ class Caller:
         if device == "cuda":
             self._start = torch.cuda.Event(enable_timing=True)
             self._end = torch.cuda.Event(enable_timing=True)
-            self._lead_cycles = _cycles_for(LEAD_US, self._start, self._end)
-            self._spin = torch.cuda._sleep  # bound before any candidate code exists
 
     def prepare(self, base: list[Any], seed: int) -> list[Any]:
         """The call's inputs, made and (CUDA) finished: the device is idle when this returns, so
@@ -77,7 +73,6 @@ class Caller:
         """(output, claimed µs for the call, µs until the device was idle)."""
         with torch.no_grad():
             if self.device == "cuda":
-                self._spin(self._lead_cycles)
                 if self.flush is not None:
                     self.flush.zero_()
                 if guard is not None:
@@ -110,19 +105,6 @@ class Caller:
         args = self.prepare(base, seed)
         out, event, wall = self.run(fn, args, guard)
         return out, args, event, wall
-
-
-def _cycles_for(us: float, start: Any, end: Any) -> int:
-    """Spin cycles that keep the device busy about `us` µs (its clock, measured once)."""
-    probe = 1_000_000
-    torch.cuda._sleep(probe)  # the first launch loads the kernel
-    torch.cuda.synchronize()
-    start.record()
-    torch.cuda._sleep(probe)
-    end.record()
-    torch.cuda.synchronize()
-    per_us = probe / max(start.elapsed_time(end) * 1000.0, 1.0)
-    return max(1, int(us * per_us))
 
 
 def measure_write_bandwidth(device: str) -> float | None:

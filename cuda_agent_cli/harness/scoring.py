@@ -89,7 +89,7 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     Baseline blocks are trusted: their time is the median of their own events. The candidate's
     events are its process's claim; the harness's clock timed each block from outside, and
     `(block / calls - overhead - wander) / BOUND_SLACK` bounds the candidate's mean call time
-    from below, where the overhead (fresh inputs, the spin, the flush, the op guard, the
+    from below, where the overhead (fresh inputs, the flush, the op guard, the
     synchronizes, the evidence, the round trip) is the median per call that the null blocks of
     the candidate's own process showed beyond their events (the baseline blocks' when there are
     none), and the wander three times its median deviation. A call's claim is its
@@ -109,7 +109,7 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     overheads = [_per_call_block(b) - statistics.fmean(b["events_us"]) for b in calibration]
     overhead = max(0.0, statistics.median(overheads)) if overheads else 0.0
     wander = 3.0 * statistics.median([abs(x - overhead) for x in overheads]) if len(overheads) > 1 else 0.0
-    # How long the device stays busy past a trusted call's events (the spin and flush before it).
+    # How long the device stays busy past a trusted call's events (the flush before it, mostly).
     idle_gap = statistics.median([w - e for b in trusted for e, w in zip(b["events_us"], b.get("walls_us") or
                                                                            b["events_us"])]) if trusted else 0.0
     clamped = 0
