@@ -581,6 +581,8 @@ class Baselines:
         if self.compile_error:
             info["compile_error"] = self.compile_error
         self.sets = None  # this round's inputs are not needed again
+        if self.device == "cuda":
+            torch.cuda.empty_cache()  # a kept process must not sit on memory the next candidate needs
         return {"ok": True, "info": info}
 
 
