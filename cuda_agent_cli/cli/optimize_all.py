@@ -65,7 +65,6 @@ def optimize_all(base: Any, opts: Any) -> int:
 
 
 def _emit(opts: Any, result: dict[str, Any], line: str) -> None:
+    typer.echo(line, err=opts.json_out)
     if opts.json_out:
         typer.echo(json.dumps(result))
-    else:
-        typer.echo(line)
