@@ -47,6 +47,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
 # Tables inside [tool.cuda-agent] that belong to one command, read with `section()`.
 SECTIONS = ("check",)
+# Settings of the repository itself, read with `repo_targets()`: not a per-run setting, so only
+# pyproject.toml may hold them.
+REPO_ONLY = ("targets",)
 
 
 @dataclass(frozen=True)
@@ -177,11 +180,16 @@ def _read_toml(path: Path, table: tuple[str, ...]) -> dict[str, Any]:
     return data
 
 
-def _layer(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
+def _layer(raw: Mapping[str, Any], source: str, repo: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if key in SECTIONS and isinstance(value, dict):
             continue
+        if key in REPO_ONLY:
+            if repo:
+                continue
+            raise ConfigError(f"{source}: `{key}` names the repository's own targets",
+                              "put it in [tool.cuda-agent] of the repository's pyproject.toml")
         name = key.replace("-", "_")
         if name not in _FIELDS:
             raise ConfigError(
@@ -200,6 +208,55 @@ def section(name: str, cwd: Path) -> tuple[dict[str, Any], str | None]:
     return _read_toml(repo_file, ("tool", "cuda-agent", name)), f"{repo_file} [tool.cuda-agent.{name}]"
 
 
+@dataclass(frozen=True)
+class TargetSetting:
+    """One entry of `[tool.cuda-agent] targets`: what `optimize --all` runs."""
+
+    target: str
+    inputs: str | None = None
+
+    def key(self) -> str:
+        return self.target if self.inputs is None else f"{self.target} --inputs {self.inputs}"
+
+
+TARGETS_HINT = ('write targets = ["pkg/blocks.py::Block", {target = "pkg/mlp.py::MLP", '
+                'inputs = "x=float32[8,1024]"}] under [tool.cuda-agent]')
+
+
+def repo_targets(cwd: Path) -> tuple[list[TargetSetting], Path | None]:
+    """`[tool.cuda-agent] targets` of the repository's pyproject.toml (each a target string, or a
+    table with `target` and optional `inputs`) and the file it came from; ([], None) without one."""
+    repo_file = find_repo_pyproject(cwd)
+    if repo_file is None:
+        return [], None
+    raw = _read_toml(repo_file, ("tool", "cuda-agent")).get("targets")
+    if raw is None:
+        return [], repo_file
+    where = f"{repo_file} [tool.cuda-agent] targets"
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where} must be a list", TARGETS_HINT)
+    out: list[TargetSetting] = []
+    for i, item in enumerate(raw, 1):
+        if isinstance(item, str) and item.strip():
+            entry = TargetSetting(item.strip())
+        elif isinstance(item, dict):
+            unknown = sorted(set(item) - {"target", "inputs"})
+            target, inputs = item.get("target"), item.get("inputs")
+            if unknown:
+                raise ConfigError(f"{where}: entry {i} has an unknown key `{unknown[0]}`", "known keys: target, inputs")
+            if not isinstance(target, str) or not target.strip():
+                raise ConfigError(f"{where}: entry {i} has no `target` text", TARGETS_HINT)
+            if inputs is not None and (not isinstance(inputs, str) or not inputs.strip()):
+                raise ConfigError(f"{where}: entry {i} has `inputs` that are not text", TARGETS_HINT)
+            entry = TargetSetting(target.strip(), inputs.strip() if inputs else None)
+        else:
+            raise ConfigError(f"{where}: entry {i} must be a target string or a table, got {item!r}", TARGETS_HINT)
+        if any(e.key() == entry.key() for e in out):
+            raise ConfigError(f"{where}: `{entry.key()}` is listed twice", "remove one of them")
+        out.append(entry)
+    return out, repo_file
+
+
 def load_config(
     flags: Mapping[str, Any] | None = None,
     cwd: Path | None = None,
@@ -216,7 +273,7 @@ def load_config(
     repo_file = find_repo_pyproject(cwd)
     if repo_file is not None:
         src = f"{repo_file}{REPO_TABLE}"
-        layers.append((src, _layer(_read_toml(repo_file, ("tool", "cuda-agent")), src)))
+        layers.append((src, _layer(_read_toml(repo_file, ("tool", "cuda-agent")), src, repo=True)))
     env_values = {
         k[len(ENV_PREFIX):].lower(): v
         for k, v in env.items()

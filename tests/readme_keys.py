@@ -9,16 +9,24 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 HEADING = "### The `--batch --json` result"
 
 
-def _section() -> str:
+ALL_HEADING = "### Every target of a repository: `optimize --all`"
+
+
+def _section(heading: str = HEADING) -> str:
     text = README.read_text()
-    start = text.index(HEADING)
-    end = text.find("\n#", start + len(HEADING))
+    start = text.index(heading)
+    end = text.find("\n#", start + len(heading))
     return text[start:end if end != -1 else len(text)]
 
 
 def documented_result_keys() -> list[str]:
     """The first column of the table, in order."""
     return re.findall(r"^\| `([a-z_]+)` \|", _section(), re.M)
+
+
+def documented_summary_keys() -> list[str]:
+    """The keys of `optimize --all`'s summary object, from its table."""
+    return re.findall(r"^\| `([a-z_]+)` \|", _section(ALL_HEADING), re.M)
 
 
 def documented_error_keys() -> list[str]:

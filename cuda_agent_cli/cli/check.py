@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
-from cuda_agent_cli.cli.options import JsonOpt
+from cuda_agent_cli.cli.options import ApiBaseOpt, JsonOpt, MaxTurnsOpt, ModelOpt, TimeoutOpt, UnsafeOpt
+from cuda_agent_cli.errors import BadInput
 
 
 def check(
@@ -23,23 +25,33 @@ def check(
     junit: Annotated[Optional[Path], typer.Option("--junit", help="Write JUnit XML (one testcase per kernel) to FILE.")] = None,
     github: Annotated[bool, typer.Option("--github", help="Print GitHub annotations; write a Markdown summary to $GITHUB_STEP_SUMMARY.")] = False,
     sarif: Annotated[Optional[Path], typer.Option("--sarif", help="Write SARIF 2.1.0 to FILE.")] = None,
+    fix: Annotated[bool, typer.Option("--fix", help="Run the agent on every failing kernel; commit the fixes on a new branch (or --patch DIR).")] = False,
+    patch: Annotated[Optional[Path], typer.Option("--patch", help="With --fix: write the fixes as a git-apply-able patch into this new or empty folder instead of committing.")] = None,
+    summary: Annotated[Optional[Path], typer.Option("--summary", help="With --fix: write a Markdown summary for a pull request comment to FILE.")] = None,
+    model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    max_turns: MaxTurnsOpt = None,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="With --fix: stop when the fix sessions together have cost this many USD.")] = None,
+    timeout: TimeoutOpt = None,
+    unsafe_no_sandbox: UnsafeOpt = False,
 ) -> None:
     """Tell for each integrated kernel whether it is still correct, current and fast on this machine."""
     from cuda_agent_cli.check import report as render
     from cuda_agent_cli.check.runner import CheckRequest, run_check
-    from cuda_agent_cli.errors import BadInput
 
     for label, target in (("--junit", junit), ("--sarif", sarif)):
         if target is not None and (target.is_dir() or not _writable_parent(target)):
             raise BadInput(f"{label} {target}: cannot write a file there", "pass a file path in a writable folder")
     req = CheckRequest(paths=list(paths or []), cwd=Path.cwd(), fast=fast, threshold=threshold,
                        changed_since=changed_since, strict=strict, update=update)
+    fix_req = _fix_request(req, fix, patch, summary, model, api_base, max_turns, max_cost, timeout, unsafe_no_sandbox)
 
     def progress(k) -> None:
         if not as_json:
             typer.echo(f"  {k.status.value:<20} {k.target} ({k.seconds:.1f} s)", err=True)
 
     result = run_check(req, on_kernel=None if fast else progress)
+    fixed = _run_fix(fix_req, result) if fix_req is not None else None
     if junit is not None:
         junit.write_text(render.junit(result))
     if sarif is not None:
@@ -52,12 +64,71 @@ def check(
             with open(summary, "a", encoding="utf-8") as f:
                 f.write(render.markdown_summary(result))
     if as_json:
-        typer.echo(render.to_json(result))
+        typer.echo(render.to_json(result) if fixed is None else
+                   json.dumps({**result.to_json(), "fix": fixed.to_json()}))
     else:
         out = sys.stderr if github else sys.stdout
         for line in render.table(result):
             print(line, file=out)
-    raise typer.Exit(result.exit_code)
+        if fixed is not None:
+            _print_fix(fixed, out)
+    raise typer.Exit(result.exit_code if fixed is None else fixed.exit_code)
+
+
+def _fix_request(req: Any, fix: bool, patch: Path | None, summary: Path | None, model: str | None,
+                 api_base: str | None, max_turns: int | None, max_cost: float | None, timeout: float | None,
+                 unsafe: bool) -> Any:
+    """The --fix request, checked before the check runs; None without --fix."""
+    from cuda_agent_cli.check.fix import FixRequest, check_fix_request
+    from cuda_agent_cli.check.runner import locate
+    from cuda_agent_cli.writeback.manifest import MANIFEST_PATH, load_manifest
+
+    if not fix:
+        given = [flag for flag, value in (("--patch", patch), ("--summary", summary), ("--model", model),
+                                          ("--api-base", api_base), ("--max-turns", max_turns),
+                                          ("--max-cost", max_cost), ("--timeout", timeout)) if value is not None]
+        if given or unsafe:
+            raise BadInput(f"{(given or ['--unsafe-no-sandbox'])[0]} only applies to --fix", "add --fix, or drop it")
+        return None
+    if req.update:
+        raise BadInput("--update rewrites the record in place and --fix writes a branch or a patch", "pass one of them")
+    root, manifest, _ = locate(req.paths, req.cwd)
+    if manifest is None:
+        raise BadInput(f"no {MANIFEST_PATH} in {root}: no integrated kernels to fix",
+                       "run it in a repository where `cuda-agent optimize` applied a kernel")
+    entries = load_manifest(manifest.read_text()).kernels
+    paths = [MANIFEST_PATH, *(str(e[k]) for e in entries for k in ("module_file", "folder") if e.get(k))]
+    fr = FixRequest(model=model, api_base=api_base, max_turns=max_turns, max_cost=max_cost, timeout=timeout,
+                    allow_unsafe=unsafe, patch_dir=patch.expanduser().resolve() if patch else None,
+                    summary=summary.expanduser().resolve() if summary else None)
+    check_fix_request(fr, root, paths)
+    return fr
+
+
+def _run_fix(fr: Any, result: Any) -> Any:
+    from cuda_agent_cli.check.fix import markdown, run_fix, speeds
+    from cuda_agent_cli.cli import render
+
+    progress: Any = render.PlainProgress(sys.stderr)
+
+    def done(k: Any) -> None:
+        typer.echo(f"  {'fixed' if k.fixed else 'NOT FIXED':<10} {k.target}: {k.done}"
+                   + (f", {speeds(k.timings)}" if k.fixed else ""), err=True)
+
+    fixed = run_fix(fr, result, sink=progress, on_stage=progress.stage, on_kernel=done)
+    if fr.summary is not None:
+        fr.summary.write_text(markdown(fixed))
+    return fixed
+
+
+def _print_fix(fixed: Any, out: Any) -> None:
+    if fixed.branch:
+        print(f"fixes committed on the new branch {fixed.branch} ({fixed.commit[:12]}); your branch and working "
+              f"tree are as they were: git diff HEAD {fixed.branch}", file=out)
+    elif fixed.patch:
+        print(f"fixes written to {fixed.patch}: git apply {fixed.patch}", file=out)
+    else:
+        print("nothing was fixed", file=out)
 
 
 def _writable_parent(path: Path) -> bool:
@@ -78,7 +149,6 @@ def build(
 
     from cuda_agent_cli.check.prebuild import build_exit_code, build_kernels
     from cuda_agent_cli.check.runner import locate
-    from cuda_agent_cli.errors import BadInput
     from cuda_agent_cli.machine import this_machine
     from cuda_agent_cli.writeback.manifest import MANIFEST_PATH, load_manifest
 

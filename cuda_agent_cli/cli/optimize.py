@@ -6,7 +6,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
@@ -88,8 +88,10 @@ def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note:
     }
 
 
-def run_and_review(req: Any, opts: ReviewOptions) -> int:
-    """Run the session with progress, show the review, apply on yes; returns the exit code."""
+def run_and_review(req: Any, opts: ReviewOptions, on_result: Callable[[dict[str, Any]], None] | None = None) -> int:
+    """Run the session with progress, show the review, apply on yes; returns the exit code.
+
+    `on_result` receives the `--batch --json` object (or the error object) instead of stdout."""
     from rich.console import Console
 
     from cuda_agent_cli import preflight
@@ -113,10 +115,13 @@ def run_and_review(req: Any, opts: ReviewOptions) -> int:
         else:
             with render.LiveProgress(out_console, banner) as live:
                 outcome = run_optimize(req, sink=live, on_stage=live.stage)
-        return _review(outcome, opts, out_console, err_console, exit_code_for(outcome))
+        return _review(outcome, opts, out_console, err_console, exit_code_for(outcome), on_result)
     except CudaAgentError as exc:
-        if opts.json_out:
-            typer.echo(json.dumps({"status": "error", "error": exc.one_line(), "exit_code": exc.exit_code}))
+        error = {"status": "error", "error": exc.one_line(), "exit_code": exc.exit_code}
+        if on_result is not None:
+            on_result(error)
+        elif opts.json_out:
+            typer.echo(json.dumps(error))
         raise
 
 
@@ -128,7 +133,8 @@ def _unsafe_banner(allow_unsafe: bool) -> str | None:
     return None if probe().available else UNSAFE_BANNER
 
 
-def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, code: int) -> int:
+def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, code: int,
+            on_result: Callable[[dict[str, Any]], None] | None = None) -> int:
     from cuda_agent_cli.cli import render
     from cuda_agent_cli.writeback.apply import apply_plan
 
@@ -158,9 +164,11 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
         applied = apply_plan(plan, commit=not opts.no_commit, allow_dirty=opts.allow_dirty)
     else:
         note = "not applied" + (" (--batch without --yes)" if opts.batch else "")
-    if opts.json_out:
+    if on_result is not None:
+        on_result(_result_json(outcome, applied, patch_path, note))
+    elif opts.json_out:
         typer.echo(json.dumps(_result_json(outcome, applied, patch_path, note)))
-    else:
+    if not opts.json_out:
         if note:
             console.print(note)
         for line in render.summary_lines(outcome, applied, patch_path):
@@ -201,23 +209,36 @@ def optimize(
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue the session with this id.")] = None,
     continue_: Annotated[bool, typer.Option("--continue", help="Continue the most recent session.")] = False,
     unsafe_no_sandbox: UnsafeOpt = False,
+    all_: Annotated[bool, typer.Option("--all", help="Every target of [tool.cuda-agent] targets in pyproject.toml, one after another (resumable).")] = False,
 ) -> None:
     """Write, verify and time a custom kernel for a PyTorch module, then review it before applying."""
     from cuda_agent_cli.errors import BadInput
     from cuda_agent_cli.run.session import OptimizeRequest
 
+    if json_out and not batch:
+        batch = True  # one JSON object on stdout leaves no room for prompts
+    opts = ReviewOptions(yes, no_apply, patch, no_commit, allow_dirty, batch, json_out)
+    if all_:
+        from cuda_agent_cli.cli.optimize_all import optimize_all
+
+        given = [flag for flag, value in (("TARGET", target), ("--resume", resume), ("--continue", continue_ or None),
+                                          ("--inputs", inputs), ("--capture", capture), ("--patch", patch)) if value]
+        if given:
+            raise BadInput(f"--all runs the targets of pyproject.toml, so {given[0]} cannot go with it",
+                           "drop it, or name one target without --all")
+        base = OptimizeRequest(target=None, cwd=Path.cwd(), model=model, api_base=api_base, device=device,
+                               policy=policy, max_turns=max_turns, max_cost=max_cost, timeout=timeout,
+                               allow_unsafe=unsafe_no_sandbox)
+        raise typer.Exit(optimize_all(base, opts))
     if not target and not (resume or continue_):
         raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName (or --resume ID)")
     if target and (resume or continue_):
         raise BadInput("pass either a TARGET or --resume/--continue, not both", "drop one of them")
-    if json_out and not batch:
-        batch = True  # one JSON object on stdout leaves no room for prompts
     req = OptimizeRequest(
         target=target, cwd=Path.cwd(), model=model, api_base=api_base, device=device, policy=policy,
         inputs=inputs, capture=capture, max_turns=max_turns, max_cost=max_cost, timeout=timeout,
         resume=resume, continue_latest=continue_, allow_unsafe=unsafe_no_sandbox,
     )
-    opts = ReviewOptions(yes, no_apply, patch, no_commit, allow_dirty, batch, json_out)
     raise typer.Exit(run_and_review(req, opts))
 
 

@@ -12,6 +12,9 @@ ModelOpt = Annotated[Optional[str], typer.Option("--model", help="A litellm mode
 ApiBaseOpt = Annotated[Optional[str], typer.Option("--api-base", help="Base URL for OpenAI-compatible or self-hosted models.")]
 PolicyOpt = Annotated[Optional[str], typer.Option("--policy", help="strict (default: kernels only) or hybrid (torch ops allowed next to a kernel).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")]
+MaxTurnsOpt = Annotated[Optional[int], typer.Option("--max-turns", help="Stop a session after this many model turns (default 200).")]
+MaxCostOpt = Annotated[Optional[float], typer.Option("--max-cost", help="Stop when the session has cost this many USD.")]
+TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", help="Stop a session after this many seconds.")]
 UnsafeOpt = Annotated[bool, typer.Option("--unsafe-no-sandbox", help="Run the agent's shell without bubblewrap (DANGEROUS).")]
 
 # The review of a session's kernel (optimize, demo).

@@ -48,6 +48,8 @@ class OptimizeRequest:
     allow_unsafe: bool = False
     shell: bool = True  # False: no shell tools, so no sandbox is needed (the bundled demo)
     apply: ApplyIntent | None = None  # None: review only, nothing to refuse early
+    brief: str | None = None          # more for the first message: why this session runs (check --fix)
+    start_from: Path | None = None    # a kernel folder (model_new.py, kernels/) the new workspace starts with
 
     @property
     def resuming(self) -> bool:
@@ -163,8 +165,8 @@ def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None,
     cfg = cfg.with_session(saved.session_layer())
     _check_before_model(req, cfg)
     stage(f"resuming session {state.session_id}")
-    task = resolve_task(saved.target, Path(saved.cwd),
-                        inputs=call_from_json(saved.call) if saved.explicit_inputs else None)
+    task = as_written(resolve_task(saved.target, Path(saved.cwd),
+                                   inputs=call_from_json(saved.call) if saved.explicit_inputs else None))
     return _Start(cfg, task, saved.target, saved.device, saved.policy, state)
 
 
@@ -180,7 +182,7 @@ def _new(req: OptimizeRequest, cfg: Config, stage: Callable[[str], None]) -> _St
     spec = parse_inputs_spec(req.inputs) if req.inputs else None
     if spec is not None:
         check_input_devices(spec, cfg, "--inputs")
-    task = resolve_task(req.target, req.cwd, inputs=spec, capture_command=req.capture)
+    task = as_written(resolve_task(req.target, req.cwd, inputs=spec, capture_command=req.capture))
     if req.capture:
         stage(captured_block(task, req.capture))
         check_input_devices(task.call, cfg, "--capture")
@@ -189,6 +191,24 @@ def _new(req: OptimizeRequest, cfg: Config, stage: Callable[[str], None]) -> _St
 
     device = pick_device(cfg.device or task.call.device())
     return _Start(cfg, task, req.target, device, cfg.policy, None)
+
+
+def as_written(task: Task) -> Task:
+    """The task with its reference as the user wrote the class: a module where a kernel was
+    integrated before (optimize again, check --fix) keeps the lines that hand the class to its
+    loader out of model.py, whose copy could not find the loader's folder. The module's own text
+    stays, since write-back replaces those lines; its recorded hash is the text without them."""
+    import hashlib
+    from dataclasses import replace
+
+    from cuda_agent_cli.task.reference import reference_source
+    from cuda_agent_cli.writeback.fingerprint import integration_present, unpatched_candidates
+
+    if not integration_present(task.module_source, task.target.class_name):
+        return task
+    original = unpatched_candidates(task.module_source, task.target.class_name)[0]
+    reference = reference_source(replace(task, module_source=original))
+    return replace(task, reference_source=reference, module_sha256=hashlib.sha256(original.encode()).hexdigest())
 
 
 def _check_before_model(req: OptimizeRequest, cfg: Config) -> None:
@@ -248,7 +268,8 @@ def _run_agent(req: OptimizeRequest, start: _Start, data_dir: Path | None, stage
     state = start.state
     if state is None:
         state = new_session(data_dir)
-        workspace = create_workspace(state.session_dir, task.reference_source)
+        model_new, kernels = _start_files(req.start_from)
+        workspace = create_workspace(state.session_dir, task.reference_source, model_new, kernels)
         harness = Harness(workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol)
         device = harness.device
         save_task(state.session_dir, SavedTask(
@@ -271,6 +292,8 @@ def _run_agent(req: OptimizeRequest, start: _Start, data_dir: Path | None, stage
                 "timeout": cfg.timeout, "inputs": task.call.describe(), "command": "optimize"}
     notes = (f"Inputs: {task.call.describe()}. Device: {device}. Policy: {policy}."
              if not task.uses_module_inputs else None)
+    if req.brief:
+        notes = f"{notes}\n\n{req.brief}" if notes else req.brief
     stage("running the agent")
     try:
         result = run_agent(
@@ -301,6 +324,17 @@ def _run_agent(req: OptimizeRequest, start: _Start, data_dir: Path | None, stage
         outcome.best_files = [str(best_dir / rel) for rel in sorted(files)]
         outcome.plan = plan_for_session(task, files, workspace.binding_dir, device, policy, typed, result.session_id)
     return outcome
+
+
+def _start_files(folder: Path | None) -> tuple[str | None, dict[str, str]]:
+    """model_new.py and the flat kernels/ files of an integrated kernel's folder, to start from."""
+    if folder is None or not folder.is_dir():
+        return None, {}
+    model_new = folder / "model_new.py"
+    kernels = folder / "kernels"
+    files = {p.name: p.read_text(errors="replace") for p in sorted(kernels.iterdir())
+             if p.is_file() and not p.is_symlink() and not p.name.startswith(".")} if kernels.is_dir() else {}
+    return (model_new.read_text(errors="replace") if model_new.is_file() else None), files
 
 
 def candidate_files(best_dir: Path) -> dict[str, str]:
