@@ -44,10 +44,6 @@ class BenchTask:
     def sha256(self) -> str:
         return hashlib.sha256(self.source.encode()).hexdigest()
 
-    @property
-    def level_label(self) -> str:
-        return f"level{self.level}" if self.level is not None else "all"
-
 
 @dataclass
 class Suite:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -140,7 +139,6 @@ class ChatRuntime:
         self.ledger = Ledger()
         self.optimize_sessions: list[str] = []
         self.undo_stack: list[UndoEntry] = []
-        self.last_outcome: Any = None  # the latest /optimize outcome (its plan is what review shows)
         self.device: str | None = opts.device
         self.context_tokens = 0
         self.context_budget = self.cfg.context_tokens
@@ -281,7 +279,6 @@ class ChatRuntime:
                               device=fields["device"] or self.opts.device, policy=fields["policy"] or self.opts.policy,
                               inputs=fields["inputs"], allow_unsafe=self.opts.allow_unsafe)
         outcome = run_optimize(req, sink=sink, on_stage=on_stage, data_dir=self.opts.data_dir, cancel=cancel)
-        self.last_outcome = outcome
         self.device = outcome.device
         return outcome
 
@@ -355,10 +352,3 @@ def _current(path: Path) -> bytes | None:
         return path.read_bytes() if path.is_file() else None
     except OSError:
         return None
-
-
-def split_command(line: str) -> list[str]:
-    try:
-        return shlex.split(line)
-    except ValueError:
-        return line.split()

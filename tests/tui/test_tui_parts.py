@@ -40,11 +40,8 @@ def test_unknown_command_names_the_closest_one():
 
 
 def test_every_command_has_a_description_and_declares_busy_rule():
-    lines = commands.help_lines()
-    assert len(lines) == len(commands.COMMANDS)
-    for c, line in zip(commands.COMMANDS, lines):
-        assert c.description and f"/{c.name}" in line
-        assert ("not while the agent works" in line) == (not c.while_busy)
+    assert commands.COMMANDS and len(commands.BY_NAME) == len(commands.COMMANDS)   # no name twice
+    assert all(c.description for c in commands.COMMANDS)
     assert not commands.BY_NAME["optimize"].while_busy and commands.BY_NAME["help"].while_busy
 
 
