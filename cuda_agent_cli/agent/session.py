@@ -195,7 +195,7 @@ def load_session(session_id: str, data_dir: Path | None = None) -> SessionState:
 
 def resume_session(id_or_latest: str | None, data_dir: Path | None = None) -> SessionState:
     """`--resume ID` (an id or unique prefix) or `--continue` (None or "latest": the most recent)."""
-    if id_or_latest in (None, "", "latest"):
+    if id_or_latest is None or id_or_latest in ("", "latest"):
         dirs = _session_dirs(sessions_root(data_dir))
         if not dirs:
             raise SessionNotFound("there is no session to continue", "start one with `cuda-agent optimize TARGET`")

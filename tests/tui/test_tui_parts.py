@@ -105,7 +105,7 @@ def test_ledger_marks_the_best_measured_candidate_not_the_last():
     assert rows[3][3] == "no" and rows[3][7] == "outputs_match"
     assert rows[1][5] == "2.00x [1.90-2.10]"
     assert led.best_verified_speedup() == "2.00x eager, 1.50x compile"
-    assert fmt_speedup({}, "eager") == "-"
+    assert fmt_speedup(None, "eager") == "-"
 
 
 # -- approvals -----------------------------------------------------------------------------------
