@@ -39,7 +39,8 @@ def torch_info() -> TorchInfo:
     name = cap = None
     if available:
         name = torch.cuda.get_device_name(0)
-        cap = tuple(torch.cuda.get_device_capability(0))
+        major, minor = torch.cuda.get_device_capability(0)
+        cap = (int(major), int(minor))
     return TorchInfo(torch.__version__, torch.version.cuda, available, name, cap)
 
 

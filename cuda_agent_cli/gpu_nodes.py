@@ -87,11 +87,6 @@ def visible_gpus(visible: str, gpus: list[NvidiaGpu], pci_order: bool) -> list[N
     return chosen
 
 
-def visible_minors(visible: str, gpus: list[NvidiaGpu], pci_order: bool) -> set[int] | None:
-    chosen = visible_gpus(visible, gpus, pci_order)
-    return None if chosen is None else {g.minor for g in chosen if g.minor is not None}
-
-
 def select_nodes(nodes: list[str], minors: set[int] | None) -> list[str]:
     """`nodes` (paths under /dev) without the per-GPU nodes of GPUs not in `minors`; with no GPU
     selected, without any NVIDIA node at all. None keeps them all."""

@@ -77,16 +77,6 @@ class Workspace:
                 problems.append(f"{rel} was modified")
         return problems
 
-    def kernel_sources(self, device: str) -> list[Path]:
-        """The kernel files that go into the extension on `device` (.cu only on cuda)."""
-        if not self.kernels_dir.is_dir():
-            return []
-        suffixes = {".cpp", ".cu"} if device == "cuda" else {".cpp"}
-        return sorted(
-            p for p in self.kernels_dir.iterdir()
-            if p.is_file() and not p.is_symlink() and p.suffix in suffixes
-        )
-
 
 def _make_read_only(path: Path) -> None:
     path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)

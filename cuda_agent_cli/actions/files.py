@@ -149,7 +149,8 @@ def _line_of(text: str, index: int) -> int:
 
 
 def _occurrences(text: str, needle: str) -> list[int]:
-    found, start = [], 0
+    found: list[int] = []
+    start = 0
     while True:
         i = text.find(needle, start)
         if i < 0:

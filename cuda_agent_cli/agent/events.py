@@ -159,7 +159,6 @@ def event_to_dict(event: Event) -> dict[str, Any]:
 def event_from_dict(d: dict[str, Any]) -> Event | None:
     """The event a transcript line holds; None for a line of a kind this version does not know."""
     kind = d.get("event")
-    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
-    if cls is None:
+    if not isinstance(kind, str) or kind not in EVENT_TYPES:
         return None
-    return cls(**{k: v for k, v in d.items() if k in _FIELDS[kind]})
+    return EVENT_TYPES[kind](**{k: v for k, v in d.items() if k in _FIELDS[kind]})

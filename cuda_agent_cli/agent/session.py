@@ -195,7 +195,7 @@ def load_session(session_id: str, data_dir: Path | None = None) -> SessionState:
 
 def resume_session(id_or_latest: str | None, data_dir: Path | None = None) -> SessionState:
     """`--resume ID` (an id or unique prefix) or `--continue` (None or "latest": the most recent)."""
-    if id_or_latest in (None, "", "latest"):
+    if id_or_latest is None or id_or_latest in ("", "latest"):
         dirs = _session_dirs(sessions_root(data_dir))
         if not dirs:
             raise SessionNotFound("there is no session to continue", "start one with `cuda-agent optimize TARGET`")
@@ -258,17 +258,3 @@ def list_sessions(data_dir: Path | None = None) -> list[SessionSummary]:
     """Every stored session, newest first."""
     dirs = sorted(_session_dirs(sessions_root(data_dir)), key=_mtime, reverse=True)
     return [summarize(load_session_dir(d)) for d in dirs]
-
-
-def replay_lines(transcript: Path) -> list[str]:
-    """A session's assistant turns as a replay file (docs/architecture.md, "Contracts"), compactions notwithstanding:
-    `--model replay:FILE` then reruns the session offline against the real tools and harness."""
-    from cuda_agent_cli.agent.transcript import read_records
-
-    lines = []
-    for rec in read_records(transcript):
-        if rec.get("event") != "assistant_message":
-            continue
-        calls = [{"name": c.get("name"), "arguments": c.get("arguments") or {}} for c in rec.get("tool_calls") or ()]
-        lines.append(json.dumps({"content": rec.get("content"), "tool_calls": calls}))
-    return lines

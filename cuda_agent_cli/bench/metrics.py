@@ -85,7 +85,10 @@ def bootstrap_ci(values: Sequence[float], stat: Callable[[Sequence[float]], floa
         return None
     rng = random.Random(seed)
     n = len(values)
-    stats = sorted(stat([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))  # type: ignore[type-var]
+    drawn = [stat([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples)]
+    stats = sorted(s for s in drawn if s is not None)
+    if len(stats) < len(drawn):   # a statistic that is undefined on some draw has no interval
+        return None
     a = (1.0 - level) / 2.0
     lo, hi = math.floor(a * resamples), math.ceil((1.0 - a) * resamples) - 1
     return float(stats[lo]), float(stats[hi])

@@ -140,9 +140,9 @@ def plots(summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[st
     levels = list(summary["levels"])
     fig, ax = plt.subplots(figsize=(6, 3.2))
     for i, level in enumerate(levels):
-        values = [speedup(r, "compile") for r in records if (f"level{r.get('level')}" if r.get("level") is not None
-                                                            else "all") == level]
-        values = [v for v in values if v is not None]
+        drawn = [speedup(r, "compile") for r in records if (f"level{r.get('level')}" if r.get("level") is not None
+                                                           else "all") == level]
+        values = [v for v in drawn if v is not None]
         ax.scatter([i + 1] * len(values), values, alpha=0.7)
         if values:
             ax.boxplot([values], positions=[i + 1], widths=0.4, showfliers=False)

@@ -44,10 +44,6 @@ class BenchTask:
     def sha256(self) -> str:
         return hashlib.sha256(self.source.encode()).hexdigest()
 
-    @property
-    def level_label(self) -> str:
-        return f"level{self.level}" if self.level is not None else "all"
-
 
 @dataclass
 class Suite:
@@ -115,7 +111,11 @@ def _level_dirs(root: Path) -> dict[int, Path]:
 def _task_files(folder: Path) -> list[Path]:
     files = [p for p in folder.iterdir() if p.is_file() and p.suffix == ".py" and not p.name.startswith(("_", "."))]
     # Numeric order (2 before 10), the way KernelBench numbers its problems.
-    return sorted(files, key=lambda p: (int(_TASK_FILE.match(p.name).group(1)) if _TASK_FILE.match(p.name) else 1 << 30, p.name))
+    def number(name: str) -> int:
+        m = _TASK_FILE.match(name)
+        return int(m.group(1)) if m else 1 << 30
+
+    return sorted(files, key=lambda p: (number(p.name), p.name))
 
 
 def _from_levels(levels: dict[int, Path]) -> list[BenchTask]:

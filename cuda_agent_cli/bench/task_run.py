@@ -12,21 +12,23 @@ import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from cuda_agent_cli.bench.prebuild import sample_folder
 from cuda_agent_cli.bench.solutions import sample_files
 from cuda_agent_cli.errors import CudaAgentError, EnvironmentMissing, Interrupted
 
+if TYPE_CHECKING:
+    from cuda_agent_cli.harness.result import HarnessResult
+
 BINDING_FILES = ("binding.cpp", "binding_registry.h")
 
 
-def rank(result: dict[str, Any]) -> tuple[float, float, float, float]:
+def rank(result: HarnessResult) -> tuple[float, float, float, float]:
     """Best first when sorted descending: correct, reward, speedup vs compile, speedup vs eager."""
-    t = result.get("timings") or {}
-    reward = result.get("reward")
-    return (1.0 if result.get("correct") else 0.0, float(reward) if isinstance(reward, (int, float)) else 0.0,
-            float(t.get("speedup_vs_compile") or 0.0), float(t.get("speedup_vs_eager") or 0.0))
+    t = result.timings
+    return (1.0 if result.correct else 0.0, float(result.reward) if result.reward is not None else 0.0,
+            t.speedup_vs_compile if t else 0.0, t.speedup_vs_eager if t else 0.0)
 
 
 def materialize(folder: Path, reference: str, files: dict[str, bytes]) -> Path:
@@ -58,17 +60,18 @@ def materialize(folder: Path, reference: str, files: dict[str, bytes]) -> Path:
     return folder
 
 
-def _sample_entry(index: int, result: dict[str, Any]) -> dict[str, Any]:
-    t = result.get("timings") or {}
-    return {"sample": index, "compiled": result.get("compiled"), "correct": bool(result.get("correct")),
-            "reward": result.get("reward"), "speedup_vs_eager": t.get("speedup_vs_eager"),
+def _sample_entry(index: int, result: HarnessResult) -> dict[str, Any]:
+    # The record keeps the numbers as the harness result's JSON object rounds them.
+    t = result.to_json()["timings"] or {}
+    return {"sample": index, "compiled": result.compiled, "correct": result.correct,
+            "reward": result.reward, "speedup_vs_eager": t.get("speedup_vs_eager"),
             "speedup_vs_compile": t.get("speedup_vs_compile"), "uncertain": t.get("uncertain"),
-            "failed_checks": [c["name"] for c in result.get("checks", []) if not c.get("passed")],
-            "errors": [e[:300] for e in result.get("errors", [])][:5], "warnings": list(result.get("warnings", []))}
+            "failed_checks": [c.name for c in result.failed_checks()],
+            "errors": [e[:300] for e in result.errors][:5], "warnings": list(result.warnings)}
 
 
-def score(folder: Path, job: dict[str, Any]) -> dict[str, Any]:
-    """One harness round (verify, then time) of the candidate in `folder`: the harness result object."""
+def score(folder: Path, job: dict[str, Any]) -> HarnessResult:
+    """One harness round (verify, then time) of the candidate in `folder`."""
     from cuda_agent_cli.harness import profile_path
 
     options: dict[str, Any] = {"device": job.get("device"), "policy": job.get("policy") or "strict"}
@@ -76,7 +79,7 @@ def score(folder: Path, job: dict[str, Any]) -> dict[str, Any]:
         if job.get(key) is not None:
             options[key] = job[key]
     with _device_busy(job):
-        return profile_path(folder, **options).to_json()
+        return profile_path(folder, **options)
 
 
 @contextmanager
@@ -102,23 +105,24 @@ def _base_record(job: dict[str, Any]) -> dict[str, Any]:
             "cost_usd": None, "tokens": None, "turns": None, "stop_reason": None, "session_id": None}
 
 
-def _settle(record: dict[str, Any], results: list[tuple[int, dict[str, Any]]]) -> None:
+def _settle(record: dict[str, Any], results: list[tuple[int, HarnessResult]]) -> None:
     """Fill in the samples, pass@k and the best sample's verdict from the scored candidates."""
     from cuda_agent_cli.bench.metrics import pass_at_k
 
     record["samples"] = [_sample_entry(i, r) for i, r in results]
-    n, c = len(results), sum(1 for _, r in results if r.get("correct"))
+    n, c = len(results), sum(1 for _, r in results if r.correct)
     record["n_samples"], record["n_correct"] = n, c
     record["pass_at_k"] = {str(k): pass_at_k(n, c, k) for k in sorted({1, n})} if n else {}
     if not results:
         return
     index, best = max(results, key=lambda ir: rank(ir[1]))
-    t = best.get("timings") or {}
-    record.update(best_sample=index, best=best, correct=bool(best.get("correct")), reward=best.get("reward"),
+    as_json = best.to_json()
+    t = as_json["timings"] or {}
+    record.update(best_sample=index, best=as_json, correct=best.correct, reward=best.reward,
                   speedup_vs_eager=t.get("speedup_vs_eager"), speedup_vs_compile=t.get("speedup_vs_compile"),
-                  warnings=list(best.get("warnings", [])), status="correct" if best.get("correct") else "failed")
-    if not best.get("correct"):
-        failed = [c["name"] for c in best.get("checks", []) if not c.get("passed")]
+                  warnings=list(best.warnings), status="correct" if best.correct else "failed")
+    if not best.correct:
+        failed = [c.name for c in best.failed_checks()]
         record["error"] = "no sample is correct" + (f" (best failed: {', '.join(failed[:4])})" if failed else "")
 
 
@@ -162,7 +166,7 @@ def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
     from cuda_agent_cli.agent.loop import Limits, run_agent
     from cuda_agent_cli.agent.prompts import build_system_prompt, task_message
     from cuda_agent_cli.agent.session import new_session
-    from cuda_agent_cli.harness import Harness
+    from cuda_agent_cli.harness import Harness, HarnessResult
     from cuda_agent_cli.model.factory import make_model
     from cuda_agent_cli.run.checks import check_model
     from cuda_agent_cli.run.session import candidate_files
@@ -197,7 +201,7 @@ def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
     record.update(session_id=result.session_id, turns=result.turns, cost_usd=result.cost_usd,
                   tokens=usage.tokens, stop_reason=result.stop_reason, n_samples=0)
     best_dir = Path(result.best.snapshot) if result.best and result.best.snapshot else None
-    if best_dir is None or not (result.best.result or {}).get("correct"):
+    if result.best is None or best_dir is None or not HarnessResult.from_json(result.best.result).correct:
         record["error"] = f"the agent found no correct candidate (stopped: {result.stop_reason})"
         record["n_samples"] = 1
         record["pass_at_k"] = {"1": 0.0}
@@ -212,7 +216,7 @@ def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
         (workspace.root / rel).parent.mkdir(parents=True, exist_ok=True)
         (workspace.root / rel).write_text(text)
     with _device_busy(job):
-        scored = harness.profile().to_json()
+        scored = harness.profile()
     _settle(record, [(0, scored)])
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from cuda_agent_cli.check.status import (
     DEFAULT_THRESHOLD,
@@ -23,6 +23,9 @@ from cuda_agent_cli.check.status import (
 )
 from cuda_agent_cli.errors import BadInput
 from cuda_agent_cli.writeback.manifest import MANIFEST_PATH
+
+if TYPE_CHECKING:
+    from cuda_agent_cli.harness.result import HarnessResult
 
 # Findings after which the harness has nothing it could run.
 _CANNOT_RUN = {"module-missing", "folder-missing", "class-gone", "no-module-file", "no-folder", "source-missing",
@@ -154,7 +157,7 @@ def locate(paths: list[Path], cwd: Path) -> tuple[Path, Path | None, set[str] | 
 def touches(entry: dict[str, Any], files: set[str]) -> bool:
     if MANIFEST_PATH in files or (entry.get("module_file") and entry["module_file"] in files):
         return True
-    folder = entry.get("folder")
+    folder = str(entry.get("folder") or "")
     return bool(folder) and any(f.startswith(folder + "/") for f in files)
 
 
@@ -185,37 +188,45 @@ def _first_line(text: str, limit: int = 300) -> str:
     return lines[0][:limit] if lines else ""
 
 
-def runtime_findings(entry: dict[str, Any], result: dict[str, Any], threshold: float) -> list[Finding]:
-    """Findings from a profile result (the harness result object) against the record."""
+def runtime_findings(entry: dict[str, Any], result: HarnessResult, threshold: float) -> list[Finding]:
+    """Findings from a profile result against the record."""
     module = entry.get("module_file")
-    if not result.get("compiled"):
-        first = _first_line("\n".join(result.get("errors") or [])) or "see the compiler log"
+    if not result.compiled:
+        first = _first_line("\n".join(result.errors)) or "see the compiler log"
         return [Finding(Status.BROKEN, f"the kernel no longer compiles: {first}", module, code="compile-failed")]
-    if not result.get("correct"):
-        failed = [c for c in result.get("checks") or [] if not c.get("passed")]
-        what = "; ".join(f"{c['name']}: {_first_line(c.get('detail', ''), 160)}" for c in failed[:3]) or \
-            _first_line("\n".join(result.get("errors") or []))
+    if not result.correct:
+        what = "; ".join(f"{c.name}: {_first_line(c.detail, 160)}" for c in result.failed_checks()[:3]) or \
+            _first_line("\n".join(result.errors))
         return [Finding(Status.BROKEN, f"the kernel fails verification now ({what})", module, code="verify-failed")]
-    t = result.get("timings")
+    t = result.timings
     if not t:
         return [Finding(Status.NOT_MEASURED, "verified, but the harness returned no timings", module, code="no-timings")]
+    measured = {"speedup_vs_eager": (t.speedup_vs_eager, t.speedup_vs_eager_interval),
+                "speedup_vs_compile": (t.speedup_vs_compile, t.speedup_vs_compile_interval)}
     out: list[Finding] = []
     for label, key in (("eager", "speedup_vs_eager"), ("torch.compile", "speedup_vs_compile")):
         rec = entry.get(key)
         if not isinstance(rec, (int, float)) or rec <= 0:
             continue
-        c = compare(float(rec), entry.get(f"{key}_interval"), float(t[key]), t.get(f"{key}_interval"), threshold)
+        now, interval = measured[key]
+        c = compare(float(rec), entry.get(f"{key}_interval"), now, _as_list(interval, now), threshold)
         if c.verdict == "regressed":
-            out.append(Finding(Status.REGRESSED, f"{t[key]:.2f}x vs {label}, recorded {rec:.2f}x "
+            out.append(Finding(Status.REGRESSED, f"{now:.2f}x vs {label}, recorded {rec:.2f}x "
                                f"({c.change:+.0%}; counts beyond -{c.limit:.0%}){c.detail}", module, code=f"regressed-{key}"))
         elif c.verdict == "improved":
-            out.append(Finding(Status.IMPROVED, f"{t[key]:.2f}x vs {label}, recorded {rec:.2f}x ({c.change:+.0%}): "
+            out.append(Finding(Status.IMPROVED, f"{now:.2f}x vs {label}, recorded {rec:.2f}x ({c.change:+.0%}): "
                                "refresh the record with `cuda-agent check --update`", module, code=f"improved-{key}"))
-    if slower_than_compile(t.get("speedup_vs_compile_interval"), float(t["speedup_vs_compile"]),
+    if slower_than_compile(_as_list(t.speedup_vs_compile_interval, t.speedup_vs_compile), t.speedup_vs_compile,
                            entry.get("speedup_vs_compile"), entry.get("speedup_vs_compile_interval")):
-        out.append(Finding(Status.SLOWER_THAN_COMPILE, f"{t['speedup_vs_compile']:.2f}x vs torch.compile: slower than "
+        out.append(Finding(Status.SLOWER_THAN_COMPILE, f"{t.speedup_vs_compile:.2f}x vs torch.compile: slower than "
                            "torch.compile now", module, code="slower-than-compile"))
     return out
+
+
+def _as_list(interval: tuple[float, float] | None, point: float) -> list[float]:
+    # As the JSON object holds it (docs/architecture.md, "Contracts"): a result without a measured
+    # spread has the point twice, which the status rules read as an interval of no width.
+    return list(interval) if interval is not None else [point, point]
 
 
 def check_kernel(root: Path, entry: dict[str, Any], machine: Any, *, fast: bool, threshold: float,
@@ -250,20 +261,21 @@ def check_kernel(root: Path, entry: dict[str, Any], machine: Any, *, fast: bool,
             findings.append(Finding(Status.BROKEN, f"the target cannot be loaded: {m.error}", module_rel, line,
                                     "target-error"))
         elif m.result is not None:
-            report.measured = {"correct": m.result.get("correct"), "reward": m.result.get("reward"),
-                               "timings": m.result.get("timings"), "environment": m.result.get("environment"),
-                               "failed_checks": [c["name"] for c in m.result.get("checks") or [] if not c.get("passed")]}
+            as_json = m.result.to_json()
+            report.measured = {"correct": m.result.correct, "reward": m.result.reward,
+                               "timings": as_json["timings"], "environment": as_json["environment"],
+                               "failed_checks": [c.name for c in m.result.failed_checks()]}
             new = runtime_findings(entry, m.result, threshold)
             for f in new:
                 findings.append(Finding(f.status, f.message, f.file, line if f.file == module_rel else f.line, f.code))
-            measured_gpu = (m.result.get("environment") or {}).get("gpu")
+            measured_gpu = m.result.environment.get("gpu")
             unknown = [f for f in findings if f.code == "gpu-unknown"]
             for f in unknown:
                 findings.remove(f)
             if unknown and entry.get("gpu") and measured_gpu and measured_gpu != entry["gpu"]:
                 findings.append(Finding(Status.NEW_ARCH, f"verified on {entry['gpu']}, this machine has {measured_gpu}",
                                         code="gpu-arch"))
-            if m.result.get("correct"):
+            if m.result.correct:
                 gaps = [f for f in findings if f.code in _RECORD_GAPS]
                 for f in gaps:
                     findings.remove(f)

@@ -12,14 +12,17 @@ import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuda_agent_cli.errors import CudaAgentError, EnvironmentMissing
+
+if TYPE_CHECKING:
+    from cuda_agent_cli.harness.result import HarnessResult
 
 
 @dataclass
 class Measurement:
-    result: dict[str, Any] | None = None   # the harness result object of the profile
+    result: HarnessResult | None = None     # the profile
     not_measured: str | None = None        # why it could not run here
     error: str | None = None               # the target or its inputs could not be loaded
     seconds: float = 0.0
@@ -121,4 +124,4 @@ def measure(root: Path, entry: dict[str, Any], *, atol: float, rtol: float, scra
     except EnvironmentMissing as exc:
         return Measurement(not_measured=exc.one_line(), seconds=time.perf_counter() - start)
     result = harness.profile()
-    return Measurement(result=result.to_json(), seconds=time.perf_counter() - start)
+    return Measurement(result=result, seconds=time.perf_counter() - start)

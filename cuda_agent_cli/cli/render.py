@@ -8,13 +8,16 @@ from __future__ import annotations
 import io
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO, cast
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from cuda_agent_cli.harness.result import HarnessResult
 
 HARNESS_TOOLS = ("Compile", "Verify", "Profile")
 
@@ -27,22 +30,22 @@ def _short_args(name: str, args: dict[str, Any]) -> str:
     return ""
 
 
-def harness_line(tool: str, result: dict[str, Any]) -> str:
+def harness_line(tool: str, result: HarnessResult) -> str:
     """One line for a Compile/Verify/Profile result."""
-    if not result.get("compiled"):
-        first = (result.get("errors") or ["compile failed"])[0].splitlines()[0]
+    if not result.compiled:
+        first = (result.errors or ["compile failed"])[0].splitlines()[0]
         return f"{tool}: compile failed — {first[:120]}"
     if tool == "Compile":
         return f"{tool}: compiled"
-    if not result.get("correct"):
-        failed = [c for c in result.get("checks") or [] if not c.get("passed")]
-        why = failed[0].get("detail") or failed[0].get("name") if failed else (result.get("errors") or ["incorrect"])[0]
-        return f"{tool}: not correct — {str(why).splitlines()[0][:120]}"
-    t = result.get("timings")
+    if not result.correct:
+        failed = result.failed_checks()
+        why = failed[0].detail or failed[0].name if failed else (result.errors or ["incorrect"])[0]
+        return f"{tool}: not correct — {why.splitlines()[0][:120] if why else ''}"
+    t = result.timings
     if tool == "Verify" or not t:
         return f"{tool}: correct"
-    return (f"{tool}: {t['candidate_us']:.1f} µs — {t['speedup_vs_eager']:.2f}x vs eager, "
-            f"{t['speedup_vs_compile']:.2f}x vs torch.compile (reward {result.get('reward')})")
+    return (f"{tool}: {t.candidate_us:.1f} µs — {t.speedup_vs_eager:.2f}x vs eager, "
+            f"{t.speedup_vs_compile:.2f}x vs torch.compile (reward {result.reward})")
 
 
 def stop_line(reason: str, detail: str = "") -> str:
@@ -92,10 +95,13 @@ class ProgressState:
             mark = "✗" if event.is_error else "✓"
             return f"    {mark} {event.name} {_short_args(event.name, args)}".rstrip()
         elif kind == "harness_result":
-            line = harness_line(event.tool, event.result)
-            t = event.result.get("timings")
+            from cuda_agent_cli.harness.result import HarnessResult
+
+            result = HarnessResult.from_json(event.result)   # the event keeps the JSON object of the transcript
+            line = harness_line(event.tool, result)
+            t = result.timings
             if event.best and t:
-                self.best = f"{t['speedup_vs_compile']:.2f}x vs torch.compile"
+                self.best = f"{t.speedup_vs_compile:.2f}x vs torch.compile"
             elif event.best and not self.best:
                 self.best = "correct"
             return f"    {'★' if event.best else '•'} {line}"
@@ -136,7 +142,7 @@ class LiveProgress:
     def __call__(self, event: Any) -> None:
         line = self.state.apply(event)
         if line:
-            style = "bold" if line.lstrip().startswith("★") else None
+            style = "bold" if line.lstrip().startswith("★") else ""
             self.console.print(Text(line, style=style))
         self.live.update(self._render())
 
@@ -164,11 +170,10 @@ class PlainProgress:
 
 # ---------------------------------------------------------------- the review
 
-def speedup_table(best: dict[str, Any] | None, device: str) -> Table:
+def speedup_table(best: HarnessResult | None, device: str) -> Table:
     """eager, torch.compile and the kernel: time, speedup; method and GPU in the caption."""
-    t = (best or {}).get("timings") or {}
-    env = (best or {}).get("environment") or {}
-    where = env.get("gpu") or ("CPU" if device == "cpu" else device)
+    t = best.timings if best else None
+    where = (best.environment.get("gpu") if best else None) or ("CPU" if device == "cpu" else device)
     table = Table(title=f"Measured on {where}", title_justify="left")
     table.add_column("")
     table.add_column("time", justify="right")
@@ -176,42 +181,41 @@ def speedup_table(best: dict[str, Any] | None, device: str) -> Table:
     if not t:
         table.add_row("kernel", "not timed", "—")
         return table
-    table.add_row("eager PyTorch", f"{t['eager_us']:.1f} µs", f"{t['speedup_vs_eager']:.2f}x")
-    table.add_row("torch.compile", f"{t['compile_us']:.1f} µs", f"{t['speedup_vs_compile']:.2f}x")
-    table.add_row(Text("kernel", style="bold"), Text(f"{t['candidate_us']:.1f} µs", style="bold"), "")
+    table.add_row("eager PyTorch", f"{t.eager_us:.1f} µs", f"{t.speedup_vs_eager:.2f}x")
+    table.add_row("torch.compile", f"{t.compile_us:.1f} µs", f"{t.speedup_vs_compile:.2f}x")
+    table.add_row(Text("kernel", style="bold"), Text(f"{t.candidate_us:.1f} µs", style="bold"), "")
     return table
 
 
-def method_line(best: dict[str, Any] | None) -> str:
-    t = (best or {}).get("timings") or {}
-    env = (best or {}).get("environment") or {}
-    if not t:
+def method_line(best: HarnessResult | None) -> str:
+    if best is None or best.timings is None:
         return ""
-    return (f"method: {t.get('method', '?')}; {t.get('trials', '?')} trials; torch {env.get('torch', '?')}"
+    t, env = best.timings, best.environment
+    return (f"method: {t.method or '?'}; {t.trials} trials; torch {env.get('torch', '?')}"
             + (f", CUDA {env['cuda']}" if env.get("cuda") else ""))
 
 
-def reward_line(best: dict[str, Any] | None) -> str:
+def reward_line(best: HarnessResult | None) -> str:
     """The reward in words, e.g. "reward 3: faster than both eager and torch.compile by more than 5%"."""
-    reward = (best or {}).get("reward")
-    if reward is None:
-        return "no reward: correct, not timed" if (best or {}).get("correct") else "no reward"
+    if best is None or best.reward is None:
+        return "no reward: correct, not timed" if best and best.correct else "no reward"
     from cuda_agent_cli.harness.scoring import reward_in_words
 
-    line = f"reward {reward}: {reward_in_words(reward)}"
-    if ((best or {}).get("timings") or {}).get("uncertain"):
+    line = f"reward {best.reward}: {reward_in_words(best.reward)}"
+    if best.timings and best.timings.uncertain:
         line += " (uncertain: the measured spread straddles a 5% threshold, another run may differ)"
     return line
 
 
 def summary_line(outcome: Any) -> str:
     """The result in one line, repeated just above the question so it is in sight when answering."""
-    t = (outcome.best or {}).get("timings") or {}
+    best = outcome.result
+    t = best.timings if best else None
     parts = [outcome.target]
     if t:
-        parts.append(f"{t['speedup_vs_eager']:.2f}x vs eager, {t['speedup_vs_compile']:.2f}x vs torch.compile "
+        parts.append(f"{t.speedup_vs_eager:.2f}x vs eager, {t.speedup_vs_compile:.2f}x vs torch.compile "
                      f"(reward {outcome.reward})")
-    elif outcome.best:
+    elif best:
         parts.append(f"correct, not timed (reward {outcome.reward})")
     plan = outcome.plan
     if plan is not None:
@@ -244,7 +248,9 @@ def render_diff(console: Console, patch: str, paged: bool) -> None:
         shown = patch
         if console.color_system is not None:  # NO_COLOR and dumb terminals get it plain
             buffer = io.StringIO()
-            Console(file=buffer, force_terminal=True, color_system=console.color_system,
+            # Console.color_system names one of the systems the constructor takes.
+            system = cast(Literal["auto", "standard", "256", "truecolor", "windows"], console.color_system)
+            Console(file=buffer, force_terminal=True, color_system=system,
                     width=console.width).print(diff_text(patch), soft_wrap=True, end="")
             shown = buffer.getvalue()
         if pager.page(shown):
@@ -259,14 +265,14 @@ def render_diff(console: Console, patch: str, paged: bool) -> None:
 
 def render_review(console: Console, outcome: Any, paged: bool = False) -> None:
     """The speedup table, what the reward means and the harness's warnings, then the full diff."""
-    best = outcome.best
+    best = outcome.result
     console.print()
     console.print(speedup_table(best, outcome.device))
     console.print(Text(reward_line(best), style="bold"), soft_wrap=True)
     method = method_line(best)
     if method:
         console.print(Text(method, style="dim"), soft_wrap=True)
-    for warning in (best or {}).get("warnings") or []:
+    for warning in best.warnings if best else []:
         console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
     plan = outcome.plan
     if plan is None:

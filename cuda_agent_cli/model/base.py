@@ -39,10 +39,6 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
 
 @dataclass
 class AssistantTurn:
@@ -89,16 +85,3 @@ def message_chars(message: dict[str, Any]) -> int:
 def approx_tokens(messages: Sequence[dict[str, Any]]) -> int:
     """A cheap token estimate (about four characters a token) for models without a tokenizer."""
     return sum(message_chars(m) for m in messages) // 4
-
-
-def tool_call_from_message(call: dict[str, Any]) -> ToolCall:
-    """The inverse of ToolCall.to_message, used when rebuilding conversations."""
-    fn = call.get("function") or {}
-    raw = fn.get("arguments") or "{}"
-    try:
-        args = json.loads(raw) if isinstance(raw, str) else dict(raw)
-    except (ValueError, TypeError):
-        args = {}
-    if not isinstance(args, dict):
-        args = {}
-    return ToolCall(id=str(call.get("id") or ""), name=str(fn.get("name") or ""), arguments=args)

@@ -75,11 +75,6 @@ class FakeOpenAIServer:
         with self._lock:
             self._script.extend(replies)
 
-    @property
-    def remaining(self) -> int:
-        with self._lock:
-            return len(self._script)
-
     def _next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[FakeReply, int]:
         with self._lock:
             self.requests.append(body)

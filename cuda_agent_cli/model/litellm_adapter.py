@@ -363,7 +363,7 @@ def _native_call(slot: dict[str, str], index: int) -> ToolCall:
     raw = slot["arguments"].strip() or "{}"
     try:
         args = json.loads(raw)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return ToolCall(cid, slot["name"], {}, error=f"{slot['name']}: arguments are not valid JSON ({exc.msg} at char {exc.pos}).")
     if not isinstance(args, dict):
         return ToolCall(cid, slot["name"], {}, error=f"{slot['name']}: arguments must be a JSON object.")

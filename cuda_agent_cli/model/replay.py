@@ -22,7 +22,7 @@ def parse_replay_line(line: str, where: str) -> AssistantTurn:
     hint = 'each line must be {"content": str|null, "tool_calls": [{"name": str, "arguments": {...}}]}'
     try:
         obj = json.loads(line)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise ModelConfigError(f"{where}: not valid JSON ({exc.msg})", hint) from None
     if not isinstance(obj, dict):
         raise ModelConfigError(f"{where}: expected a JSON object, got {type(obj).__name__}", hint)

@@ -97,7 +97,7 @@ def parse_call_json(raw: str, tools: dict[str, dict[str, Any]], call_id: str | N
     body = _FENCE.sub("", raw.strip())
     try:
         obj = json.loads(body)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return ToolCall(cid, "?", {}, error=f"Malformed tool call: not valid JSON ({exc.msg} at char {exc.pos}). "
                         f'Write exactly {OPEN}{{"name": "<tool>", "arguments": {{...}}}}{CLOSE}.')
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
@@ -106,7 +106,7 @@ def parse_call_json(raw: str, tools: dict[str, dict[str, Any]], call_id: str | N
     name = obj["name"]
     try:
         args = _decode_arguments(obj.get("arguments", obj.get("parameters", {})))
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return ToolCall(cid, name, {}, error=f"{name}: \"arguments\" is a string that is not valid JSON ({exc.msg}).")
     error = validate_arguments(name, args, tools)
     return ToolCall(cid, name, args if isinstance(args, dict) else {}, error=error)

@@ -332,15 +332,15 @@ class ChatApp(App[int]):
                 self._calls[c["id"]] = line
                 self.add(line)
         elif isinstance(e, ev.ToolStarted):
-            line = self._calls.get(e.call_id)
-            if line is None:
-                line = self._calls[e.call_id] = ToolCallLine(e.call_id, e.name, e.arguments)
-                self.add(line)
-            line.set_status("running")
+            started = self._calls.get(e.call_id)
+            if started is None:
+                started = self._calls[e.call_id] = ToolCallLine(e.call_id, e.name, e.arguments)
+                self.add(started)
+            started.set_status("running")
         elif isinstance(e, ev.ToolFinished):
-            line = self._calls.get(e.call_id)
-            if line is not None:
-                line.set_status("error" if e.is_error else "ok", e.output, e.duration_s)
+            finished = self._calls.get(e.call_id)
+            if finished is not None:
+                finished.set_status("error" if e.is_error else "ok", e.output, e.duration_s)
         elif isinstance(e, ev.HarnessResultEvent):
             sid = self._event_session or self.runtime.session_id
             self.runtime.record_result(sid, e.tool, e.turn, e.result)

@@ -89,13 +89,3 @@ def completions(prefix: str) -> list[SlashCommand]:
     """Commands whose name starts with what follows the slash in `prefix`."""
     typed = prefix[1:].split(" ", 1)[0].lower() if prefix.startswith("/") else ""
     return [c for c in COMMANDS if c.name.startswith(typed)]
-
-
-def help_lines() -> list[str]:
-    width = max(len(f"/{c.name} {c.usage}".rstrip()) for c in COMMANDS)
-    out = []
-    for c in COMMANDS:
-        head = f"/{c.name} {c.usage}".rstrip()
-        busy = "" if c.while_busy else "  (not while the agent works)"
-        out.append(f"{head.ljust(width)}  {c.description}{busy}")
-    return out

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cuda_agent_cli.agent.session import candidate_score
+from cuda_agent_cli.harness.result import HarnessResult, Timings
 
 
 @dataclass
@@ -18,35 +19,38 @@ class Candidate:
     session_id: str
     tool: str
     turn: int
-    result: dict[str, Any]
+    result: dict[str, Any]   # the harness result's JSON object, as chat.json keeps it
+
+    def __post_init__(self) -> None:
+        self.harness = HarnessResult.from_json(self.result)
 
     @property
     def compiled(self) -> bool:
-        return bool(self.result.get("compiled"))
+        return self.harness.compiled
 
     @property
     def correct(self) -> bool:
-        return bool(self.result.get("correct"))
+        return self.harness.correct
 
     @property
-    def reward(self) -> Any:
-        return self.result.get("reward")
+    def reward(self) -> int | None:
+        return self.harness.reward
 
     @property
-    def timings(self) -> dict[str, Any]:
-        return self.result.get("timings") or {}
+    def timings(self) -> Timings | None:
+        return self.harness.timings
 
     def failed_checks(self) -> list[str]:
-        return [str(c.get("name")) for c in self.result.get("checks") or [] if not c.get("passed")]
+        return [c.name for c in self.harness.failed_checks()]
 
 
-def fmt_speedup(timings: dict[str, Any], which: str) -> str:
+def fmt_speedup(timings: Timings | None, which: str) -> str:
     """`1.42x [1.38-1.47]`, or '-' when not timed."""
-    value = timings.get(f"speedup_vs_{which}")
-    if not isinstance(value, (int, float)):
+    if timings is None:
         return "-"
-    interval = timings.get(f"speedup_vs_{which}_interval")
-    if isinstance(interval, (list, tuple)) and len(interval) == 2 and all(isinstance(v, (int, float)) for v in interval):
+    value, interval = ((timings.speedup_vs_eager, timings.speedup_vs_eager_interval) if which == "eager"
+                       else (timings.speedup_vs_compile, timings.speedup_vs_compile_interval))
+    if interval is not None:
         return f"{value:.2f}x [{interval[0]:.2f}-{interval[1]:.2f}]"
     return f"{value:.2f}x"
 
@@ -71,13 +75,13 @@ class Ledger:
         if best is None:
             return "-"
         t = best.timings
-        if isinstance(t.get("speedup_vs_compile"), (int, float)):
-            return f"{t['speedup_vs_eager']:.2f}x eager, {t['speedup_vs_compile']:.2f}x compile"
+        if t is not None:
+            return f"{t.speedup_vs_eager:.2f}x eager, {t.speedup_vs_compile:.2f}x compile"
         return "correct, untimed"
 
     def rows(self) -> list[tuple[str, ...]]:
         best = self.best()
-        out = []
+        out: list[tuple[str, ...]] = []
         for c in self.candidates:
             mark = "★" if c is best else ""
             out.append((

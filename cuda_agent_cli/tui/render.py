@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import RenderableType
 from rich.panel import Panel
@@ -15,6 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from cuda_agent_cli.tui.ledger import fmt_speedup
+
+if TYPE_CHECKING:
+    from cuda_agent_cli.harness.result import HarnessResult
 
 THEME = "monokai"
 
@@ -83,14 +86,9 @@ def tool_output(name: str, args: dict[str, Any], output: str) -> RenderableType:
     return Syntax(output, lexer, theme=THEME, word_wrap=True, background_color="default")
 
 
-def _interval_spread(t: dict[str, Any], which: str) -> str:
-    return fmt_speedup(t, which)
-
-
-def harness_card(tool: str, result: dict[str, Any], best: bool = False, number: int | None = None) -> Panel:
+def harness_card(tool: str, result: HarnessResult, best: bool = False, number: int | None = None) -> Panel:
     """compiled, correct, reward, speedups with spread, failed checks, warnings."""
-    compiled = bool(result.get("compiled"))
-    correct = bool(result.get("correct"))
+    compiled, correct = result.compiled, result.correct
     grid = Table.grid(padding=(0, 2))
     # Every cell is a Text: details come from compiler and candidate output, never markup.
 
@@ -102,28 +100,27 @@ def harness_card(tool: str, result: dict[str, Any], best: bool = False, number: 
     add("compiled", Text("yes", "green") if compiled else Text("no", "red"))
     if compiled and tool != "Compile":
         add("correct", Text("yes", "green") if correct else Text("no", "red"))
-    reward = result.get("reward")
+    reward = result.reward
     if reward is not None:
         add("reward", Text(str(reward), "bold green" if reward >= 2 else ("red" if reward < 0 else "")))
-    t = result.get("timings") or {}
+    t = result.timings
     if t:
-        add("kernel", f"{t.get('candidate_us', 0):.1f} µs (eager {t.get('eager_us', 0):.1f} µs, "
-                               f"torch.compile {t.get('compile_us', 0):.1f} µs)")
-        add("vs eager", _interval_spread(t, "eager"))
-        add("vs torch.compile", _interval_spread(t, "compile"))
-        if t.get("uncertain"):
+        add("kernel", f"{t.candidate_us:.1f} µs (eager {t.eager_us:.1f} µs, torch.compile {t.compile_us:.1f} µs)")
+        add("vs eager", fmt_speedup(t, "eager"))
+        add("vs torch.compile", fmt_speedup(t, "compile"))
+        if t.uncertain:
             add("", Text("uncertain: the interval straddles a reward threshold", "yellow"))
-        add("method", f"{t.get('method', '?')}, {t.get('trials', '?')} trials")
-    failed = [c for c in result.get("checks") or [] if not c.get("passed")]
+        add("method", f"{t.method or '?'}, {t.trials} trials")
+    failed = result.failed_checks()
     for c in failed[:6]:
-        detail = str(c.get("detail") or "").splitlines()
-        add(Text("failed", "red"), f"{c.get('name')}: {detail[0][:160] if detail else ''}")
+        detail = c.detail.splitlines()
+        add(Text("failed", "red"), f"{c.name}: {detail[0][:160] if detail else ''}")
     if len(failed) > 6:
         add("", f"... and {len(failed) - 6} more failed checks")
-    for e in (result.get("errors") or [])[:3]:
+    for e in result.errors[:3]:
         first = str(e).strip().splitlines()
         add(Text("error", "red"), first[0][:200] if first else "")
-    for w in result.get("warnings") or []:
+    for w in result.warnings:
         add(Text("warning", "yellow"), str(w)[:200])
     ok = correct or (tool == "Compile" and compiled)
     title = f"{'★ ' if best else ''}{tool}" + (f" · candidate {number}" if number else "")
@@ -132,11 +129,10 @@ def harness_card(tool: str, result: dict[str, Any], best: bool = False, number: 
     return Panel(grid, title=title, title_align="left", border_style="green" if ok else "red", expand=False)
 
 
-def speedup_table(best: dict[str, Any] | None, device: str) -> Table:
+def speedup_table(best: HarnessResult | None, device: str) -> Table:
     """The review's table: eager, torch.compile, kernel, spread, method, GPU, warnings."""
-    t = (best or {}).get("timings") or {}
-    env = (best or {}).get("environment") or {}
-    where = env.get("gpu") or ("CPU" if device == "cpu" else device)
+    t = best.timings if best else None
+    where = (best.environment.get("gpu") if best else None) or ("CPU" if device == "cpu" else device)
     table = Table(title=f"Measured on {where}", title_justify="left", expand=False)
     table.add_column("")
     table.add_column("time", justify="right")
@@ -145,27 +141,26 @@ def speedup_table(best: dict[str, Any] | None, device: str) -> Table:
     if not t:
         table.add_row("kernel", "not timed", "-", "-")
     else:
-        iv_e = t.get("speedup_vs_eager_interval") or [None, None]
-        iv_c = t.get("speedup_vs_compile_interval") or [None, None]
+        def spread(iv: tuple[float, float] | None) -> str:
+            return f"{iv[0]:.2f}-{iv[1]:.2f}x" if iv is not None else "-"
 
-        def spread(iv: list[Any]) -> str:
-            return f"{iv[0]:.2f}-{iv[1]:.2f}x" if all(isinstance(v, (int, float)) for v in iv) else "-"
-
-        table.add_row("eager PyTorch", f"{t['eager_us']:.1f} µs", f"{t['speedup_vs_eager']:.2f}x", spread(iv_e))
-        table.add_row("torch.compile", f"{t['compile_us']:.1f} µs", f"{t['speedup_vs_compile']:.2f}x", spread(iv_c))
-        table.add_row(Text("kernel", style="bold"), Text(f"{t['candidate_us']:.1f} µs", style="bold"), "", "")
+        table.add_row("eager PyTorch", f"{t.eager_us:.1f} µs", f"{t.speedup_vs_eager:.2f}x",
+                      spread(t.speedup_vs_eager_interval))
+        table.add_row("torch.compile", f"{t.compile_us:.1f} µs", f"{t.speedup_vs_compile:.2f}x",
+                      spread(t.speedup_vs_compile_interval))
+        table.add_row(Text("kernel", style="bold"), Text(f"{t.candidate_us:.1f} µs", style="bold"), "", "")
     return table
 
 
-def review_facts(best: dict[str, Any] | None, device: str) -> Text:
-    t = (best or {}).get("timings") or {}
-    env = (best or {}).get("environment") or {}
+def review_facts(best: HarnessResult | None, device: str) -> Text:
+    t = best.timings if best else None
+    env = best.environment if best else {}
     out = Text()
-    out.append(f"method: {t.get('method', 'not timed')}\n")
+    out.append(f"method: {t.method if t else 'not timed'}\n")
     out.append(f"GPU: {env.get('gpu') or 'none (' + device + ')'} · torch {env.get('torch', '?')}"
                + (f" · CUDA {env['cuda']}" if env.get("cuda") else "") + "\n")
-    out.append(f"reward: {(best or {}).get('reward')}" + (" (uncertain)" if t.get("uncertain") else "") + "\n")
-    warnings = (best or {}).get("warnings") or []
+    out.append(f"reward: {best.reward if best else None}" + (" (uncertain)" if t and t.uncertain else "") + "\n")
+    warnings = best.warnings if best else []
     if warnings:
         for w in warnings:
             out.append(f"warning: {w}\n", style="yellow")

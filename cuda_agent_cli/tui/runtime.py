@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -113,15 +112,24 @@ class ChatRuntime:
                 raise BadInput(f"session {self.state.session_id} is an optimize session, not a chat",
                                f"resume it with `cuda-agent optimize --resume {self.state.session_id}`")
             saved_settings = self.state.meta.get("settings") or {}
-        root = opts.path or (Path(saved_settings["repo"]) if saved_settings.get("repo") else Path.cwd())
-        root = Path(root).expanduser().resolve()
+        saved_repo = Path(saved_settings["repo"]) if saved_settings.get("repo") else None
+        root = Path(opts.path or saved_repo or Path.cwd()).expanduser().resolve()
         if not root.is_dir():
             raise BadInput(f"{root} is not a folder", "cuda-agent chat [PATH] takes the repository's folder")
+        if opts.path is not None and saved_repo is not None and root != saved_repo.resolve():
+            # As optimize's --resume (run/settings.py): what the session was started over cannot
+            # change; its transcript's edits and commands were made in that repository.
+            raise BadInput(f"{opts.path} cannot change resumed chat session {self.state.session_id}, which works "
+                           f"in {saved_repo}", "drop the path to continue it there, or start a new chat in it")
         self.root = root
-        self.cfg = load_config({"model": opts.model or saved_settings.get("model"),
-                                "api_base": opts.api_base or saved_settings.get("api_base"),
-                                "device": opts.device, "policy": opts.policy,
-                                "permission_mode": opts.mode}, cwd=root)
+        self.cfg = load_config({"model": opts.model, "api_base": opts.api_base, "device": opts.device,
+                                "policy": opts.policy, "permission_mode": opts.mode}, cwd=root)
+        if saved_settings:
+            # A flag wins, otherwise the session's own model and API base (Config.with_session, as
+            # optimize's --resume). The permission mode is not carried over: each start asks
+            # for it again (--mode), so a resumed chat never runs with fewer approvals unasked.
+            self.cfg = self.cfg.with_session({"model": saved_settings.get("model"),
+                                              "api_base": saved_settings.get("api_base")})
         self.model_string: str = self.cfg.model or ""
         self.api_base: str | None = self.cfg.api_base
         from cuda_agent_cli.run.checks import check_model
@@ -140,7 +148,6 @@ class ChatRuntime:
         self.ledger = Ledger()
         self.optimize_sessions: list[str] = []
         self.undo_stack: list[UndoEntry] = []
-        self.last_outcome: Any = None  # the latest /optimize outcome (its plan is what review shows)
         self.device: str | None = opts.device
         self.context_tokens = 0
         self.context_budget = self.cfg.context_tokens
@@ -281,7 +288,6 @@ class ChatRuntime:
                               device=fields["device"] or self.opts.device, policy=fields["policy"] or self.opts.policy,
                               inputs=fields["inputs"], allow_unsafe=self.opts.allow_unsafe)
         outcome = run_optimize(req, sink=sink, on_stage=on_stage, data_dir=self.opts.data_dir, cancel=cancel)
-        self.last_outcome = outcome
         self.device = outcome.device
         return outcome
 
@@ -355,10 +361,3 @@ def _current(path: Path) -> bytes | None:
         return path.read_bytes() if path.is_file() else None
     except OSError:
         return None
-
-
-def split_command(line: str) -> list[str]:
-    try:
-        return shlex.split(line)
-    except ValueError:
-        return line.split()

@@ -109,8 +109,8 @@ class ReviewScreen(Screen[bool]):
         files, added, removed = diff_stats(plan.changes)
         with VerticalScroll(id="review"):
             yield Static(Text(f"Review: {o.target} — session {o.session_id}", style="bold"), id="review-title")
-            yield Static(render.speedup_table(o.best, o.device), id="review-table")
-            yield Static(render.review_facts(o.best, o.device), id="review-facts")
+            yield Static(render.speedup_table(o.result, o.device), id="review-table")
+            yield Static(render.review_facts(o.result, o.device), id="review-facts")
             where = f"branch {plan.branch}" if plan.in_git else "no git: files are written, not committed"
             yield Static(Text(f"{files} files, +{added} -{removed} lines in {plan.repo_root} ({where})"),
                          id="review-stats")

@@ -46,7 +46,7 @@ class Notice(Static):
 class ToolCallLine(Widget, can_focus=True):
     """One tool call collapsed to a line; Enter or Space shows its highlighted output."""
 
-    BINDINGS = [Binding("enter,space", "toggle", "Expand", show=False)]
+    BINDINGS = [Binding("enter,space", "toggle_output", "Expand", show=False)]
 
     def __init__(self, call_id: str, name: str, arguments: dict[str, Any]) -> None:
         super().__init__(classes="tool-call")
@@ -86,18 +86,20 @@ class ToolCallLine(Widget, can_focus=True):
             self.duration = duration
         self._refresh()
 
-    def action_toggle(self) -> None:
+    def action_toggle_output(self) -> None:
         self.expanded = not self.expanded
         self._refresh()
 
     def on_click(self) -> None:
         self.focus()
-        self.action_toggle()
+        self.action_toggle_output()
 
 
 class HarnessCard(Static):
     def __init__(self, tool: str, result: dict[str, Any], best: bool, number: int | None) -> None:
-        super().__init__(render.harness_card(tool, result, best, number), classes="harness-card")
+        from cuda_agent_cli.harness.result import HarnessResult
+
+        super().__init__(render.harness_card(tool, HarnessResult.from_json(result), best, number), classes="harness-card")
         self.result = result
         self.best = best
 

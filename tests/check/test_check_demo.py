@@ -358,7 +358,7 @@ def test_build_refuses_a_folder_without_kernels(tmp_path: Path):
 
 def test_pre_commit_hook_runs_the_fast_check_on_changed_files(repo: Path, harness_cache_root: Path, tmp_path: Path):
     pytest.importorskip("pre_commit")
-    project = HERE.parent
+    project = HERE.parents[1]
     if not (project / ".git").exists():
         pytest.skip("the hook repository must be a git checkout for pre-commit try-repo")
     env = _env(tmp_path, harness_cache_root)

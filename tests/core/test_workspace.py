@@ -52,12 +52,6 @@ def test_create_workspace_refuses_an_existing_session(tmp_path: Path) -> None:
         create_workspace(tmp_path / "s", REF)
 
 
-def test_kernel_sources_depend_on_the_device(tmp_path: Path) -> None:
-    ws = create_workspace(tmp_path / "s", REF, kernels={"a.cu": "", "a_binding.cpp": "", "b.cpp": "", "n.txt": ""})
-    assert [p.name for p in ws.kernel_sources("cuda")] == ["a.cu", "a_binding.cpp", "b.cpp"]
-    assert [p.name for p in ws.kernel_sources("cpu")] == ["a_binding.cpp", "b.cpp"]
-
-
 def test_external_directories_build_outside_themselves(tmp_path: Path, harness_cache: Path) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()

@@ -11,7 +11,7 @@ from cuda_agent_cli.bench.solutions import find_samples, samples_for, samples_sh
 from cuda_agent_cli.bench.suite import load_suite, parse_id_ranges, task_problems
 from cuda_agent_cli.errors import BadInput
 
-SUITE = Path(__file__).parent / "bench_suite"
+SUITE = Path(__file__).resolve().parents[1] / "bench_suite"
 TASK = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    return []\n"
 
 

@@ -15,6 +15,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from chat_helpers import make_repo, replay_file, runtime, wait_for  # noqa: E402
 
+from cuda_agent_cli.harness.result import HarnessResult  # noqa: E402
 from cuda_agent_cli.tui.app import ChatApp  # noqa: E402
 from cuda_agent_cli.tui.screens import ApprovalScreen, ReviewScreen  # noqa: E402
 from cuda_agent_cli.writeback.apply import WriteBackPlan  # noqa: E402
@@ -120,7 +121,8 @@ def test_review_screen(here: Path, snap_compare):
                          changes=changes, patch=unified_patch(changes), branch="cuda-agent/block-abcdef",
                          commit_message="cuda-agent: Block", folder="_cuda_agent/block")
     outcome = SimpleNamespace(target="blocks.py::Block", session_id="20260101-120500-123456", device="cpu",
-                              best=harness_result(3, 2.41, 1.62), plan=plan, status="improved")
+                              result=HarnessResult.from_json(harness_result(3, 2.41, 1.62)), plan=plan,
+                              status="improved")
 
     async def before(pilot):
         await app.push_screen(ReviewScreen(outcome))

@@ -23,7 +23,7 @@ from cuda_agent_cli.model.factory import make_model
 from cuda_agent_cli.model.fake_server import FakeOpenAIServer, reply_error, reply_text, reply_tool
 
 pytestmark = pytest.mark.integration
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]  # tests/, where agent_toybox.py lives
 
 
 class Outcome:

@@ -12,7 +12,7 @@ from cuda_agent_cli.gpu_nodes import (
     parse_smi,
     read_gpus,
     select_nodes,
-    visible_minors,
+    visible_gpus,
 )
 from cuda_agent_cli.sandbox import Sandbox, SandboxPolicy, SandboxStatus
 
@@ -42,6 +42,12 @@ GPU Excluded:\t No
 
 def gpus():
     return parse_smi(SMI, MINORS)
+
+
+def visible_minors(visible: str, gpus: list, pci_order: bool) -> set[int] | None:
+    """The minors of the GPUs `visible` names, whose nodes nodes_for keeps (None: all of them)."""
+    chosen = visible_gpus(visible, gpus, pci_order)
+    return None if chosen is None else {g.minor for g in chosen if g.minor is not None}
 
 
 def test_the_driver_files_and_nvidia_smi_give_each_index_its_minor():

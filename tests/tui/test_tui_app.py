@@ -20,8 +20,6 @@ from cuda_agent_cli.model.fake_server import FakeOpenAIServer, reply_error, repl
 from cuda_agent_cli.tui.screens import ApprovalScreen, HelpScreen  # noqa: E402
 from cuda_agent_cli.tui.widgets import LedgerPanel, ToolCallLine  # noqa: E402
 
-TESTS = Path(__file__).resolve().parent
-
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:

@@ -6,6 +6,7 @@ from rich.console import Console
 
 from cuda_agent_cli.agent.events import AssistantMessage, HarnessResultEvent, Stopped, ToolFinished, ToolStarted
 from cuda_agent_cli.cli import render as ui
+from cuda_agent_cli.harness.result import HarnessResult
 
 PROFILED = {"compiled": True, "correct": True, "reward": 3,
             "timings": {"eager_us": 100.0, "compile_us": 80.0, "candidate_us": 40.0, "speedup_vs_eager": 2.5,
@@ -37,17 +38,18 @@ def test_a_limit_stop_line_names_the_limit_and_where_it_came_from():
 
 
 def test_failed_steps_say_why_in_one_line():
-    assert ui.harness_line("Compile", {"compiled": False, "errors": ["a.cu:3: error: expected ';'\nnote"]}) == \
+    compile_failed = {"compiled": False, "errors": ["a.cu:3: error: expected ';'\nnote"]}
+    assert ui.harness_line("Compile", HarnessResult.from_json(compile_failed)) == \
         "Compile: compile failed — a.cu:3: error: expected ';'"
-    assert ui.harness_line("Verify", {"compiled": True, "correct": False, "checks": [
-        {"name": "outputs", "passed": False, "detail": "max abs diff 3.2"}]}) == "Verify: not correct — max abs diff 3.2"
+    wrong = {"compiled": True, "correct": False, "checks": [{"name": "outputs", "passed": False, "detail": "max abs diff 3.2"}]}
+    assert ui.harness_line("Verify", HarnessResult.from_json(wrong)) == "Verify: not correct — max abs diff 3.2"
 
 
 def test_review_table_has_eager_compile_kernel_method_and_gpu():
     out = io.StringIO()
 
     class Outcome:
-        best, device, plan = PROFILED, "cuda", None
+        result, device, plan = HarnessResult.from_json(PROFILED), "cuda", None
 
     ui.render_review(Console(file=out, width=100), Outcome())
     text = out.getvalue()
@@ -74,8 +76,7 @@ class Plan:
 def _outcome(best=PROFILED):
     class Outcome:
         device, plan, target, reward = "cuda", Plan(), "m.py::Block", best.get("reward")
-        timings = best.get("timings")
-    Outcome.best = best
+    Outcome.result = HarnessResult.from_json(best)
     return Outcome()
 
 
@@ -120,7 +121,7 @@ def test_pager_defaults_to_less_and_can_be_turned_off():
 
 def test_the_reward_is_explained_in_words():
     def best(reward, uncertain=False):
-        return {"correct": True, "reward": reward, "timings": {"uncertain": uncertain}}
+        return HarnessResult.from_json({**PROFILED, "reward": reward, "timings": {**PROFILED["timings"], "uncertain": uncertain}})
 
     assert ui.reward_line(best(3)) == "reward 3: faster than both eager and torch.compile by more than 5%"
     assert ui.reward_line(best(2)) == "reward 2: faster than eager by more than 5%, not than torch.compile"

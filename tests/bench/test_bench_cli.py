@@ -13,7 +13,7 @@ from cuda_agent_cli.bench.runner import parse_gpus
 from cuda_agent_cli.cli.bench import task_line
 from cuda_agent_cli.errors import BadInput
 
-SUITE = Path(__file__).parent / "bench_suite"
+SUITE = Path(__file__).resolve().parents[1] / "bench_suite"
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -101,26 +101,3 @@ def test_cli_sessions_lists_and_prints_json(two_sessions, tmp_path):
                            capture_output=True, text=True, env=env, cwd=tmp_path, check=True).stdout
     line = next(ln for ln in table.splitlines() if ln.startswith(first))
     assert "a.py::A" in line and "done" in line and "2.50x" in line and "1.40x" in line
-
-
-def test_a_session_exports_as_a_replay_that_reruns_it(tmp_path):
-    from cuda_agent_cli.agent.session import replay_lines
-    from cuda_agent_cli.model.factory import make_model
-
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    steps = [turn("write", ("Write", {"file_path": "model_new.py", "content": "v1"})),
-             turn(None, ("Read", {"file_path": "model_new.py"})), turn("finished")]
-    state = new_session(data_dir=tmp_path / "data")
-    run_agent(ScriptedModel(steps), ToyBox(ws), state=state, prompt="go", workspace_root=ws, fsync=False)
-    replay = tmp_path / "replay.jsonl"
-    replay.write_text("\n".join(replay_lines(state.transcript_path)) + "\n")
-
-    ws2 = tmp_path / "ws2"
-    ws2.mkdir()
-    again = new_session(data_dir=tmp_path / "data")
-    box = ToyBox(ws2)
-    result = run_agent(make_model(f"replay:{replay}"), box, state=again, prompt="go", workspace_root=ws2, fsync=False)
-    assert (ws2 / "model_new.py").read_text() == "v1"
-    assert [n for n, _ in box.calls] == ["Write", "Read"]
-    assert result.final_text == "finished" and result.turns == 3
