@@ -59,9 +59,9 @@ def check(
     if github:
         for line in render.github_annotations(result):
             typer.echo(line)
-        summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if summary:
-            with open(summary, "a", encoding="utf-8") as f:
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if step_summary:
+            with open(step_summary, "a", encoding="utf-8") as f:
                 f.write(render.markdown_summary(result))
     if as_json:
         typer.echo(render.to_json(result) if fixed is None else
