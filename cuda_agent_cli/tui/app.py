@@ -109,6 +109,8 @@ class HistoryItem:
 class ChatApp(App[int]):
     CSS_PATH = "chat.tcss"
     TITLE = "cuda-agent"
+    NAME = "cuda-agent chat"
+    LAYOUT = ("#main", "#prompt", "#status")  # hidden while the terminal is too small
     BINDINGS = [
         Binding("ctrl+c", "quit_twice", "Quit", priority=True, show=False),
         Binding("ctrl+q", "quit_twice", "Quit", priority=True, show=False),
@@ -161,6 +163,10 @@ class ChatApp(App[int]):
         yield Static(id="too-small")
 
     def on_mount(self) -> None:
+        self.start()
+
+    def start(self) -> None:
+        """What the app does once mounted (a subclass's on_mount would run beside this one)."""
         self.query_one("#ledger").display = False
         self.query_one("#completions").display = False
         self.query_one("#too-small").display = False
@@ -192,13 +198,11 @@ class ChatApp(App[int]):
         small = w < MIN_WIDTH or h < MIN_HEIGHT
         msg = self.query_one("#too-small", Static)
         msg.display = small
-        for wid in ("#main", "#prompt", "#status"):
+        for wid in self.LAYOUT:
             self.query_one(wid).display = not small
         if small:
-            msg.update(Text(f"The terminal is {w}x{h}; cuda-agent chat needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\n"
+            msg.update(Text(f"The terminal is {w}x{h}; {self.NAME} needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\n"
                             "Make the window larger (the session keeps running).", style="bold yellow"))
-        else:
-            self.query_one("#completions").display = self.query_one("#completions").display and not small
 
     # -- helpers ---------------------------------------------------------------------------------
     @property
@@ -582,7 +586,7 @@ class ChatApp(App[int]):
 
     # -- keys ------------------------------------------------------------------------------------
     def action_interrupt(self) -> None:
-        if self.query_one("#completions").display:
+        if any(box.display for box in self.query("#completions")):
             self._hide_completions()
             return
         if self.busy:
