@@ -83,7 +83,7 @@ def split_point(current: str, new: str) -> int | None:
 class HistoryItem:
     """One piece of a resumed conversation, made into a widget only when it is shown."""
 
-    __slots__ = ("kind", "text", "call_id", "arguments", "status", "output", "duration")
+    __slots__ = ("kind", "text", "call_id", "arguments", "status", "output", "duration", "candidate", "best")
 
     def __init__(self, kind: str, text: str, call_id: str = "", arguments: dict[str, Any] | None = None) -> None:
         self.kind = kind
@@ -93,6 +93,14 @@ class HistoryItem:
         self.status = "pending"
         self.output = ""
         self.duration: float | None = None
+        self.candidate: Any = None  # a card: the ledger's candidate, and whether it was best then
+        self.best = False
+
+    @classmethod
+    def card(cls, candidate: Any, best: bool) -> HistoryItem:
+        item = cls("card", candidate.tool)
+        item.candidate, item.best = candidate, best
+        return item
 
     def widget(self) -> Any:
         if self.kind == "user":
@@ -103,7 +111,10 @@ class HistoryItem:
             line = ToolCallLine(self.call_id, self.text, self.arguments)
             line.status, line.output, line.duration = self.status, self.output, self.duration
             return line
-        return Notice(self.text, "warning")
+        if self.kind == "card":
+            c = self.candidate
+            return HarnessCard(c.tool, c.result, self.best, c.number)
+        return Notice(self.text, self.kind if self.kind == "info" else "warning")
 
 
 class ChatApp(App[int]):
@@ -254,7 +265,11 @@ class ChatApp(App[int]):
             return
         items: list[HistoryItem] = []
         calls: dict[str, HistoryItem] = {}
-        for e in read_events(path):
+        placed = self._placed_history()
+        n = 0
+        for n, e in enumerate(read_events(path)):
+            while placed and placed[0][0] <= n:
+                items.append(placed.pop(0)[1])
             if isinstance(e, ev.UserMessage):
                 items.append(HistoryItem("user", e.content))
             elif isinstance(e, ev.AssistantMessage):
@@ -274,6 +289,7 @@ class ChatApp(App[int]):
                 rt.context_tokens, rt.context_budget = e.context_tokens, e.context_budget or rt.context_budget
             elif isinstance(e, ev.Stopped) and e.reason not in ("done",):
                 items.append(HistoryItem("notice", f"stopped: {e.reason}" + (f" — {e.detail}" if e.detail else "")))
+        items.extend(item for _, item in placed)  # recorded after the last event, or before "at" was kept
         if not rt.context_tokens:
             rt.context_tokens = estimate_tokens(rt.state.messages)
         self._older = items[:-HISTORY_PAGE] if len(items) > HISTORY_PAGE else []
@@ -286,6 +302,21 @@ class ChatApp(App[int]):
         self._mark_older()
         conv.mount_all(widgets)
         conv.scroll_end(animate=False)
+
+    def _placed_history(self) -> list[tuple[float, HistoryItem]]:
+        """What the chat's transcript does not hold, at the place it happened: the start of each
+        /optimize session and every harness card (from the chat file), sorted by where they go."""
+        rt = self.runtime
+        out: list[tuple[tuple[float, float], HistoryItem]] = []
+        end = float("inf")
+        for sid, start in getattr(rt, "optimize_started", {}).items():
+            at, after = start.get("at"), start.get("after")
+            key = (at if isinstance(at, int) else end, (after if isinstance(after, int) else end) + 0.5)
+            out.append((key, HistoryItem("info", f"optimize session {sid} started for {start.get('target') or '?'}")))
+        for c in rt.ledger.candidates:
+            out.append(((c.at if c.at is not None else end, c.number), HistoryItem.card(c, rt.ledger.was_best(c))))
+        out.sort(key=lambda pair: pair[0])
+        return [(key[0], item) for key, item in out]
 
     def _mark_older(self) -> None:
         marker = getattr(self, "_older_marker", None)
@@ -318,7 +349,7 @@ class ChatApp(App[int]):
         if isinstance(e, ev.SessionStarted):
             self._event_session = e.session_id
             if e.session_id != self.runtime.session_id:
-                self.runtime.record_optimize_session(e.session_id)
+                self.runtime.record_optimize_session(e.session_id, e.target)
                 self.notice(f"optimize session {e.session_id} started for {e.target}")
         elif isinstance(e, ev.TextDelta):
             with self._text_lock:

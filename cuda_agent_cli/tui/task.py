@@ -57,7 +57,7 @@ class TaskRuntime:
     def record_result(self, session_id: str, tool: str, turn: int, result: dict[str, Any]) -> None:
         self.ledger.add(session_id, tool, turn, result)  # the session's transcript keeps it
 
-    def record_optimize_session(self, session_id: str) -> None:
+    def record_optimize_session(self, session_id: str, target: str = "") -> None:
         self.optimize_session = session_id
 
 
