@@ -21,8 +21,6 @@ from textual.widgets import Static
 from cuda_agent_cli.agent import events as ev
 from cuda_agent_cli.tui.app import ChatApp, detect_device
 from cuda_agent_cli.tui.ledger import Ledger
-from cuda_agent_cli.tui.screens import ReviewScreen
-from cuda_agent_cli.tui.widgets import LedgerPanel
 
 KEYS = "Esc interrupts · Ctrl+L hides the ledger · Enter on a tool call shows its output · Ctrl+C twice quits"
 
@@ -70,6 +68,7 @@ class OptimizeApp(ChatApp):
 
     NAME = "cuda-agent optimize"
     LAYOUT = ("#main", "#task-keys", "#status")
+    LEDGER_OPEN = True
     BINDINGS = [Binding("q", "close", "Close", show=False)]
 
     def __init__(self, req: Any, runtime: TaskRuntime, *, ask: bool, refused: str | None = None,
@@ -85,7 +84,6 @@ class OptimizeApp(ChatApp):
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
             yield VerticalScroll(id="conversation")
-            yield LedgerPanel(id="ledger")
         yield Static(Text(KEYS, style="dim"), id="task-keys")
         yield Static(id="status")
         yield Static(id="too-small")
@@ -149,6 +147,8 @@ class OptimizeApp(ChatApp):
             self.decision = bool(apply) and self.refused is None
             self.exit(None)
 
+        from cuda_agent_cli.tui.screens import ReviewScreen
+
         self.push_screen(ReviewScreen(outcome, refused=self.refused), decided)
 
     def action_close(self) -> None:
@@ -156,7 +156,7 @@ class OptimizeApp(ChatApp):
             self.exit(None)
 
     def action_toggle_ledger(self) -> None:
-        ledger = self.query_one("#ledger", LedgerPanel)
+        ledger = self.ledger_panel
         ledger.display = not ledger.display
         ledger.show(self.runtime.ledger)
 

@@ -50,7 +50,8 @@ def _review_to(root: Path, key: str) -> tuple[int, str, object]:
 
     async def go() -> None:
         async with app.run_test(size=(150, 45)) as pilot:
-            assert app.query_one("#ledger").display  # the ledger is open from the start
+            await pilot.pause()  # the ledger is mounted after the first frame, open
+            assert app.query_one("#ledger").display
             review = await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen)
                                     and app.screen.query("#review-diff") and app.screen, timeout=400,
                                     what="the review screen")
