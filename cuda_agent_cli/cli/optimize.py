@@ -20,6 +20,7 @@ from cuda_agent_cli.cli.options import (
     NoApplyOpt,
     NoCommitOpt,
     PatchOpt,
+    PlainOpt,
     PolicyOpt,
     UnsafeOpt,
     YesOpt,
@@ -35,6 +36,7 @@ class ReviewOptions:
     allow_dirty: bool = False
     batch: bool = False
     json_out: bool = False
+    plain: bool = False
 
 
 def _check_flags(opts: ReviewOptions) -> None:
@@ -107,6 +109,8 @@ def run_and_review(req: Any, opts: ReviewOptions, on_result: Callable[[dict[str,
             opts.patch = preflight.check_patch_file(opts.patch)
         req.apply = _apply_intent(opts)
         banner = _unsafe_banner(req.allow_unsafe)
+        if _use_tui(opts):
+            return _run_in_tui(req, opts, banner, out_console, err_console)
         if opts.batch or not sys.stdout.isatty():
             progress: Any = render.PlainProgress(sys.stderr)
             if banner:
@@ -125,6 +129,46 @@ def run_and_review(req: Any, opts: ReviewOptions, on_result: Callable[[dict[str,
         raise
 
 
+def _use_tui(opts: ReviewOptions) -> bool:
+    """The terminal app only where someone watches and answers: a terminal on both ends, and
+    neither --plain (screen readers, CI logs) nor --batch/--json."""
+    return not (opts.plain or opts.batch or opts.json_out) and sys.stdout.isatty() and sys.stdin.isatty()
+
+
+def _run_in_tui(req: Any, opts: ReviewOptions, banner: str | None, console: Any, err_console: Any) -> int:
+    """The same session and the same review as the linear output, with the TUI as the event sink
+    and the one who asks y/n; what it answered is applied here, by the same code."""
+    app = tui_app(req, opts, banner)
+    try:
+        app.run()
+    finally:
+        app.finish_work(timeout=60.0)  # a session cut short by quitting still records its stop
+    return finish_tui(app, opts, console, err_console)
+
+
+def tui_app(req: Any, opts: ReviewOptions, banner: str | None = None, **kw: Any) -> Any:
+    """The optimize app for this request: asks y/n unless --yes, refuses y with --no-apply."""
+    from cuda_agent_cli.tui.task import OptimizeApp, task_runtime
+
+    refused = "not applied (--no-apply)" if opts.no_apply else None
+    return OptimizeApp(req, task_runtime(req), ask=not opts.yes, refused=refused, banner=banner, **kw)
+
+
+def finish_tui(app: Any, opts: ReviewOptions, console: Any, err_console: Any) -> int:
+    """After the app closed: its error with the plain path's line and exit code, or the review's
+    answer applied (or not) and the session's summary left in the terminal."""
+    from cuda_agent_cli.errors import Interrupted
+    from cuda_agent_cli.run.session import exit_code_for
+
+    if app.error is not None:
+        raise app.error
+    outcome = app.outcome
+    if outcome is None:
+        raise Interrupted("the session was closed before it finished", "cuda-agent optimize --continue resumes it")
+    answer = bool(app.decision)
+    return _review(outcome, opts, console, err_console, exit_code_for(outcome), asked=lambda _q: answer)
+
+
 def _unsafe_banner(allow_unsafe: bool) -> str | None:
     if not allow_unsafe:
         return None
@@ -134,7 +178,10 @@ def _unsafe_banner(allow_unsafe: bool) -> str | None:
 
 
 def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, code: int,
-            on_result: Callable[[dict[str, Any]], None] | None = None) -> int:
+            on_result: Callable[[dict[str, Any]], None] | None = None, asked: Any = None) -> int:
+    """The review and the apply. `on_result` receives the `--batch --json` object instead of
+    stdout; `asked`: the answer the TUI's review screen already gave (the review was shown
+    there), else the question is asked here."""
     from cuda_agent_cli.cli import render
     from cuda_agent_cli.writeback.apply import apply_plan
 
@@ -144,9 +191,12 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
     if not opts.json_out:
         # The pager only where someone reads and answers: a terminal on both ends, no --batch.
         paged = not opts.batch and console.is_terminal and sys.stdin.isatty()
-        render.render_review(console, outcome, paged=paged) if outcome.best else console.print(
-            f"no correct kernel in this session ({render.stop_line(outcome.stop_reason, outcome.stop_detail)})",
-            highlight=False)
+        if not outcome.best:
+            console.print(
+                f"no correct kernel in this session ({render.stop_line(outcome.stop_reason, outcome.stop_detail)})",
+                highlight=False)
+        elif asked is None:
+            render.render_review(console, outcome, paged=paged)
         if outcome.best:
             console.print(render.summary_line(outcome), highlight=False, soft_wrap=True, style="bold")
     patch_path = None
@@ -160,7 +210,8 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
         note = "not applied (--no-apply)"
     elif outcome.status != "improved":
         note = "not applied: the kernel is correct but not faster than eager PyTorch"
-    elif opts.yes or (not opts.batch and render.confirm(console, f"Apply this kernel to {plan.module_rel}?")):
+    elif opts.yes or (not opts.batch and (asked or (lambda q: render.confirm(console, q)))(
+            f"Apply this kernel to {plan.module_rel}?")):
         applied = apply_plan(plan, commit=not opts.no_commit, allow_dirty=opts.allow_dirty)
     else:
         note = "not applied" + (" (--batch without --yes)" if opts.batch else "")
@@ -206,18 +257,23 @@ def optimize(
     allow_dirty: AllowDirtyOpt = False,
     batch: BatchOpt = False,
     json_out: JsonOpt = False,
+    plain: PlainOpt = False,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue the session with this id.")] = None,
     continue_: Annotated[bool, typer.Option("--continue", help="Continue the most recent session.")] = False,
     unsafe_no_sandbox: UnsafeOpt = False,
     all_: Annotated[bool, typer.Option("--all", help="Every target of [tool.cuda-agent] targets in pyproject.toml, one after another (resumable).")] = False,
 ) -> None:
-    """Write, verify and time a custom kernel for a PyTorch module, then review it before applying."""
+    """Write, verify and time a custom kernel for a PyTorch module, then review it before applying.
+
+    On a terminal the session runs in the terminal app (conversation, kernel ledger, review
+    screen); --plain gives linear text instead (screen readers, CI logs), as do --batch and
+    output that is not a terminal."""
     from cuda_agent_cli.errors import BadInput
     from cuda_agent_cli.run.session import OptimizeRequest
 
     if json_out and not batch:
         batch = True  # one JSON object on stdout leaves no room for prompts
-    opts = ReviewOptions(yes, no_apply, patch, no_commit, allow_dirty, batch, json_out)
+    opts = ReviewOptions(yes, no_apply, patch, no_commit, allow_dirty, batch, json_out, plain)
     if all_:
         from cuda_agent_cli.cli.optimize_all import optimize_all
 
@@ -250,6 +306,7 @@ def demo(
     patch: PatchOpt = None,
     batch: BatchOpt = False,
     json_out: JsonOpt = False,
+    plain: PlainOpt = False,
     unsafe_no_sandbox: UnsafeOpt = False,
 ) -> None:
     """Optimize a bundled example with a recorded session: no API key, real compile/verify/profile."""
@@ -296,5 +353,5 @@ def demo(
     if not json_out:
         typer.echo(f"demo: optimizing {demo_assets.EXAMPLE}::{demo_assets.CLASS} in {dest} on {dev} "
                    "with a recorded session (the harness runs for real)", err=batch)
-    opts = ReviewOptions(yes, no_apply, patch, False, False, batch, json_out)
+    opts = ReviewOptions(yes, no_apply, patch, False, False, batch, json_out, plain)
     raise typer.Exit(run_and_review(req, opts))

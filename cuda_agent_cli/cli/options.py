@@ -23,4 +23,5 @@ NoApplyOpt = Annotated[bool, typer.Option("--no-apply", help="Show the result an
 PatchOpt = Annotated[Optional[Path], typer.Option("--patch", help="Save the diff as a git-apply-able patch FILE.")]
 NoCommitOpt = Annotated[bool, typer.Option("--no-commit", help="Write the files but do not commit them.")]
 AllowDirtyOpt = Annotated[bool, typer.Option("--allow-dirty", help="Apply even if the target file has uncommitted changes.")]
+PlainOpt = Annotated[bool, typer.Option("--plain", help="Linear text output instead of the terminal app: for screen readers, CI logs and terminals that cannot show it.")]
 BatchOpt = Annotated[bool, typer.Option("--batch", help="No prompts and no live display (with --json: one JSON object on stdout).")]

@@ -14,33 +14,27 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from rich.table import Table
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Markdown, OptionList, Static, TextArea
-from textual.widgets.option_list import Option
+from textual.widgets import Static
 
 from cuda_agent_cli.agent import events as ev
 from cuda_agent_cli.errors import CudaAgentError, Interrupted
 from cuda_agent_cli.tui import commands, mentions, render
 from cuda_agent_cli.tui.approval import ApprovalRequest, Decision
-from cuda_agent_cli.tui.screens import ApprovalScreen, HelpScreen, ReviewScreen
-from cuda_agent_cli.tui.widgets import (
-    HarnessCard,
-    LedgerPanel,
-    Notice,
-    PromptArea,
-    SettledMarkdown,
-    ToolCallLine,
-    UserTurn,
-)
+from cuda_agent_cli.tui.widgets import HarnessCard, Notice, PromptArea, SettledMarkdown, ToolCallLine, UserTurn
+
+if TYPE_CHECKING:  # imported when first needed, after the first frame
+    from textual.widgets import OptionList, TextArea
+
+    from cuda_agent_cli.tui.ledger_panel import LedgerPanel
 
 HISTORY_PAGE = 80  # history items mounted at once when a session is resumed
-MD_SPLIT_CHARS = 1500  # a streamed reply starts a new Markdown widget past this size
+MD_SPLIT_CHARS = 1500  # a streamed reply continues in a new widget past this size
 MIN_WIDTH = 60
 MIN_HEIGHT = 16
 QUIT_WINDOW_S = 3.0
@@ -83,7 +77,7 @@ def split_point(current: str, new: str) -> int | None:
 class HistoryItem:
     """One piece of a resumed conversation, made into a widget only when it is shown."""
 
-    __slots__ = ("kind", "text", "call_id", "arguments", "status", "output", "duration")
+    __slots__ = ("kind", "text", "call_id", "arguments", "status", "output", "duration", "candidate", "best")
 
     def __init__(self, kind: str, text: str, call_id: str = "", arguments: dict[str, Any] | None = None) -> None:
         self.kind = kind
@@ -93,6 +87,14 @@ class HistoryItem:
         self.status = "pending"
         self.output = ""
         self.duration: float | None = None
+        self.candidate: Any = None  # a card: the ledger's candidate, and whether it was best then
+        self.best = False
+
+    @classmethod
+    def card(cls, candidate: Any, best: bool) -> HistoryItem:
+        item = cls("card", candidate.tool)
+        item.candidate, item.best = candidate, best
+        return item
 
     def widget(self) -> Any:
         if self.kind == "user":
@@ -103,12 +105,18 @@ class HistoryItem:
             line = ToolCallLine(self.call_id, self.text, self.arguments)
             line.status, line.output, line.duration = self.status, self.output, self.duration
             return line
-        return Notice(self.text, "warning")
+        if self.kind == "card":
+            c = self.candidate
+            return HarnessCard(c.tool, c.result, self.best, c.number)
+        return Notice(self.text, self.kind if self.kind == "info" else "warning")
 
 
 class ChatApp(App[int]):
     CSS_PATH = "chat.tcss"
     TITLE = "cuda-agent"
+    NAME = "cuda-agent chat"
+    LAYOUT = ("#main", "#prompt", "#status")  # hidden while the terminal is too small
+    LEDGER_OPEN = False  # whether the ledger shows from the start (Ctrl+L toggles it)
     BINDINGS = [
         Binding("ctrl+c", "quit_twice", "Quit", priority=True, show=False),
         Binding("ctrl+q", "quit_twice", "Quit", priority=True, show=False),
@@ -131,8 +139,7 @@ class ChatApp(App[int]):
         self.busy: str | None = None
         self.queue: deque[str] = deque()
         self.device_label = runtime.device or "…"
-        self._md: Markdown | None = None
-        self._stream: Any = None
+        self._md: SettledMarkdown | None = None
         self._streamed = False
         self._md_source = ""
         self._pending_text: list[str] = []
@@ -149,23 +156,25 @@ class ChatApp(App[int]):
         self._session_costs: dict[str, float] = {}
         self.tokens = 0
         self.review_open = False
+        self._later_done = False
 
     # -- layout ----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
+        # The ledger and the completion popup are hidden at first: they are mounted after the
+        # first frame (`on_ready`), so their CSS and imports do not delay it.
         with Horizontal(id="main"):
             yield VerticalScroll(id="conversation")
-            yield LedgerPanel(id="ledger")
-        yield OptionList(id="completions")
         yield PromptArea(id="prompt", placeholder="Message cuda-agent — /help for commands, @file to attach")
         yield Static(id="status")
         yield Static(id="too-small")
 
     def on_mount(self) -> None:
-        self.query_one("#ledger").display = False
-        self.query_one("#completions").display = False
+        self.start()
+
+    def start(self) -> None:
+        """What the app does once mounted (a subclass's on_mount would run beside this one)."""
         self.query_one("#too-small").display = False
         self._load_history()
-        self.query_one("#ledger", LedgerPanel).show(self.runtime.ledger)
         self.refresh_status()
         self.query_one("#prompt").focus()
         self.set_interval(1 / 30, self._flush_text)
@@ -192,13 +201,48 @@ class ChatApp(App[int]):
         small = w < MIN_WIDTH or h < MIN_HEIGHT
         msg = self.query_one("#too-small", Static)
         msg.display = small
-        for wid in ("#main", "#prompt", "#status"):
+        for wid in self.LAYOUT:
             self.query_one(wid).display = not small
         if small:
-            msg.update(Text(f"The terminal is {w}x{h}; cuda-agent chat needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\n"
+            msg.update(Text(f"The terminal is {w}x{h}; {self.NAME} needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\n"
                             "Make the window larger (the session keeps running).", style="bold yellow"))
-        else:
-            self.query_one("#completions").display = self.query_one("#completions").display and not small
+
+    # -- parts mounted after the first frame -----------------------------------------------------
+    def on_ready(self) -> None:
+        """textual's Ready: the first frame is on the terminal."""
+        self.mount_later()
+
+    def mount_later(self) -> None:
+        """The ledger panel and the completion popup; whoever needs one first mounts it."""
+        if self._later_done:
+            return
+        self._later_done = True
+        from cuda_agent_cli.tui.ledger_panel import LedgerPanel
+
+        panel = LedgerPanel(id="ledger")
+        panel.display = self.LEDGER_OPEN
+        panel.show(self.runtime.ledger)
+        self.query_one("#main").mount(panel)
+        if self.query("#prompt"):
+            from textual.widgets import OptionList
+
+            box = OptionList(id="completions")
+            box.display = False
+            self.mount(box, before="#prompt")
+
+    @property
+    def ledger_panel(self) -> LedgerPanel:
+        from cuda_agent_cli.tui.ledger_panel import LedgerPanel
+
+        self.mount_later()
+        return self.query_one("#ledger", LedgerPanel)
+
+    @property
+    def completions_box(self) -> OptionList:
+        from textual.widgets import OptionList
+
+        self.mount_later()
+        return self.query_one("#completions", OptionList)
 
     # -- helpers ---------------------------------------------------------------------------------
     @property
@@ -250,7 +294,11 @@ class ChatApp(App[int]):
             return
         items: list[HistoryItem] = []
         calls: dict[str, HistoryItem] = {}
-        for e in read_events(path):
+        placed = self._placed_history()
+        n = 0
+        for n, e in enumerate(read_events(path)):
+            while placed and placed[0][0] <= n:
+                items.append(placed.pop(0)[1])
             if isinstance(e, ev.UserMessage):
                 items.append(HistoryItem("user", e.content))
             elif isinstance(e, ev.AssistantMessage):
@@ -270,6 +318,7 @@ class ChatApp(App[int]):
                 rt.context_tokens, rt.context_budget = e.context_tokens, e.context_budget or rt.context_budget
             elif isinstance(e, ev.Stopped) and e.reason not in ("done",):
                 items.append(HistoryItem("notice", f"stopped: {e.reason}" + (f" — {e.detail}" if e.detail else "")))
+        items.extend(item for _, item in placed)  # recorded after the last event, or before "at" was kept
         if not rt.context_tokens:
             rt.context_tokens = estimate_tokens(rt.state.messages)
         self._older = items[:-HISTORY_PAGE] if len(items) > HISTORY_PAGE else []
@@ -282,6 +331,21 @@ class ChatApp(App[int]):
         self._mark_older()
         conv.mount_all(widgets)
         conv.scroll_end(animate=False)
+
+    def _placed_history(self) -> list[tuple[float, HistoryItem]]:
+        """What the chat's transcript does not hold, at the place it happened: the start of each
+        /optimize session and every harness card (from the chat file), sorted by where they go."""
+        rt = self.runtime
+        out: list[tuple[tuple[float, float], HistoryItem]] = []
+        end = float("inf")
+        for sid, start in getattr(rt, "optimize_started", {}).items():
+            at, after = start.get("at"), start.get("after")
+            key = (at if isinstance(at, int) else end, (after if isinstance(after, int) else end) + 0.5)
+            out.append((key, HistoryItem("info", f"optimize session {sid} started for {start.get('target') or '?'}")))
+        for c in rt.ledger.candidates:
+            out.append(((c.at if c.at is not None else end, c.number), HistoryItem.card(c, rt.ledger.was_best(c))))
+        out.sort(key=lambda pair: pair[0])
+        return [(key[0], item) for key, item in out]
 
     def _mark_older(self) -> None:
         marker = getattr(self, "_older_marker", None)
@@ -314,7 +378,7 @@ class ChatApp(App[int]):
         if isinstance(e, ev.SessionStarted):
             self._event_session = e.session_id
             if e.session_id != self.runtime.session_id:
-                self.runtime.record_optimize_session(e.session_id)
+                self.runtime.record_optimize_session(e.session_id, e.target)
                 self.notice(f"optimize session {e.session_id} started for {e.target}")
         elif isinstance(e, ev.TextDelta):
             with self._text_lock:
@@ -347,7 +411,7 @@ class ChatApp(App[int]):
             cand = self.runtime.ledger.candidates[-1]
             best = self.runtime.ledger.best() is cand
             self.add(HarnessCard(e.tool, e.result, best, cand.number))
-            self.query_one("#ledger", LedgerPanel).show(self.runtime.ledger)
+            self.ledger_panel.show(self.runtime.ledger)
         elif isinstance(e, ev.CostUpdate):
             self.tokens += e.prompt_tokens + e.completion_tokens
             if (self._event_session or self.runtime.session_id) == self.runtime.session_id:
@@ -366,7 +430,7 @@ class ChatApp(App[int]):
         self.refresh_status()
 
     async def _flush_text(self) -> None:
-        """Move streamed text from the worker's buffer into the Markdown on screen (a timer calls
+        """Move streamed text from the worker's buffer into the reply on screen (a timer calls
         this ~30 times a second, so the UI never waits on each chunk and each chunk never waits
         on the UI)."""
         async with self._flush_lock:
@@ -378,34 +442,26 @@ class ChatApp(App[int]):
             self._streamed = True
             while text:
                 if self._md is None:
-                    self._md = Markdown("", classes="assistant")
+                    self._md = SettledMarkdown("", classes="assistant")
                     self._md_source = ""
                     await self.add(self._md)
-                    self._stream = Markdown.get_stream(self._md)
-                # A long reply goes into several Markdown widgets, split between paragraphs
-                # outside code fences, so each append lays out a small widget, not the reply.
+                # A long reply goes into several widgets, split between paragraphs outside code
+                # fences, so each frame renders a small piece again, not the whole reply.
                 cut = (split_point(self._md_source, text)
                        if len(self._md_source) + len(text) > MD_SPLIT_CHARS else None)
                 head, text = (text, "") if cut is None else (text[:cut], text[cut:])
                 if head:
                     self._md_source += head
-                    await self._stream.write(head)
+                    self._md.append(head)
                 if text:
                     await self._stop_stream()
             if self._following:
                 self.conversation.scroll_end(animate=False)
 
     async def _stop_stream(self) -> None:
-        stream, md, source = self._stream, self._md, self._md_source
-        self._stream = None
+        # The streamed piece is already the settled widget: the next text starts a new one.
         self._md = None
         self._md_source = ""
-        if stream is not None:
-            await stream.stop()
-        if md is not None and md.is_mounted:
-            # Done streaming: one settled widget replaces the Markdown's widget per block.
-            await self.conversation.mount(SettledMarkdown(md.source or source), before=md)
-            await md.remove()
 
     async def _end_stream(self) -> None:
         await self._flush_text()
@@ -464,6 +520,8 @@ class ChatApp(App[int]):
             box["d"] = decision or Decision("deny")
             done.set()
 
+        from cuda_agent_cli.tui.screens import ApprovalScreen
+
         self._post(self.push_screen, ApprovalScreen(request), answered)
         while not done.wait(0.1):
             if self.cancel.is_set():
@@ -472,6 +530,8 @@ class ChatApp(App[int]):
         return box.get("d", Decision("deny"))
 
     def _drop_approval(self) -> None:
+        from cuda_agent_cli.tui.screens import ApprovalScreen
+
         if isinstance(self.screen, ApprovalScreen):
             self.screen.dismiss(Decision("deny"))
 
@@ -534,7 +594,9 @@ class ChatApp(App[int]):
         self._update_completions(message.text_area.text)
 
     def _update_completions(self, text: str) -> None:
-        box = self.query_one("#completions", OptionList)
+        from textual.widgets.option_list import Option
+
+        box = self.completions_box
         prompt = self.query_one("#prompt", PromptArea)
         options: list[Option] = []
         if text.startswith("/") and " " not in text and "\n" not in text:
@@ -556,11 +618,12 @@ class ChatApp(App[int]):
         prompt.completing = bool(options)
 
     def _hide_completions(self) -> None:
-        self.query_one("#completions", OptionList).display = False
+        for box in self.query("#completions"):
+            box.display = False
         self.query_one("#prompt", PromptArea).completing = False
 
     def accept_completion(self) -> None:
-        box = self.query_one("#completions", OptionList)
+        box = self.completions_box
         prompt = self.query_one("#prompt", PromptArea)
         if box.highlighted is None:
             return
@@ -576,13 +639,13 @@ class ChatApp(App[int]):
         self._hide_completions()
 
     def move_completion(self, step: int) -> None:
-        box = self.query_one("#completions", OptionList)
+        box = self.completions_box
         if box.option_count:
             box.highlighted = ((box.highlighted or 0) + step) % box.option_count
 
     # -- keys ------------------------------------------------------------------------------------
     def action_interrupt(self) -> None:
-        if self.query_one("#completions").display:
+        if any(box.display for box in self.query("#completions")):
             self._hide_completions()
             return
         if self.busy:
@@ -620,7 +683,7 @@ class ChatApp(App[int]):
         self.call_after_refresh(lambda: setattr(self, "_following", conv.scroll_y >= conv.max_scroll_y - 2))
 
     def action_toggle_ledger(self) -> None:
-        ledger = self.query_one("#ledger", LedgerPanel)
+        ledger = self.ledger_panel
         ledger.display = not ledger.display
         ledger.show(self.runtime.ledger)
         self._keep_end()
@@ -666,6 +729,8 @@ class ChatApp(App[int]):
             self.notice(exc.one_line(), "error")
 
     def cmd_help(self, args: list[str], raw: str) -> None:
+        from cuda_agent_cli.tui.screens import HelpScreen
+
         self.push_screen(HelpScreen())
 
     def cmd_quit(self, args: list[str], raw: str) -> None:
@@ -725,7 +790,7 @@ class ChatApp(App[int]):
             self.runtime.record_result(sid, tool, 0, result)
             cand = self.runtime.ledger.candidates[-1]
             self.add(HarnessCard(tool, result, self.runtime.ledger.best() is cand, cand.number))
-            self.query_one("#ledger", LedgerPanel).show(self.runtime.ledger)
+            self.ledger_panel.show(self.runtime.ledger)
             self.refresh_status()
 
         self.notice(f"{tool.lower()}ing the candidate of session {sid}…")
@@ -744,6 +809,8 @@ class ChatApp(App[int]):
         if not found:
             self.notice("no stored sessions")
             return
+        from rich.table import Table
+
         table = Table(box=None, padding=(0, 2), show_header=True)
         for col in ("id", "kind", "date", "target", "status", "turns", "cost"):
             table.add_column(col)
@@ -772,7 +839,7 @@ class ChatApp(App[int]):
         self.tokens = 0
         self._files = None
         self._load_history()
-        self.query_one("#ledger", LedgerPanel).show(new.ledger)
+        self.ledger_panel.show(new.ledger)
         self.refresh_status()
 
     def cmd_export(self, args: list[str], raw: str) -> None:
@@ -838,5 +905,7 @@ class ChatApp(App[int]):
                 self.notice("discarded: nothing was written into the repository")
             if self.queue and not self.busy:
                 self.send(self.queue.popleft())
+
+        from cuda_agent_cli.tui.screens import ReviewScreen
 
         self.push_screen(ReviewScreen(outcome), decided)

@@ -20,6 +20,7 @@ class Candidate:
     tool: str
     turn: int
     result: dict[str, Any]   # the harness result's JSON object, as chat.json keeps it
+    at: int | None = None  # events in the chat's transcript when it was judged: where its card goes
 
     def __post_init__(self) -> None:
         self.harness = HarnessResult.from_json(self.result)
@@ -59,16 +60,21 @@ def fmt_speedup(timings: Timings | None, which: str) -> str:
 class Ledger:
     candidates: list[Candidate] = field(default_factory=list)
 
-    def add(self, session_id: str, tool: str, turn: int, result: dict[str, Any]) -> Candidate:
-        cand = Candidate(len(self.candidates) + 1, session_id, tool, turn, dict(result))
+    def add(self, session_id: str, tool: str, turn: int, result: dict[str, Any], at: int | None = None) -> Candidate:
+        cand = Candidate(len(self.candidates) + 1, session_id, tool, turn, dict(result), at)
         self.candidates.append(cand)
         return cand
 
-    def best(self) -> Candidate | None:
-        """The best measured candidate: reward, then speedup vs torch.compile, then vs eager."""
-        scored = [(candidate_score(c.result), -c.number, c) for c in self.candidates]
+    def best(self, upto: int | None = None) -> Candidate | None:
+        """The best measured candidate (of the first `upto`): reward, then speedup vs torch.compile,
+        then vs eager."""
+        scored = [(candidate_score(c.result), -c.number, c) for c in self.candidates[:upto]]
         scored = [s for s in scored if s[0] is not None]
         return max(scored, key=lambda s: (s[0], s[1]))[2] if scored else None
+
+    def was_best(self, cand: Candidate) -> bool:
+        """Whether `cand` was the best when it was judged (what its card said then)."""
+        return self.best(cand.number) is cand
 
     def best_verified_speedup(self) -> str:
         best = self.best()

@@ -147,6 +147,7 @@ class ChatRuntime:
             self.state = new_session(opts.data_dir, opts.session_id)
         self.ledger = Ledger()
         self.optimize_sessions: list[str] = []
+        self.optimize_started: dict[str, dict[str, Any]] = {}  # id -> where in the chat it started, target
         self.undo_stack: list[UndoEntry] = []
         self.device: str | None = opts.device
         self.context_tokens = 0
@@ -170,15 +171,19 @@ class ChatRuntime:
         except (OSError, ValueError):
             return
         self.optimize_sessions = [str(s) for s in data.get("optimize_sessions") or []]
+        started = data.get("optimize_started")
+        self.optimize_started = {str(k): v for k, v in started.items() if isinstance(v, dict)} \
+            if isinstance(started, dict) else {}
         for row in data.get("ledger") or []:
             if isinstance(row, dict) and isinstance(row.get("result"), dict):
+                at = row.get("at")
                 self.ledger.add(str(row.get("session_id", "")), str(row.get("tool", "")), int(row.get("turn") or 0),
-                                row["result"])
+                                row["result"], at if isinstance(at, int) else None)
 
     def _save_chat_file(self) -> None:
-        data = {"optimize_sessions": self.optimize_sessions,
-                "ledger": [{"session_id": c.session_id, "tool": c.tool, "turn": c.turn, "result": c.result}
-                           for c in self.ledger.candidates]}
+        data = {"optimize_sessions": self.optimize_sessions, "optimize_started": self.optimize_started,
+                "ledger": [{"session_id": c.session_id, "tool": c.tool, "turn": c.turn, "result": c.result,
+                            "at": c.at} for c in self.ledger.candidates]}
         tmp = self.chat_file.with_suffix(".tmp")
         self.state.session_dir.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(data))
@@ -186,8 +191,15 @@ class ChatRuntime:
 
     def record_result(self, session_id: str, tool: str, turn: int, result: dict[str, Any]) -> None:
         self.ensure_started()
-        self.ledger.add(session_id, tool, turn, result)
+        self.ledger.add(session_id, tool, turn, result, self.events_written())
         self._save_chat_file()
+
+    def events_written(self) -> int:
+        """Events in the chat's transcript so far: a resumed chat puts cards and notices back there."""
+        from cuda_agent_cli.agent.transcript import read_events
+
+        path = self.state.transcript_path
+        return sum(1 for _ in read_events(path)) if path.is_file() else 0
 
     def ensure_started(self) -> None:
         """Record the chat's start now (not only at its first message), so a chat that only ran
@@ -208,10 +220,12 @@ class ChatRuntime:
 
         return chat_system_prompt(repo=str(self.root), mode=self.permissions.mode, device=self.device)
 
-    def record_optimize_session(self, session_id: str) -> None:
+    def record_optimize_session(self, session_id: str, target: str = "") -> None:
         self.ensure_started()
         if session_id not in self.optimize_sessions:
             self.optimize_sessions.append(session_id)
+            self.optimize_started[session_id] = {"at": self.events_written(), "target": target,
+                                                 "after": len(self.ledger.candidates)}
             self._save_chat_file()
 
     # -- turns -----------------------------------------------------------------------------------

@@ -97,9 +97,11 @@ class ReviewScreen(Screen[bool]):
         Binding("n,escape", "decide(False)", "Discard"),
     ]
 
-    def __init__(self, outcome: Any) -> None:
+    def __init__(self, outcome: Any, refused: str | None = None) -> None:
         super().__init__()
         self.outcome = outcome
+        # Why `y` cannot apply here (e.g. --no-apply); None: only a measured improvement may land.
+        self.refused = refused
 
     def compose(self) -> ComposeResult:
         o = self.outcome
@@ -115,11 +117,18 @@ class ReviewScreen(Screen[bool]):
             yield Static(Text(f"{files} files, +{added} -{removed} lines in {plan.repo_root} ({where})"),
                          id="review-stats")
             yield Static(render.diff_view(plan.patch), id="review-diff")
-        keys = ("y: apply (branch, commit, manifest) · n: discard" if o.status == "improved" else
-                "n: close — correct but not faster than eager PyTorch, so it is not applied")
+        if self.refused:
+            keys = f"n: close — {self.refused}"
+        elif o.status == "improved":
+            keys = "y: apply (branch, commit, manifest) · n: discard"
+        else:
+            keys = "n: close — correct but not faster than eager PyTorch, so it is not applied"
         yield Static(Text(keys, style="bold"), id="review-keys")
 
     def action_decide(self, apply: bool) -> None:
+        if apply and self.refused:
+            self.notify(self.refused, severity="warning")
+            return
         self.dismiss(apply)
 
 

@@ -10,10 +10,19 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import DataTable, Static, TextArea
+from textual.widgets import Static, TextArea
 
 from cuda_agent_cli.tui import render
-from cuda_agent_cli.tui.ledger import LEDGER_COLUMNS, Ledger
+
+
+def __getattr__(name: str) -> Any:
+    # The ledger's table is mounted after the first frame; its module (and textual's DataTable)
+    # is imported then, not with these widgets.
+    if name == "LedgerPanel":
+        from cuda_agent_cli.tui.ledger_panel import LedgerPanel
+
+        return LedgerPanel
+    raise AttributeError(name)
 
 
 class UserTurn(Static):
@@ -26,14 +35,24 @@ class UserTurn(Static):
 
 
 class SettledMarkdown(Static):
-    """Assistant text that is complete, drawn as one widget (rich's Markdown) instead of textual's
-    Markdown with a widget per block: a long conversation then lays out in a fraction of the time."""
+    """Assistant text drawn as one widget (rich's Markdown) instead of textual's Markdown with a
+    widget per block: a long conversation lays out in a fraction of the time, and a streamed
+    reply that grows it with `append` costs one widget's render a frame, with no widgets mounted
+    or restyled per paragraph (the stalls of the 5,000-token benchmark, docs/benchmarks.md)."""
 
-    def __init__(self, source: str) -> None:
-        from rich.markdown import Markdown as RichMarkdown
-
-        super().__init__(RichMarkdown(source, code_theme="monokai"), classes="assistant-history")
+    def __init__(self, source: str, classes: str = "assistant-history") -> None:
+        super().__init__(_markdown(source), classes=classes)
         self.source = source
+
+    def append(self, text: str) -> None:
+        self.source += text
+        self.update(_markdown(self.source))
+
+
+def _markdown(source: str) -> Any:
+    from rich.markdown import Markdown as RichMarkdown
+
+    return RichMarkdown(source, code_theme="monokai")
 
 
 class Notice(Static):
@@ -102,19 +121,6 @@ class HarnessCard(Static):
         super().__init__(render.harness_card(tool, HarnessResult.from_json(result), best, number), classes="harness-card")
         self.result = result
         self.best = best
-
-
-class LedgerPanel(DataTable):
-    """Every candidate of the chat; the best one starred."""
-
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.add_columns(*LEDGER_COLUMNS)
-
-    def show(self, ledger: Ledger) -> None:
-        self.clear()
-        for row in ledger.rows():
-            self.add_row(*(Text(cell) for cell in row))  # plain text: never read as markup
 
 
 class PromptArea(TextArea):

@@ -167,7 +167,7 @@ def test_answering_n_writes_nothing(project):
     assert before_prompt.startswith("models/heads.py::PooledLayerNorm · ") and "x vs torch.compile (reward" in before_prompt
 
 
-def test_on_a_terminal_the_diff_is_paged_and_the_table_stays_in_sight(project):
+def test_plain_on_a_terminal_pages_the_diff_and_keeps_the_table_in_sight(project):
     import pty
     import re
     import threading
@@ -177,7 +177,7 @@ def test_on_a_terminal_the_diff_is_paged_and_the_table_stays_in_sight(project):
     env = {**cli.env, "PAGER": f"cat > {paged}", "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "40"}
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "cuda_agent_cli", "optimize", "--resume",
-                             one_json(second)["session_id"]], cwd=root, env=env, stdin=slave, stdout=slave,
+                             one_json(second)["session_id"], "--plain"], cwd=root, env=env, stdin=slave, stdout=slave,
                             stderr=slave, close_fds=True)
     os.close(slave)
     seen = bytearray()

@@ -385,6 +385,7 @@ def test_ledger_panel_toggles_with_a_key(repo, tmp_path):
 
     async def go():
         async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()  # the ledger is mounted after the first frame
             ledger = app.query_one(LedgerPanel)
             assert not ledger.display
             await pilot.press("ctrl+l")
