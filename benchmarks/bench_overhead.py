@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-TASK = '''import torch
+TASK = """import torch
 import torch.nn as nn
 
 
@@ -37,14 +37,14 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
-CANDIDATE = '''import torch.nn as nn
+"""
+CANDIDATE = """import torch.nn as nn
 
 
 class ModelNew(nn.Module):
     def forward(self, x):
         return x.mul({k}.0)
-'''
+"""
 
 
 def main() -> None:
@@ -62,8 +62,9 @@ def main() -> None:
         from cuda_agent_cli.bench.run import BenchRequest, finish, make_scheduler, plan_bench
 
         t0 = time.perf_counter()
-        plan = plan_bench(BenchRequest(suite="kernelbench", root=Path(tmp), out=Path(tmp) / "out", device="cpu",
-                                       solutions=runs))
+        plan = plan_bench(
+            BenchRequest(suite="kernelbench", root=Path(tmp), out=Path(tmp) / "out", device="cpu", solutions=runs)
+        )
         t_plan = time.perf_counter() - t0
         scheduler = make_scheduler(plan)
         arrivals: list[tuple[float, dict]] = []
@@ -84,18 +85,26 @@ def main() -> None:
         overheads.append(when - previous - record["harness_s"])
         previous = when
     steady = overheads[1:]
-    print(json.dumps({
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-        "tasks": args.tasks,
-        "plan_s": round(t_plan, 3),
-        "first_task_overhead_s": round(overheads[0], 3),
-        "per_task_overhead_s": {"median": round(statistics.median(steady), 4), "max": round(max(steady), 4),
-                                "mean": round(statistics.fmean(steady), 4)},
-        "harness_s_per_task_median": round(statistics.median(r["harness_s"] for _, r in arrivals), 4),
-        "run_s": round(t_run, 2),
-        "summary_and_reports_s": round(t_finish, 2),
-        "goal_per_task_s": 2.0,
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+                "tasks": args.tasks,
+                "plan_s": round(t_plan, 3),
+                "first_task_overhead_s": round(overheads[0], 3),
+                "per_task_overhead_s": {
+                    "median": round(statistics.median(steady), 4),
+                    "max": round(max(steady), 4),
+                    "mean": round(statistics.fmean(steady), 4),
+                },
+                "harness_s_per_task_median": round(statistics.median(r["harness_s"] for _, r in arrivals), 4),
+                "run_s": round(t_run, 2),
+                "summary_and_reports_s": round(t_finish, 2),
+                "goal_per_task_s": 2.0,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

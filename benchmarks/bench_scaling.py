@@ -72,8 +72,16 @@ def ray_cpu(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["XDG_CACHE_HOME"] = str(Path(tmp) / "cache")
-        warm = plan_bench(BenchRequest(suite="kernelbench", root=SUITE, out=Path(tmp) / "warm", device="cpu",
-                                       solutions=SUITE / "runs", trials=args.trials))
+        warm = plan_bench(
+            BenchRequest(
+                suite="kernelbench",
+                root=SUITE,
+                out=Path(tmp) / "warm",
+                device="cpu",
+                solutions=SUITE / "runs",
+                trials=args.trials,
+            )
+        )
         t0 = time.perf_counter()
         local = {r["task"]: r for r in run_bench(warm).records}
         warm_s = time.perf_counter() - t0
@@ -83,17 +91,34 @@ def ray_cpu(args: argparse.Namespace) -> int:
             for n in (1, 2):
                 wall, got = ray_run(jobs, n, args.cpus)
                 if verdicts(got) != verdicts(local):
-                    print(f"error: Ray with {n} GPU(s) gave other verdicts than the local pool: "
-                          f"{verdicts(got)} vs {verdicts(local)}", file=sys.stderr)
+                    print(
+                        f"error: Ray with {n} GPU(s) gave other verdicts than the local pool: "
+                        f"{verdicts(got)} vs {verdicts(local)}",
+                        file=sys.stderr,
+                    )
                     return 1
                 walls[n].append(wall)
     one, two = statistics.median(walls[1]), statistics.median(walls[2])
-    print(json.dumps({"machine": machine(), "tasks": len(jobs), "trials": args.trials, "ray_cpus": args.cpus,
-                      "warm_up_local_s": round(warm_s, 1),
-                      "one_gpu_s": [round(w, 1) for w in walls[1]], "two_gpus_s": [round(w, 1) for w in walls[2]],
-                      "ratio_of_medians": round(two / one, 3), "goal_ratio_under": RAY_GOAL}, indent=2))
-    print(f"2 logical GPUs took {two / one:.2f}x the time of 1 ({two:.1f} s vs {one:.1f} s): goal < {RAY_GOAL}x "
-          f"{'met' if two / one < RAY_GOAL else 'NOT met'}")
+    print(
+        json.dumps(
+            {
+                "machine": machine(),
+                "tasks": len(jobs),
+                "trials": args.trials,
+                "ray_cpus": args.cpus,
+                "warm_up_local_s": round(warm_s, 1),
+                "one_gpu_s": [round(w, 1) for w in walls[1]],
+                "two_gpus_s": [round(w, 1) for w in walls[2]],
+                "ratio_of_medians": round(two / one, 3),
+                "goal_ratio_under": RAY_GOAL,
+            },
+            indent=2,
+        )
+    )
+    print(
+        f"2 logical GPUs took {two / one:.2f}x the time of 1 ({two:.1f} s vs {one:.1f} s): goal < {RAY_GOAL}x "
+        f"{'met' if two / one < RAY_GOAL else 'NOT met'}"
+    )
     return 0
 
 
@@ -102,8 +127,11 @@ class Sampler:
 
     def __init__(self, gpu: str) -> None:
         self.samples: list[tuple[float, int]] = []
-        self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
-                                      "-lms", "200", "-i", gpu], stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "200", "-i", gpu],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 
@@ -133,7 +161,7 @@ def gpu(args: argparse.Namespace) -> int:
         tmp = Path(tmp_name)
         runs = tmp / "runs"
         shutil.copytree(SUITE / "runs", runs)
-        (runs / "level_2_problem_1_sample_1_kernel.py").unlink()   # replaced by the CUDA workdir
+        (runs / "level_2_problem_1_sample_1_kernel.py").unlink()  # replaced by the CUDA workdir
         shutil.copytree(SUITE / "runs_cuda", runs, dirs_exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
         env.setdefault("XDG_CACHE_HOME", str(tmp / "cache"))
@@ -143,10 +171,32 @@ def gpu(args: argparse.Namespace) -> int:
             sampler = Sampler(args.gpus.split(",")[0])
             start = time.time()
             try:
-                proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "bench", "--suite", "kernelbench",
-                                       "--root", str(SUITE), "--solutions", str(runs), "--device", "cuda",
-                                       "--gpus", args.gpus, "--out", str(out), "--plain"],
-                                      env=env, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
+                proc = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "cuda_agent_cli",
+                        "bench",
+                        "--suite",
+                        "kernelbench",
+                        "--root",
+                        str(SUITE),
+                        "--solutions",
+                        str(runs),
+                        "--device",
+                        "cuda",
+                        "--gpus",
+                        args.gpus,
+                        "--out",
+                        str(out),
+                        "--plain",
+                    ],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=args.timeout,
+                    cwd=ROOT,
+                )
             finally:
                 sampler.stop()
             end = time.time()
@@ -154,31 +204,40 @@ def gpu(args: argparse.Namespace) -> int:
             records = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
             if proc.returncode not in (0, 1) or len(records) != 8:
                 print(proc.stderr[-3000:], file=sys.stderr)
-                print(f"error: the bench did not run through (exit {proc.returncode}, {len(records)} of 8 records)",
-                      file=sys.stderr)
+                print(
+                    f"error: the bench did not run through (exit {proc.returncode}, {len(records)} of 8 records)",
+                    file=sys.stderr,
+                )
                 return 1
             held = busy_fraction(records)
             lo = min(r["held"][0] for r in records)
             hi = max(r["held"][1] for r in records)
             smi, n = sampler.busy(lo, hi)
             smi_all, _ = sampler.busy(start, end)
-            results.append({
-                "run": run, "gpu": records[0]["best"]["environment"]["gpu"] if records[0].get("best") else None,
-                "command_wall_s": round(end - start, 1), "tasks_span_s": round(hi - lo, 1),
-                "busy_nvidia_smi_tasks_span": None if smi is None else round(smi, 3), "samples": n,
-                "busy_nvidia_smi_command_wall": None if smi_all is None else round(smi_all, 3),
-                "busy_rounds_held": held["overall"],
-                "built_ahead": sorted(r["task"] for r in records if r.get("compile_ahead")),
-                "statuses": {r["task"]: r["status"] for r in records},
-            })
+            results.append(
+                {
+                    "run": run,
+                    "gpu": records[0]["best"]["environment"]["gpu"] if records[0].get("best") else None,
+                    "command_wall_s": round(end - start, 1),
+                    "tasks_span_s": round(hi - lo, 1),
+                    "busy_nvidia_smi_tasks_span": None if smi is None else round(smi, 3),
+                    "samples": n,
+                    "busy_nvidia_smi_command_wall": None if smi_all is None else round(smi_all, 3),
+                    "busy_rounds_held": held["overall"],
+                    "built_ahead": sorted(r["task"] for r in records if r.get("compile_ahead")),
+                    "statuses": {r["task"]: r["status"] for r in records},
+                }
+            )
     print(json.dumps({"machine": machine(), "runs": results, "goal_busy_at_least": GPU_GOAL}, indent=2))
     for r in results:
         smi = r["busy_nvidia_smi_tasks_span"]
         verdict = "no nvidia-smi samples" if smi is None else ("met" if smi >= GPU_GOAL else "NOT met")
-        print(f"run {r['run']}: GPU busy {'n/a' if smi is None else f'{100 * smi:.0f}%'} of the tasks' "
-              f"{r['tasks_span_s']} s (nvidia-smi, {r['samples']} samples; scoring rounds held the GPU "
-              f"{100 * r['busy_rounds_held']:.0f}%; whole command {r['command_wall_s']} s): goal >= "
-              f"{100 * GPU_GOAL:.0f}% {verdict}")
+        print(
+            f"run {r['run']}: GPU busy {'n/a' if smi is None else f'{100 * smi:.0f}%'} of the tasks' "
+            f"{r['tasks_span_s']} s (nvidia-smi, {r['samples']} samples; scoring rounds held the GPU "
+            f"{100 * r['busy_rounds_held']:.0f}%; whole command {r['command_wall_s']} s): goal >= "
+            f"{100 * GPU_GOAL:.0f}% {verdict}"
+        )
     return 0
 
 

@@ -52,14 +52,20 @@ def _kernels():
     def axpby_one_kernel(u, v):
         return torch.add(u, v, alpha=-0.5)
 
-    return {"gemm_epilogue": (gemm, [x, w, b]), "axpby": (axpby, [u, v]),
-            "add (one kernel)": (axpby_one_kernel, [u, v])}
+    return {
+        "gemm_epilogue": (gemm, [x, w, b]),
+        "axpby": (axpby, [u, v]),
+        "add (one kernel)": (axpby_one_kernel, [u, v]),
+    }
 
 
 class ClockSampler:
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits",
-                                      "-lms", "50"], stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-lms", "50"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
     def stop(self) -> str:
         self.proc.send_signal(signal.SIGINT)
@@ -87,8 +93,10 @@ def _echo_child():
 
 
 def _context_holder(stop: bool):
-    code = ("import torch,time,sys; torch.ones(1,device='cuda'); torch.cuda.synchronize();"
-            "print('up',flush=True); time.sleep(600)")
+    code = (
+        "import torch,time,sys; torch.ones(1,device='cuda'); torch.cuda.synchronize();"
+        "print('up',flush=True); time.sleep(600)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     proc.stdout.readline()
     if stop:
@@ -122,8 +130,17 @@ def _warm_matmul(n: int) -> None:
         a @ a
 
 
-def measure(fn, base, calls: int, gap_ms: float = 0.0, round_trip=None, before=None, after=None,
-            guard: bool = False, block: int = 1) -> float:
+def measure(
+    fn,
+    base,
+    calls: int,
+    gap_ms: float = 0.0,
+    round_trip=None,
+    before=None,
+    after=None,
+    guard: bool = False,
+    block: int = 1,
+) -> float:
     import guards  # tools/guards.py
     import timing  # tools/timing.py: the harness's own call
 
@@ -159,6 +176,7 @@ def main() -> int:
 
     rows = []
     for name, (fn, base) in _kernels().items():
+
         def variant(label, thunk):
             sampler = ClockSampler()
             time.sleep(0.1)
@@ -166,8 +184,10 @@ def main() -> int:
             rows.append((name, label, us, sampler.stop()))
             print(f"{name:<14} {label:<34} {us:9.1f} us   sm clock {rows[-1][3]}", flush=True)
 
-        variant("do_bench (median)", lambda: float(do_bench(lambda: fn(*base), warmup=25, rep=200,
-                                                             return_mode="median")) * 1000.0)
+        variant(
+            "do_bench (median)",
+            lambda: float(do_bench(lambda: fn(*base), warmup=25, rep=200, return_mode="median")) * 1000.0,
+        )
         variant("harness call, back to back", lambda: measure(fn, base, a.calls))
         for gap in (0.2, 1.0, 10.0):
             variant(f"idle {gap} ms before each call", lambda gap=gap: measure(fn, base, a.calls, gap))
@@ -175,30 +195,37 @@ def main() -> int:
         echo = _echo_child()
         variant("round trip to a process", lambda: measure(fn, base, a.calls, round_trip=echo))
         variant("round trip, op guard on", lambda: measure(fn, base, a.calls, round_trip=echo, guard=True))
-        variant("round trip, 500 us spin queued before", lambda: measure(
-            fn, base, a.calls, round_trip=echo, before=lambda: _spin(500)))
-        variant("round trip, 300 us spin after", lambda: measure(
-            fn, base, a.calls, round_trip=echo, after=lambda: _spin(300)))
-        variant("round trip, 4 flushes after", lambda: measure(
-            fn, base, a.calls, round_trip=echo, after=lambda: _warm_flushes(4)))
-        variant("round trip, matmuls after", lambda: measure(
-            fn, base, a.calls, round_trip=echo, after=lambda: _warm_matmul(20)))
+        variant(
+            "round trip, 500 us spin queued before",
+            lambda: measure(fn, base, a.calls, round_trip=echo, before=lambda: _spin(500)),
+        )
+        variant(
+            "round trip, 300 us spin after",
+            lambda: measure(fn, base, a.calls, round_trip=echo, after=lambda: _spin(300)),
+        )
+        variant(
+            "round trip, 4 flushes after",
+            lambda: measure(fn, base, a.calls, round_trip=echo, after=lambda: _warm_flushes(4)),
+        )
+        variant(
+            "round trip, matmuls after",
+            lambda: measure(fn, base, a.calls, round_trip=echo, after=lambda: _warm_matmul(20)),
+        )
         variant("round trip per block of 5", lambda: measure(fn, base, a.calls, round_trip=echo, block=5))
-        variant("round trip per block of 5, guard", lambda: measure(fn, base, a.calls, round_trip=echo, block=5,
-                                                                    guard=True))
-        variant("idle 1 ms, 4 flushes after", lambda: measure(fn, base, a.calls, 1.0,
-                                                               after=lambda: _warm_flushes(4)))
-        variant("idle 1 ms, matmuls after", lambda: measure(fn, base, a.calls, 1.0,
-                                                             after=lambda: _warm_matmul(20)))
-        variant("idle 1 ms, 1 ms spin queued before", lambda: measure(fn, base, a.calls, 1.0,
-                                                                       before=lambda: _spin(1000)))
+        variant(
+            "round trip per block of 5, guard", lambda: measure(fn, base, a.calls, round_trip=echo, block=5, guard=True)
+        )
+        variant("idle 1 ms, 4 flushes after", lambda: measure(fn, base, a.calls, 1.0, after=lambda: _warm_flushes(4)))
+        variant("idle 1 ms, matmuls after", lambda: measure(fn, base, a.calls, 1.0, after=lambda: _warm_matmul(20)))
+        variant(
+            "idle 1 ms, 1 ms spin queued before", lambda: measure(fn, base, a.calls, 1.0, before=lambda: _spin(1000))
+        )
         os.close(echo[1])
         os.waitpid(echo[0], 0)
         for stop in (False, True):
             holder = _context_holder(stop)
             try:
-                variant(f"second CUDA context ({'stopped' if stop else 'idle'})",
-                        lambda: measure(fn, base, a.calls))
+                variant(f"second CUDA context ({'stopped' if stop else 'idle'})", lambda: measure(fn, base, a.calls))
             finally:
                 if stop:
                     holder.send_signal(signal.SIGCONT)

@@ -53,8 +53,9 @@ class Terminal:
         master, slave = pty.openpty()
         ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True, start_new_session=True
+        )
         os.close(slave)
         self.master = master
         self.plain = b""
@@ -140,6 +141,7 @@ def make_repo(root: Path) -> Path:
 
 # -- 1. first frame ------------------------------------------------------------------------------
 
+
 def first_frame(base: Path, runs: int) -> tuple[list[float], list[float]]:
     """Wall seconds to the first frame, and CPU seconds used by then, of each run."""
     repo = make_repo(base / "repo1")
@@ -163,18 +165,21 @@ def first_frame(base: Path, runs: int) -> tuple[list[float], list[float]]:
 
 # -- 2. streaming --------------------------------------------------------------------------------
 
+
 def long_markdown(tokens: int) -> str:
     """About `tokens` tokens (4 characters each) of the Markdown a model writes."""
     parts = []
     n = 0
     while sum(len(p) for p in parts) < tokens * 4:
         n += 1
-        parts.append(f"## Step {n}: what the kernel does\n\nThe reference reads `x` twice: once for the mean and "
-                     f"once for the variance. A fused kernel keeps the row in **registers** and reads it once, "
-                     f"so the memory traffic halves on step {n}.\n\n- load with `float4`\n- reduce with warp "
-                     f"shuffles\n- write one atomic per feature\n\n```cpp\n__global__ void step{n}(const float* x, "
-                     f"float* y, int n) {{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = "
-                     f"x[i] * 2.0f;\n}}\n```\n\n")
+        parts.append(
+            f"## Step {n}: what the kernel does\n\nThe reference reads `x` twice: once for the mean and "
+            f"once for the variance. A fused kernel keeps the row in **registers** and reads it once, "
+            f"so the memory traffic halves on step {n}.\n\n- load with `float4`\n- reduce with warp "
+            f"shuffles\n- write one atomic per feature\n\n```cpp\n__global__ void step{n}(const float* x, "
+            f"float* y, int n) {{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = "
+            f"x[i] * 2.0f;\n}}\n```\n\n"
+        )
     return "".join(parts)[: tokens * 4]
 
 
@@ -195,7 +200,7 @@ class StreamingModel:
 
         for i in range(0, len(self.text), self.chunk):
             t0 = time.perf_counter()
-            on_text(self.text[i:i + self.chunk])
+            on_text(self.text[i : i + self.chunk])
             self.on_chunk_done.append(time.perf_counter() - t0)
             if self.pause:
                 time.sleep(self.pause)
@@ -262,34 +267,82 @@ def streaming(base: Path, tokens: int, rate: float) -> dict[str, Any]:
     rt.close()
     per = sorted(model.on_chunk_done)
     fl = sorted(flushes)
-    out.update(frame_p50_ms=1000 * statistics.median(fl), frame_p99_ms=1000 * fl[int(0.99 * (len(fl) - 1))],
-               frame_max_ms=1000 * fl[-1], frames=len(fl))
-    out.update(chunks=len(per), chars=len(text), chunk_p50_ms=1000 * statistics.median(per),
-               chunk_p99_ms=1000 * per[int(0.99 * (len(per) - 1))], chunk_max_ms=1000 * per[-1],
-               loop_gap_max_ms=1000 * max(gaps), loop_gap_p99_ms=1000 * sorted(gaps)[int(0.99 * (len(gaps) - 1))])
+    out.update(
+        frame_p50_ms=1000 * statistics.median(fl),
+        frame_p99_ms=1000 * fl[int(0.99 * (len(fl) - 1))],
+        frame_max_ms=1000 * fl[-1],
+        frames=len(fl),
+    )
+    out.update(
+        chunks=len(per),
+        chars=len(text),
+        chunk_p50_ms=1000 * statistics.median(per),
+        chunk_p99_ms=1000 * per[int(0.99 * (len(per) - 1))],
+        chunk_max_ms=1000 * per[-1],
+        loop_gap_max_ms=1000 * max(gaps),
+        loop_gap_p99_ms=1000 * sorted(gaps)[int(0.99 * (len(gaps) - 1))],
+    )
     return out
 
 
 # -- 3. resume and scroll ------------------------------------------------------------------------
 
+
 def write_long_session(data: Path, repo: Path, events: int) -> str:
     sid = "20260101-000000-b3nch0"
     d = data / "sessions" / sid
     d.mkdir(parents=True)
-    lines = [{"event": "session_started", "session_id": sid, "target": f"chat {repo}", "model": "replay:x",
-              "workspace": str(repo), "settings": {"command": "chat", "repo": str(repo), "mode": "ask"},
-              "system_prompt": "You are cuda-agent.", "created": 1767225600.0}]
+    lines = [
+        {
+            "event": "session_started",
+            "session_id": sid,
+            "target": f"chat {repo}",
+            "model": "replay:x",
+            "workspace": str(repo),
+            "settings": {"command": "chat", "repo": str(repo), "mode": "ask"},
+            "system_prompt": "You are cuda-agent.",
+            "created": 1767225600.0,
+        }
+    ]
     turn = 0
     while len(lines) < events - 1:
         turn += 1
         lines.append({"event": "user_message", "content": f"Question {turn}: why is block {turn} slow?"})
-        lines.append({"event": "assistant_message", "turn": turn, "content": long_markdown(120),
-                      "tool_calls": [{"id": f"c{turn}", "name": "Read", "arguments": {"file_path": "blocks.py"},
-                                      "error": None}], "prompt_tokens": 1000, "completion_tokens": 120, "cost_usd": 0.0})
-        lines.append({"event": "tool_finished", "call_id": f"c{turn}", "name": "Read", "is_error": False, "data": None,
-                      "output": "".join(f"{i:>6}\timport torch  # line {i}\n" for i in range(1, 60)), "duration_s": 0.01})
-        lines.append({"event": "cost", "turn_cost_usd": 0.0, "total_cost_usd": 0.0, "prompt_tokens": 1000,
-                      "completion_tokens": 120, "context_tokens": 40000, "context_budget": 131072})
+        lines.append(
+            {
+                "event": "assistant_message",
+                "turn": turn,
+                "content": long_markdown(120),
+                "tool_calls": [
+                    {"id": f"c{turn}", "name": "Read", "arguments": {"file_path": "blocks.py"}, "error": None}
+                ],
+                "prompt_tokens": 1000,
+                "completion_tokens": 120,
+                "cost_usd": 0.0,
+            }
+        )
+        lines.append(
+            {
+                "event": "tool_finished",
+                "call_id": f"c{turn}",
+                "name": "Read",
+                "is_error": False,
+                "data": None,
+                "output": "".join(f"{i:>6}\timport torch  # line {i}\n" for i in range(1, 60)),
+                "duration_s": 0.01,
+            }
+        )
+        lines.append(
+            {
+                "event": "cost",
+                "turn_cost_usd": 0.0,
+                "total_cost_usd": 0.0,
+                "prompt_tokens": 1000,
+                "completion_tokens": 120,
+                "context_tokens": 40000,
+                "context_budget": 131072,
+            }
+        )
     lines = lines[: events - 1]
     lines.append({"event": "stopped", "reason": "done", "detail": "", "turns": turn, "cost_usd": 0.0})
     (d / "transcript.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -345,31 +398,41 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--rate", type=float, default=200.0, help="tokens per second of the paced stream")
     args = parser.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load average {' '.join(open('/proc/loadavg').read().split()[:3])}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         ff, cpu = first_frame(base, args.runs)
-        print(f"first frame: median {statistics.median(ff) * 1000:.0f} ms over {len(ff)} runs "
-              f"(min {min(ff) * 1000:.0f}, max {max(ff) * 1000:.0f}); goal 1000 ms; CPU used by then: median "
-              f"{statistics.median(cpu) * 1000:.0f} ms (min {min(cpu) * 1000:.0f}, max {max(cpu) * 1000:.0f})")
+        print(
+            f"first frame: median {statistics.median(ff) * 1000:.0f} ms over {len(ff)} runs "
+            f"(min {min(ff) * 1000:.0f}, max {max(ff) * 1000:.0f}); goal 1000 ms; CPU used by then: median "
+            f"{statistics.median(cpu) * 1000:.0f} ms (min {min(cpu) * 1000:.0f}, max {max(cpu) * 1000:.0f})"
+        )
         for rate in (args.rate, 0.0):
             st = streaming(base, args.tokens, rate)
             how = f"at {rate:g} tokens/s" if rate else "as fast as the worker can send"
-            print(f"streaming {args.tokens} tokens ({st['chars']} chars, {st['chunks']} chunks) {how}: "
-                  f"{st['total_s']:.2f} s; sink per chunk p99 {st['chunk_p99_ms']:.2f} ms, max {st['chunk_max_ms']:.1f} ms; "
-                  f"frame (buffer -> Markdown) p50 {st['frame_p50_ms']:.1f} ms, p99 {st['frame_p99_ms']:.1f} ms, "
-                  f"max {st['frame_max_ms']:.1f} ms over {st['frames']} frames; event-loop gap p99 "
-                  f"{st['loop_gap_p99_ms']:.1f} ms, max {st['loop_gap_max_ms']:.1f} ms; CPU {st['cpu_s']:.1f} s; "
-                  f"whole reply rendered: "
-                  f"{st['rendered_whole']} ({st['markdown_widgets']} Markdown widgets)")
+            print(
+                f"streaming {args.tokens} tokens ({st['chars']} chars, {st['chunks']} chunks) {how}: "
+                f"{st['total_s']:.2f} s; sink per chunk p99 {st['chunk_p99_ms']:.2f} ms, max {st['chunk_max_ms']:.1f} ms; "
+                f"frame (buffer -> Markdown) p50 {st['frame_p50_ms']:.1f} ms, p99 {st['frame_p99_ms']:.1f} ms, "
+                f"max {st['frame_max_ms']:.1f} ms over {st['frames']} frames; event-loop gap p99 "
+                f"{st['loop_gap_p99_ms']:.1f} ms, max {st['loop_gap_max_ms']:.1f} ms; CPU {st['cpu_s']:.1f} s; "
+                f"whole reply rendered: "
+                f"{st['rendered_whole']} ({st['markdown_widgets']} Markdown widgets)"
+            )
         rs = resume_scroll(base, args.events)
-        print(f"resume {args.events} events: first screen {rs['resumed_s']:.2f} s; to the top "
-              f"({rs['home_presses']} Ctrl+Home) {rs['to_top_s']:.2f} s; "
-              f"{rs['pages']} PageDowns to the end in {rs['scroll_s']:.2f} s; peak RSS {rs['peak_rss_mb']:.0f} MB; "
-              f"goal 300 MB")
+        print(
+            f"resume {args.events} events: first screen {rs['resumed_s']:.2f} s; to the top "
+            f"({rs['home_presses']} Ctrl+Home) {rs['to_top_s']:.2f} s; "
+            f"{rs['pages']} PageDowns to the end in {rs['scroll_s']:.2f} s; peak RSS {rs['peak_rss_mb']:.0f} MB; "
+            f"goal 300 MB"
+        )
         print(f"load average at the end {' '.join(open('/proc/loadavg').read().split()[:3])}")
-    ok = statistics.median(ff) < 1.0 and st["loop_gap_max_ms"] < 100 and st["rendered_whole"] and rs["peak_rss_mb"] < 300
+    ok = (
+        statistics.median(ff) < 1.0 and st["loop_gap_max_ms"] < 100 and st["rendered_whole"] and rs["peak_rss_mb"] < 300
+    )
     return 0 if ok else 1
 
 

@@ -33,8 +33,15 @@ def many_kernels(demo: Path, dest: Path, n: int) -> None:
         pkg.mkdir(parents=True)
         shutil.copyfile(demo / entry["module_file"], pkg / entry["module_file"])
         shutil.copytree(demo / entry["folder"], pkg / entry["folder"])
-        entries.append({**entry, "target": f"pkg{i}/{entry['target']}", "module": f"pkg{i}.{entry['module']}",
-                        "module_file": f"pkg{i}/{entry['module_file']}", "folder": f"pkg{i}/{entry['folder']}"})
+        entries.append(
+            {
+                **entry,
+                "target": f"pkg{i}/{entry['target']}",
+                "module": f"pkg{i}.{entry['module']}",
+                "module_file": f"pkg{i}/{entry['module_file']}",
+                "folder": f"pkg{i}/{entry['folder']}",
+            }
+        )
     (dest / ".cuda-agent").mkdir()
     (dest / MANIFEST_PATH).write_text(render_manifest(entries))
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
@@ -60,8 +67,10 @@ def main() -> int:
             out = json.loads(proc.stdout)
         print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
         print(f"kernels: {len(out['kernels'])}, statuses: {out['counts']}, exit {out['exit_code']}")
-        print(f"wall: median {statistics.median(times):.3f} s, min {min(times):.3f}, max {max(times):.3f} "
-              f"(checks alone: {out['seconds']:.3f} s)")
+        print(
+            f"wall: median {statistics.median(times):.3f} s, min {min(times):.3f}, max {max(times):.3f} "
+            f"(checks alone: {out['seconds']:.3f} s)"
+        )
         worst = max(times)
         print(f"goal: under 5 s for {args.kernels} kernels: {'met' if worst < 5.0 else 'NOT met'}")
         return 0 if worst < 5.0 else 1

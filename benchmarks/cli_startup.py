@@ -29,17 +29,24 @@ def main() -> int:
         subprocess.run(cmd, capture_output=True, check=True)
         times.append(time.perf_counter() - start)
     probe = subprocess.run(
-        [sys.executable, "-c",
-         "import sys; sys.argv=['cuda-agent','--help']\n"
-         "from cuda_agent_cli import cli\n"
-         "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
-         "print('HEAVY:' + ','.join(m for m in ('torch','litellm','textual','git') if m in sys.modules))"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.argv=['cuda-agent','--help']\n"
+            "from cuda_agent_cli import cli\n"
+            "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+            "print('HEAVY:' + ','.join(m for m in ('torch','litellm','textual','git') if m in sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    heavy = next(ln for ln in probe.stdout.splitlines() if ln.startswith("HEAVY:"))[len("HEAVY:"):]
+    heavy = next(ln for ln in probe.stdout.splitlines() if ln.startswith("HEAVY:"))[len("HEAVY:") :]
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"cuda-agent --help: median {statistics.median(times) * 1000:.0f} ms over {args.runs} runs "
-          f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f})")
+    print(
+        f"cuda-agent --help: median {statistics.median(times) * 1000:.0f} ms over {args.runs} runs "
+        f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f})"
+    )
     print(f"heavy modules imported: {heavy or 'none'}")
     return 0 if statistics.median(times) < 0.3 and not heavy else 1
 

@@ -89,7 +89,9 @@ def measure(device: str, rounds: int, repeat: int) -> dict[str, Any]:
             round_times.append(time.perf_counter() - start)
             phases = result.phase_seconds
             owned["determinism"].append(phases.get("candidate.determinism", 0.0) + phases.get("judge.determinism", 0.0))
-            owned["timed outputs"].append(phases.get("candidate.timed_saves", 0.0) + phases.get("judge.timed_outputs", 0.0))
+            owned["timed outputs"].append(
+                phases.get("candidate.timed_saves", 0.0) + phases.get("judge.timed_outputs", 0.0)
+            )
         round_s = min(round_times)
         module_dir = (harness.last_compile or {}).get("module_dir")
         harness.pool.close()
@@ -176,15 +178,23 @@ def measure(device: str, rounds: int, repeat: int) -> dict[str, Any]:
             "integrity": _best_time(integrity, repeat),
             "precision": _best_time(precision, repeat),
             "threads": _best_time(threads, repeat),
-            "op guard": max(0.0, _best_time(lambda: forwards(True), repeat) - _best_time(lambda: forwards(False), repeat)),
+            "op guard": max(
+                0.0, _best_time(lambda: forwards(True), repeat) - _best_time(lambda: forwards(False), repeat)
+            ),
             "output checks": max(0.0, _best_time(output_checks, repeat) - _best_time(plain_allclose, repeat)),
             "input evidence": _best_time(input_evidence, repeat),
             "determinism": statistics.median(owned["determinism"]),
             "timed outputs": statistics.median(owned["timed outputs"]),
         }
         env = result.environment
-    return {"device": device, "round_s": round_s, "rounds": round_times, "costs": costs, "environment": env,
-            "numel": int(seeds_inputs[0][0].numel())}
+    return {
+        "device": device,
+        "round_s": round_s,
+        "rounds": round_times,
+        "costs": costs,
+        "environment": env,
+        "numel": int(seeds_inputs[0][0].numel()),
+    }
 
 
 def main() -> int:
@@ -200,11 +210,15 @@ def main() -> int:
     env = r["environment"]
     total = sum(r["costs"].values())
     share = total / r["round_s"]
-    print(f"defence overhead on {env.get('gpu') or 'cpu'} | torch {env.get('torch')} | device {device} | "
-          f"task axpby ({r['numel']} elements per input)")
-    print(f"warm verify+profile round: best {r['round_s'] * 1000:.0f} ms of {len(r['rounds'])} "
-          f"(median {statistics.median(r['rounds']) * 1000:.0f}, max {max(r['rounds']) * 1000:.0f}); "
-          f"defences: best of {repeat} each")
+    print(
+        f"defence overhead on {env.get('gpu') or 'cpu'} | torch {env.get('torch')} | device {device} | "
+        f"task axpby ({r['numel']} elements per input)"
+    )
+    print(
+        f"warm verify+profile round: best {r['round_s'] * 1000:.0f} ms of {len(r['rounds'])} "
+        f"(median {statistics.median(r['rounds']) * 1000:.0f}, max {max(r['rounds']) * 1000:.0f}); "
+        f"defences: best of {repeat} each"
+    )
     print("rounds (ms): " + ", ".join(f"{t * 1000:.0f}" for t in r["rounds"]))
     print()
     print(f"{'defence':<16}{'ms per round':>14}{'share':>9}   ({TIMED_CHECKED} checked timed calls per round)")

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _demo_repo import applied_demo  # noqa: E402
 
-PROBE = r'''
+PROBE = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import torch
@@ -36,13 +36,19 @@ with torch.no_grad():
     m(x)
     t3 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "first_call_s": t3 - t2, "kernel": "_cuda_agent_new" in m.__dict__}))
-'''
+"""
 
 
 def _probe(repo: Path, env: dict[str, str]) -> dict:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=repo, env={**env, "PYTHONPATH": str(repo)},
-                          capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=repo,
+        env={**env, "PYTHONPATH": str(repo)},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if proc.returncode != 0:
         raise SystemExit(proc.stderr[-2000:])
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -67,8 +73,14 @@ def main() -> int:
             print(f"without `cuda-agent build`: first call {cold['first_call_s']:.2f} s (builds the extension)")
             env["XDG_CACHE_HOME"] = str(tmp_path / "cache2")
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "cuda_agent_cli", "build", str(repo)], env=env, check=True,
-                       capture_output=True, text=True, timeout=1800)
+        subprocess.run(
+            [sys.executable, "-m", "cuda_agent_cli", "build", str(repo)],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         print(f"cuda-agent build: {time.perf_counter() - start:.1f} s")
         runs = [_probe(repo, env) for _ in range(args.runs)]
         if not all(r["kernel"] for r in runs):

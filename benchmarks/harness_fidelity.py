@@ -73,8 +73,12 @@ def independent_in_subprocess(name: str, device: str, module_dir: str) -> tuple[
     import json
     import subprocess
 
-    out = subprocess.run([sys.executable, __file__, "--independent", name, device, module_dir],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, __file__, "--independent", name, device, module_dir],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     us, method = json.loads(out.strip().splitlines()[-1])
     return float(us), str(method)
 
@@ -124,8 +128,10 @@ def main() -> int:
             if spread >= SPREAD_GOAL:
                 problems.append(f"{name}: three profiles spread {spread:.1%} (goal < {SPREAD_GOAL:.0%})")
             if ref_us > MIN_US and abs(diff) >= AGREEMENT_GOAL:
-                problems.append(f"{name}: harness {harness_us:.1f} us vs {ref_method} {ref_us:.1f} us "
-                                f"({diff:+.1%}, goal within {AGREEMENT_GOAL:.0%})")
+                problems.append(
+                    f"{name}: harness {harness_us:.1f} us vs {ref_method} {ref_us:.1f} us "
+                    f"({diff:+.1%}, goal within {AGREEMENT_GOAL:.0%})"
+                )
 
     print(f"timing fidelity on {env.get('gpu') or 'cpu'} | torch {env.get('torch')} | device {device}")
     if rows:

@@ -40,15 +40,23 @@ def one_round(harness, label: str) -> dict:
     t = result.timings
     rebuilt = [r for r in (harness.last_compile or {}).get("rebuilt", []) if not r.endswith(".so")]
     return {
-        "round": label, "total_s": total, "correct": result.correct, "reward": result.reward,
+        "round": label,
+        "total_s": total,
+        "correct": result.correct,
+        "reward": result.reward,
         "stages": {k: round(v, 3) for k, v in result.stage_seconds.items()},
         "phases": {k: round(v, 3) for k, v in result.phase_seconds.items()},
-        "rebuilt": rebuilt, "candidate_us": t.candidate_us if t else None,
-        "eager_us": t.eager_us if t else None, "compile_us": t.compile_us if t else None,
-        "method": t.method if t else None, "trials": t.trials if t else None,
-        "environment": result.environment, "summary": result.summary(),
+        "rebuilt": rebuilt,
+        "candidate_us": t.candidate_us if t else None,
+        "eager_us": t.eager_us if t else None,
+        "compile_us": t.compile_us if t else None,
+        "method": t.method if t else None,
+        "trials": t.trials if t else None,
+        "environment": result.environment,
+        "summary": result.summary(),
         "precision": next((c.detail for c in result.checks if c.name == "precision_flags"), ""),
-        "warnings": list(result.warnings), "timing_detail": result.timing_detail,
+        "warnings": list(result.warnings),
+        "timing_detail": result.timing_detail,
     }
 
 
@@ -66,8 +74,11 @@ def run_task(name: str, device: str, warm_rounds: int) -> list[dict]:
         rows[0]["total_s"] += setup
         rows[0]["stages"] = {"worker start": round(setup, 3), **rows[0]["stages"]}
         boot = harness.pool.boot
-        rows[0]["phases"] = {"worker.boot": boot.get("seconds", 0.0), "worker.import_torch": boot.get("import_s", 0.0),
-                             **rows[0]["phases"]}
+        rows[0]["phases"] = {
+            "worker.boot": boot.get("seconds", 0.0),
+            "worker.import_torch": boot.get("import_s", 0.0),
+            **rows[0]["phases"],
+        }
         for i in range(1, warm_rounds + 1):
             touch_kernel(ws, name, device, i)
             rows.append(one_round(harness, f"warm{i}"))
@@ -95,8 +106,11 @@ def main() -> int:
     p.add_argument("--tasks", default=None, help="comma-separated: axpby,gemm_epilogue")
     p.add_argument("--warm-rounds", type=int, default=3)
     p.add_argument("--json", type=Path, default=None, help="also write all rows here")
-    p.add_argument("--cold-disk", action="store_true",
-                   help="skip reading torch's files once beforehand (a machine that never ran torch)")
+    p.add_argument(
+        "--cold-disk",
+        action="store_true",
+        help="skip reading torch's files once beforehand (a machine that never ran torch)",
+    )
     a = p.parse_args()
     if not a.cold_disk:
         # The harness's caches start empty either way; this only puts torch's own files in the
@@ -112,20 +126,26 @@ def main() -> int:
         rows.extend(run_task(name, device, a.warm_rounds))
 
     env = rows[0]["environment"]
-    print(f"harness rounds on {env.get('gpu') or 'cpu'} | torch {env.get('torch')} | cuda {env.get('cuda')} | "
-          f"device {device}")
+    print(
+        f"harness rounds on {env.get('gpu') or 'cpu'} | torch {env.get('torch')} | cuda {env.get('cuda')} | "
+        f"device {device}"
+    )
     print(f"method: {rows[0]['method']}")
     print(f"precision: {rows[0]['precision'][:200]}")
     print()
-    print(f"{'task':<14}{'round':<7}{'total s':>9}{'compile s':>11}  {'rebuilt':<34}{'reward':>7}"
-          f"{'cand us':>11}{'eager us':>11}{'compile us':>12}")
+    print(
+        f"{'task':<14}{'round':<7}{'total s':>9}{'compile s':>11}  {'rebuilt':<34}{'reward':>7}"
+        f"{'cand us':>11}{'eager us':>11}{'compile us':>12}"
+    )
     for r in rows:
         rebuilt = ",".join(Path(x).name for x in r["rebuilt"]) or "-"
         cand = f"{r['candidate_us']:.1f}" if r["candidate_us"] else "-"
         eager = f"{r['eager_us']:.1f}" if r["eager_us"] else "-"
         comp = f"{r['compile_us']:.1f}" if r["compile_us"] else "-"
-        print(f"{r['task']:<14}{r['round']:<7}{r['total_s']:>9.2f}{r['stages'].get('compile', 0):>11.2f}  "
-              f"{rebuilt[:33]:<34}{str(r['reward']):>7}{cand:>11}{eager:>11}{comp:>12}")
+        print(
+            f"{r['task']:<14}{r['round']:<7}{r['total_s']:>9.2f}{r['stages'].get('compile', 0):>11.2f}  "
+            f"{rebuilt[:33]:<34}{str(r['reward']):>7}{cand:>11}{eager:>11}{comp:>12}"
+        )
     print()
     print("stages per round (s):")
     for r in rows:
@@ -143,11 +163,17 @@ def main() -> int:
         again = [r["total_s"] for r in rows if r["task"] == name and r["round"] == "again"]
         warm_med = statistics.median(warm) if warm else float("nan")
         met = warm_med < GOALS["warm"] and max(cold) < GOALS["cold"] and max(again) < GOALS["again"]
-        goal = f"(goals: warm < {GOALS['warm']:.0f} s, cold < {GOALS['cold']:.0f} s, new session < " \
-               f"{GOALS['again']:.0f} s: {'met' if met else 'NOT met'})" if device == "cuda" else ""
-        print(f"{name}: cold {' / '.join(f'{c:.2f}' for c in cold)} s, warm median {warm_med:.2f} s "
-              f"over {len(warm)} rounds, first round of a new session {' / '.join(f'{c:.2f}' for c in again)} s "
-              f"{goal}")
+        goal = (
+            f"(goals: warm < {GOALS['warm']:.0f} s, cold < {GOALS['cold']:.0f} s, new session < "
+            f"{GOALS['again']:.0f} s: {'met' if met else 'NOT met'})"
+            if device == "cuda"
+            else ""
+        )
+        print(
+            f"{name}: cold {' / '.join(f'{c:.2f}' for c in cold)} s, warm median {warm_med:.2f} s "
+            f"over {len(warm)} rounds, first round of a new session {' / '.join(f'{c:.2f}' for c in again)} s "
+            f"{goal}"
+        )
     if a.json:
         a.json.write_text(json.dumps(rows, indent=2))
     for r in failed:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-AXPBY_REF = '''
+AXPBY_REF = """
 import torch
 import torch.nn as nn
 
@@ -31,9 +31,9 @@ def get_inputs():
 
 def get_init_inputs():
     return [1.5, -0.75]
-'''
+"""
 
-AXPBY_NEW = '''
+AXPBY_NEW = """
 import torch.nn as nn
 
 import cuda_extension
@@ -47,9 +47,9 @@ class ModelNew(nn.Module):
 
     def forward(self, x, y):
         return cuda_extension.axpby(x, y, self.alpha, self.beta)
-'''
+"""
 
-AXPBY_CU = r'''
+AXPBY_CU = r"""
 #include <cuda_runtime.h>
 #include <cstdint>
 
@@ -86,9 +86,9 @@ void launch_axpby(const float* x, const float* y, float* out, float a, float b, 
     axpby_scalar_kernel<<<blocks, threads, 0, stream>>>(x, y, out, a, b, start, n);
   }
 }
-'''
+"""
 
-AXPBY_BINDING = r'''
+AXPBY_BINDING = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
 #include "../binding_registry.h"
@@ -110,10 +110,10 @@ torch::Tensor axpby_forward(torch::Tensor x, torch::Tensor y, double a, double b
 
 static void register_axpby(pybind11::module& m) { m.def("axpby", &axpby_forward, "alpha * x + beta * y"); }
 REGISTER_BINDING(axpby, register_axpby);
-'''
+"""
 
 # The CPU device builds only .cpp files: the same task as a C++ kernel.
-AXPBY_CPP = r'''
+AXPBY_CPP = r"""
 #include <torch/csrc/utils/pybind.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
@@ -137,7 +137,7 @@ at::Tensor axpby_forward(const at::Tensor& x, const at::Tensor& y, double a, dou
 
 static void register_axpby(pybind11::module& m) { m.def("axpby", &axpby_forward); }
 REGISTER_BINDING(axpby, register_axpby);
-'''
+"""
 
 GEMM_REF = '''
 import torch
@@ -166,7 +166,7 @@ def get_init_inputs():
     return [K, N, 0.5]
 '''
 
-GEMM_NEW = '''
+GEMM_NEW = """
 import torch.nn as nn
 
 import cuda_extension
@@ -180,9 +180,9 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         return cuda_extension.gemm_bias_relu_scale(x, self.linear.weight, self.linear.bias, self.scale)
-'''
+"""
 
-GEMM_CU = r'''
+GEMM_CU = r"""
 #include <cuda_runtime.h>
 #include <cstdint>
 
@@ -211,9 +211,9 @@ void launch_bias_relu_scale(float* out, const float* bias, int64_t rows, int64_t
   bias_relu_scale_kernel<<<blocks, threads, 0, stream>>>(reinterpret_cast<float4*>(out),
       reinterpret_cast<const float4*>(bias), rows, cols / 4, scale);
 }
-'''
+"""
 
-GEMM_BINDING = r'''
+GEMM_BINDING = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <cublas_v2.h>
@@ -249,7 +249,7 @@ torch::Tensor gemm_bias_relu_scale(torch::Tensor x, torch::Tensor w, torch::Tens
 
 static void register_gemm(pybind11::module& m) { m.def("gemm_bias_relu_scale", &gemm_bias_relu_scale); }
 REGISTER_BINDING(gemm_bias_relu_scale, register_gemm);
-'''
+"""
 
 TASKS: dict[str, dict] = {
     "axpby": {

@@ -35,10 +35,26 @@ class TrivialTools:
     def schemas(self) -> list[dict[str, Any]]:
         s = {"type": "string"}
         return [
-            {"type": "function", "function": {"name": "Write", "description": "write", "parameters": {
-                "type": "object", "properties": {"file_path": s, "content": s}, "required": ["file_path", "content"]}}},
-            {"type": "function", "function": {"name": "Profile", "description": "profile", "parameters": {
-                "type": "object", "properties": {}}}},
+            {
+                "type": "function",
+                "function": {
+                    "name": "Write",
+                    "description": "write",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"file_path": s, "content": s},
+                        "required": ["file_path", "content"],
+                    },
+                },
+            },
+            {
+                "type": "function",
+                "function": {
+                    "name": "Profile",
+                    "description": "profile",
+                    "parameters": {"type": "object", "properties": {}},
+                },
+            },
         ]
 
     def call(self, name: str, args: dict[str, Any]) -> Any:
@@ -49,8 +65,14 @@ class TrivialTools:
         if name == "Profile":
             self.profiles += 1
             speed = 1.0 + (self.profiles % 7) / 10
-            data = {"compiled": True, "correct": True, "reward": 3, "checks": [], "errors": [],
-                    "timings": {"speedup_vs_eager": speed, "speedup_vs_compile": speed / 1.3}}
+            data = {
+                "compiled": True,
+                "correct": True,
+                "reward": 3,
+                "checks": [],
+                "errors": [],
+                "timings": {"speedup_vs_eager": speed, "speedup_vs_compile": speed / 1.3},
+            }
         out = SimpleNamespace(output=self.output, is_error=False, data=data)
         self.seconds += time.perf_counter() - t0
         return out
@@ -80,7 +102,10 @@ def write_replay(path: Path, turns: int, content_chars: int) -> None:
             if i % 5 == 4:
                 call = {"name": "Profile", "arguments": {}}
             else:
-                call = {"name": "Write", "arguments": {"file_path": f"kernels/k{i % 3}.cu", "content": "/*k*/" * (content_chars // 5)}}
+                call = {
+                    "name": "Write",
+                    "arguments": {"file_path": f"kernels/k{i % 3}.cu", "content": "/*k*/" * (content_chars // 5)},
+                }
             fh.write(json.dumps({"content": f"Step {i}: trying the next idea.", "tool_calls": [call]}) + "\n")
 
 
@@ -97,15 +122,29 @@ def run_once(turns: int, output_chars: int, content_chars: int, fsync: bool) -> 
         state = new_session(data_dir=root / "data")
         events = []
         t0 = time.perf_counter()
-        result = run_agent(model, tools, state=state, prompt="task", system_prompt="S" * 16000,
-                           settings={"policy": "strict"}, workspace_root=ws, limits=Limits(max_turns=turns + 1),
-                           sink=events.append, fsync=fsync)
+        result = run_agent(
+            model,
+            tools,
+            state=state,
+            prompt="task",
+            system_prompt="S" * 16000,
+            settings={"policy": "strict"},
+            workspace_root=ws,
+            limits=Limits(max_turns=turns + 1),
+            sink=events.append,
+            fsync=fsync,
+        )
         wall = time.perf_counter() - t0
         n = result.turns
         overhead = wall - model.seconds - tools.seconds
-        return {"turns": n, "wall_s": wall, "overhead_ms_per_turn": overhead / n * 1000,
-                "compactions": result.compactions, "events": len(events),
-                "transcript_kb": state.transcript_path.stat().st_size // 1024}
+        return {
+            "turns": n,
+            "wall_s": wall,
+            "overhead_ms_per_turn": overhead / n * 1000,
+            "compactions": result.compactions,
+            "events": len(events),
+            "transcript_kb": state.transcript_path.stat().st_size // 1024,
+        }
 
 
 def main() -> None:
@@ -119,10 +158,14 @@ def main() -> None:
     runs = [run_once(ns.turns, ns.output_chars, ns.content_chars, not ns.no_fsync) for _ in range(ns.repeats)]
     per_turn = [r["overhead_ms_per_turn"] for r in runs]
     print(f"machine: {platform.machine()}, {platform.python_version()}, {platform.system()}")
-    print(f"turns: {runs[0]['turns']}, compactions: {runs[0]['compactions']}, transcript: {runs[0]['transcript_kb']} KiB, "
-          f"fsync: {not ns.no_fsync}")
-    print(f"loop overhead per turn: median {statistics.median(per_turn):.2f} ms, "
-          f"min {min(per_turn):.2f} ms, max {max(per_turn):.2f} ms (goal < 20 ms)")
+    print(
+        f"turns: {runs[0]['turns']}, compactions: {runs[0]['compactions']}, transcript: {runs[0]['transcript_kb']} KiB, "
+        f"fsync: {not ns.no_fsync}"
+    )
+    print(
+        f"loop overhead per turn: median {statistics.median(per_turn):.2f} ms, "
+        f"min {min(per_turn):.2f} ms, max {max(per_turn):.2f} ms (goal < 20 ms)"
+    )
 
 
 if __name__ == "__main__":

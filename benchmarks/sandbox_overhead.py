@@ -55,17 +55,27 @@ def main() -> int:
             assert not r.is_error, r.output
 
         def plain() -> None:
-            subprocess.run(["/bin/bash", "-c", "true"], check=True, stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ws)
+            subprocess.run(
+                ["/bin/bash", "-c", "true"],
+                check=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=ws,
+            )
 
         sb_med, sb_min, sb_p95 = _median_ms(sandboxed, args.runs)
         pl_med, pl_min, pl_p95 = _median_ms(plain, args.runs)
         tb.close()
     overhead = sb_med - pl_med
     mode = f"uid {sb.policy.sandbox_uid} inside" if sb.policy.sandbox_uid is not None else "caller's uid"
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"{status.bwrap} ({mode})")
-    print(f"Bash tool under bubblewrap: median {sb_med:.1f} ms (min {sb_min:.1f}, p95 {sb_p95:.1f}) over {args.runs} runs")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{status.bwrap} ({mode})"
+    )
+    print(
+        f"Bash tool under bubblewrap: median {sb_med:.1f} ms (min {sb_min:.1f}, p95 {sb_p95:.1f}) over {args.runs} runs"
+    )
     print(f"plain subprocess bash -c true: median {pl_med:.1f} ms (min {pl_min:.1f}, p95 {pl_p95:.1f})")
     print(f"sandbox overhead: {overhead:.1f} ms median (goal < 30 ms)")
     return 0 if overhead < 30 else 1

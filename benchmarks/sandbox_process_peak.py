@@ -27,8 +27,10 @@ from pathlib import Path
 
 from cuda_agent_cli.sandbox import Sandbox, SandboxPolicy, probe
 
-KERNEL = "__global__ void add(float* a, const float* b, int n) {\n" \
-         "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] += b[i]; }\n"
+KERNEL = (
+    "__global__ void add(float* a, const float* b, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] += b[i]; }\n"
+)
 EXTENSION = (
     "import torch\n"
     "from torch.utils.cpp_extension import load_inline\n"
@@ -49,11 +51,14 @@ SAMPLER = (
 
 def measure(sb: Sandbox, command: str, timeout: float = 900) -> tuple[int, float, str]:
     """Peak task count while `command` runs in the sandbox, its wall time, and its output."""
-    script = (f"( {SAMPLER} ) & sampler=$!; ( {command} ); rc=$?; touch /tmp/peak.done; wait $sampler; "
-              "echo PEAK=$(cat /tmp/peak.max); exit $rc")
+    script = (
+        f"( {SAMPLER} ) & sampler=$!; ( {command} ); rc=$?; touch /tmp/peak.done; wait $sampler; "
+        "echo PEAK=$(cat /tmp/peak.max); exit $rc"
+    )
     start = time.monotonic()
-    proc = subprocess.run(sb.argv(script), env=sb.popen_env(), capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        sb.argv(script), env=sb.popen_env(), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
     wall = time.monotonic() - start
     out = proc.stdout + proc.stderr
     peak = next((int(line[5:]) for line in out.splitlines() if line.startswith("PEAK=") and line[5:].isdigit()), -1)
@@ -78,8 +83,10 @@ def main() -> int:
         sb = Sandbox(SandboxPolicy.optimize(ws, ["model.py"]))
         sb.prepare()
         cap = sb.policy.limits.nproc
-        runs = [("torch-threads", f"{sys.executable} -c '{THREADS}'"),
-                ("torch-extension", f"{sys.executable} scratch/ext.py")]
+        runs = [
+            ("torch-threads", f"{sys.executable} -c '{THREADS}'"),
+            ("torch-extension", f"{sys.executable} scratch/ext.py"),
+        ]
         if nvcc:
             runs.insert(0, ("nvcc", f"{nvcc} -c kernels/add.cu -o /tmp/add.o"))
         worst = 0

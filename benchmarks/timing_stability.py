@@ -37,8 +37,7 @@ def cli(*args: str, env: dict[str, str]) -> dict:
 
 def demo_workspace(device: str, env: dict[str, str], where: Path) -> Path:
     """Run the recorded demo session once (never applied) and return its session workspace."""
-    out = cli("demo", "--device", device, "--dir", str(where / "project"), "--no-apply", "--batch", "--json",
-              env=env)
+    out = cli("demo", "--device", device, "--dir", str(where / "project"), "--no-apply", "--batch", "--json", env=env)
     session = out.get("session_id") or out.get("session")
     sessions = Path(env["XDG_DATA_HOME"]) / "cuda-agent" / "sessions"
     found = sorted(sessions.glob(f"{session}*/workspace")) if session else sorted(sessions.glob("*/workspace"))
@@ -52,8 +51,14 @@ def profiles(workspace: Path, device: str, runs: int, env: dict[str, str]) -> li
     rep = out.get("repeat") or {}
     rows = []
     for i in range(runs):
-        rows.append({"eager": rep["speedup_vs_eager"]["values"][i], "compile": rep["speedup_vs_compile"]["values"][i],
-                     "kernel_us": rep["candidate_us"]["values"][i], "reward": rep["rewards"][i]})
+        rows.append(
+            {
+                "eager": rep["speedup_vs_eager"]["values"][i],
+                "compile": rep["speedup_vs_compile"]["values"][i],
+                "kernel_us": rep["candidate_us"]["values"][i],
+                "reward": rep["rewards"][i],
+            }
+        )
     return rows
 
 
@@ -77,8 +82,12 @@ def main() -> int:
     device = "cuda" if a.gpu else a.device
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        env = {**os.environ, "XDG_DATA_HOME": str(root / "data"), "XDG_CACHE_HOME": str(root / "cache"),
-               "XDG_CONFIG_HOME": str(root / "config")}
+        env = {
+            **os.environ,
+            "XDG_DATA_HOME": str(root / "data"),
+            "XDG_CACHE_HOME": str(root / "cache"),
+            "XDG_CONFIG_HOME": str(root / "config"),
+        }
         ws = demo_workspace(device, env, root)
         idle = profiles(ws, device, a.runs, env)
         hog = start_hog()
@@ -94,10 +103,14 @@ def main() -> int:
         e = [r["eager"] for r in rows]
         c = [r["compile"] for r in rows]
         k = [r["kernel_us"] for r in rows]
-        print(f"{label:<10}{statistics.median(e):>9.2f}x ({min(e):.2f}-{max(e):.2f}){statistics.median(c):>11.2f}x "
-              f"({min(c):.2f}-{max(c):.2f}){statistics.median(k):>10.1f} ({min(k):.0f}-{max(k):.0f})")
-    print(f"all {len(every)} profiles: median {mid:.2f}x vs eager, furthest {worst:.0%} from it "
-          f"(goal within {GOAL:.0%}); cores {os.cpu_count()}")
+        print(
+            f"{label:<10}{statistics.median(e):>9.2f}x ({min(e):.2f}-{max(e):.2f}){statistics.median(c):>11.2f}x "
+            f"({min(c):.2f}-{max(c):.2f}){statistics.median(k):>10.1f} ({min(k):.0f}-{max(k):.0f})"
+        )
+    print(
+        f"all {len(every)} profiles: median {mid:.2f}x vs eager, furthest {worst:.0%} from it "
+        f"(goal within {GOAL:.0%}); cores {os.cpu_count()}"
+    )
     ok = worst <= GOAL and all(r["reward"] not in (None, -1) for r in idle + loaded)
     return 0 if ok else 1
 

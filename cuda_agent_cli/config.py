@@ -82,7 +82,7 @@ class Config:
         return Config(Settings(**merged), sources)
 
     def origin_phrase(self, name: str) -> str:
-        """"from pyproject.toml", "from --max-turns", ... or "(the default)", to follow a value."""
+        """ "from pyproject.toml", "from --max-turns", ... or "(the default)", to follow a value."""
         where = self.origin(name)
         return "(the default)" if where == "default" else f"from {where}"
 
@@ -124,7 +124,7 @@ def _short_path(path: str) -> str:
     if not rel.startswith(".."):
         return rel
     home = str(Path.home())
-    return "~" + path[len(home):] if home not in ("", "/") and path.startswith(home + os.sep) else path
+    return "~" + path[len(home) :] if home not in ("", "/") and path.startswith(home + os.sep) else path
 
 
 def find_repo_pyproject(start: Path) -> Path | None:
@@ -188,8 +188,10 @@ def _layer(raw: Mapping[str, Any], source: str, repo: bool = False) -> dict[str,
         if key in REPO_ONLY:
             if repo:
                 continue
-            raise ConfigError(f"{source}: `{key}` names the repository's own targets",
-                              "put it in [tool.cuda-agent] of the repository's pyproject.toml")
+            raise ConfigError(
+                f"{source}: `{key}` names the repository's own targets",
+                "put it in [tool.cuda-agent] of the repository's pyproject.toml",
+            )
         name = key.replace("-", "_")
         if name not in _FIELDS:
             raise ConfigError(
@@ -219,8 +221,10 @@ class TargetSetting:
         return self.target if self.inputs is None else f"{self.target} --inputs {self.inputs}"
 
 
-TARGETS_HINT = ('write targets = ["pkg/blocks.py::Block", {target = "pkg/mlp.py::MLP", '
-                'inputs = "x=float32[8,1024]"}] under [tool.cuda-agent]')
+TARGETS_HINT = (
+    'write targets = ["pkg/blocks.py::Block", {target = "pkg/mlp.py::MLP", '
+    'inputs = "x=float32[8,1024]"}] under [tool.cuda-agent]'
+)
 
 
 def repo_targets(cwd: Path) -> tuple[list[TargetSetting], Path | None]:
@@ -275,9 +279,9 @@ def load_config(
         src = f"{repo_file}{REPO_TABLE}"
         layers.append((src, _layer(_read_toml(repo_file, ("tool", "cuda-agent")), src, repo=True)))
     env_values = {
-        k[len(ENV_PREFIX):].lower(): v
+        k[len(ENV_PREFIX) :].lower(): v
         for k, v in env.items()
-        if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX):].lower() in _FIELDS
+        if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX) :].lower() in _FIELDS
     }
     layers.append(("environment", _layer(env_values, "environment")))
     given = {k: v for k, v in (flags or {}).items() if v is not None}

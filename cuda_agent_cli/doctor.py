@@ -69,8 +69,9 @@ def bubblewrap_works() -> tuple[bool, str]:
     return status.available, status.detail
 
 
-def run_checks(device: str, model: str | None, model_source: str = "default",
-               api_base: str | None = None) -> list[Check]:
+def run_checks(
+    device: str, model: str | None, model_source: str = "default", api_base: str | None = None
+) -> list[Check]:
     """All checks for `device` ("cuda" or "cpu") and the configured model."""
     checks: list[Check] = []
     py_ok = sys.version_info >= (3, 11)
@@ -78,29 +79,48 @@ def run_checks(device: str, model: str | None, model_source: str = "default",
 
     info = torch_info()
     if info.version is None:
-        checks.append(Check("torch", False, f"cannot import torch ({info.error})",
-                            "pip install torch (a CUDA build for GPU use)"))
+        checks.append(
+            Check("torch", False, f"cannot import torch ({info.error})", "pip install torch (a CUDA build for GPU use)")
+        )
     else:
         cuda_txt = f"CUDA {info.cuda_version}" if info.cuda_version else "CPU-only build"
         torch_ok = device == "cpu" or info.cuda_version is not None
-        checks.append(Check("torch", torch_ok, f"{info.version} ({cuda_txt})",
-                            "install a CUDA build of torch (see pytorch.org) or use --device cpu"))
+        checks.append(
+            Check(
+                "torch",
+                torch_ok,
+                f"{info.version} ({cuda_txt})",
+                "install a CUDA build of torch (see pytorch.org) or use --device cpu",
+            )
+        )
     if device == "cuda" or info.cuda_available:
         if info.cuda_available:
             cc = f"sm_{info.capability[0]}{info.capability[1]}" if info.capability else "?"
             checks.append(Check("gpu", True, f"{info.gpu_name} (compute capability {cc})"))
         else:
-            checks.append(Check("gpu", device != "cuda", "no CUDA GPU visible",
-                                "run on a machine with an NVIDIA GPU and driver, or use --device cpu",
-                                required=device == "cuda"))
+            checks.append(
+                Check(
+                    "gpu",
+                    device != "cuda",
+                    "no CUDA GPU visible",
+                    "run on a machine with an NVIDIA GPU and driver, or use --device cpu",
+                    required=device == "cuda",
+                )
+            )
     else:
         checks.append(Check("gpu", True, "not needed for --device cpu", required=False))
 
     nvcc = find_nvcc()
     nvcc_detail = f"{nvcc}: {_version_line([nvcc, '--version'], 'release')}" if nvcc else "not found"
-    checks.append(Check("nvcc", nvcc is not None or device == "cpu", nvcc_detail,
-                        "install the CUDA toolkit and put nvcc on PATH or set CUDA_HOME",
-                        required=device == "cuda"))
+    checks.append(
+        Check(
+            "nvcc",
+            nvcc is not None or device == "cpu",
+            nvcc_detail,
+            "install the CUDA toolkit and put nvcc on PATH or set CUDA_HOME",
+            required=device == "cuda",
+        )
+    )
 
     ninja = shutil.which("ninja")
     if ninja is None:
@@ -111,18 +131,29 @@ def run_checks(device: str, model: str | None, model_source: str = "default",
             ninja = str(cand) if cand.is_file() else None
         except Exception:
             ninja = None
-    checks.append(Check("ninja", ninja is not None,
-                        f"{ninja} {_version_line([ninja, '--version'])}" if ninja else "not found",
-                        "pip install ninja"))
+    checks.append(
+        Check(
+            "ninja",
+            ninja is not None,
+            f"{ninja} {_version_line([ninja, '--version'])}" if ninja else "not found",
+            "pip install ninja",
+        )
+    )
 
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
-    checks.append(Check("c++ compiler", cxx is not None,
-                        f"{cxx}: {_version_line([cxx, '--version'])}" if cxx else "not found",
-                        "install g++ (apt-get install g++) or set CXX"))
+    checks.append(
+        Check(
+            "c++ compiler",
+            cxx is not None,
+            f"{cxx}: {_version_line([cxx, '--version'])}" if cxx else "not found",
+            "install g++ (apt-get install g++) or set CXX",
+        )
+    )
 
     bw_ok, bw_detail = bubblewrap_works()
-    checks.append(Check("bubblewrap", bw_ok, bw_detail,
-                        "apt-get install bubblewrap (needed to sandbox the agent's shell)"))
+    checks.append(
+        Check("bubblewrap", bw_ok, bw_detail, "apt-get install bubblewrap (needed to sandbox the agent's shell)")
+    )
 
     checks.append(landlock_check())
     checks.extend(model_checks(model, model_source, api_base))
@@ -136,33 +167,62 @@ def landlock_check() -> Check:
     abi = landlock.abi_version()
     if abi >= 1:
         return Check("landlock", True, f"ABI {abi}: candidates' file writes are confined", required=False)
-    return Check("landlock", False, "not available in this kernel: candidates' file writes are not confined",
-                 "Linux 5.13 or newer with Landlock enabled (lsm=...,landlock on the kernel command line)",
-                 required=False)
+    return Check(
+        "landlock",
+        False,
+        "not available in this kernel: candidates' file writes are not confined",
+        "Linux 5.13 or newer with Landlock enabled (lsm=...,landlock on the kernel command line)",
+        required=False,
+    )
 
 
 def model_checks(model: str | None, source: str, api_base: str | None = None) -> list[Check]:
     """The configured model and its API key; informative, never required for doctor's exit."""
     if not model:
-        return [Check("model", False, "none configured",
-                      "pass --model or set CUDA_AGENT_MODEL (demo and verify need none)",
-                      required=False)]
+        return [
+            Check(
+                "model",
+                False,
+                "none configured",
+                "pass --model or set CUDA_AGENT_MODEL (demo and verify need none)",
+                required=False,
+            )
+        ]
     if model.startswith("replay:"):
         path = Path(model.split(":", 1)[1])
-        return [Check("model", path.is_file(), f"{model} (replay, from {source})",
-                      "the replay file does not exist", required=False)]
+        return [
+            Check(
+                "model",
+                path.is_file(),
+                f"{model} (replay, from {source})",
+                "the replay file does not exist",
+                required=False,
+            )
+        ]
     from cuda_agent_cli.model.provider import describe_model
 
     known, missing = describe_model(model, api_base)
-    checks = [Check("model", known, f"{model} (from {source})",
-                    "use a litellm model string such as anthropic/claude-sonnet-4-5",
-                    required=False)]
+    checks = [
+        Check(
+            "model",
+            known,
+            f"{model} (from {source})",
+            "use a litellm model string such as anthropic/claude-sonnet-4-5",
+            required=False,
+        )
+    ]
     if known and api_base:
         checks.append(Check("api key", True, f"not needed for the server at {api_base}", required=False))
     elif known:
-        checks.append(Check("api key", not missing,
-                            "set" if not missing else f"missing {', '.join(missing)}",
-                            f"export {missing[0]}=..." if missing else "", required=False))
+        checks.append(
+            Check(
+                "api key",
+                not missing,
+                "set" if not missing else f"missing {', '.join(missing)}",
+                f"export {missing[0]}=..." if missing else "",
+                required=False,
+            )
+        )
     return checks
 
 

@@ -24,9 +24,9 @@ _PER_GPU = re.compile(r"^nvidia(\d+)$")
 
 @dataclass(frozen=True)
 class NvidiaGpu:
-    index: str      # nvidia-smi's index: PCI bus order
-    uuid: str       # "GPU-..."
-    bus_id: str     # normalized: "0000:3b:00.0"
+    index: str  # nvidia-smi's index: PCI bus order
+    uuid: str  # "GPU-..."
+    bus_id: str  # normalized: "0000:3b:00.0"
     name: str
     minor: int | None
 
@@ -73,7 +73,7 @@ def visible_gpus(visible: str, gpus: list[NvidiaGpu], pci_order: bool) -> list[N
         elif entry.startswith("GPU-"):
             match = [g for g in gpus if g.uuid.startswith(entry)]
             if len(match) > 1:
-                return None   # an ambiguous prefix is an error to CUDA too; keep what works
+                return None  # an ambiguous prefix is an error to CUDA too; keep what works
         elif entry.startswith("MIG-"):
             return None
         else:
@@ -118,8 +118,12 @@ def read_gpus(proc: Path = PROC_GPUS) -> list[NvidiaGpu]:
     if not smi:
         return []
     try:
-        out = subprocess.run([smi, "--query-gpu=index,uuid,pci.bus_id,name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            [smi, "--query-gpu=index,uuid,pci.bus_id,name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     return parse_smi(out.stdout, minors) if out.returncode == 0 else []

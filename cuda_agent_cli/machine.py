@@ -27,9 +27,9 @@ class Gpu:
 
 @dataclass(frozen=True)
 class Machine:
-    torch: str | None       # "2.13.0+cpu"; None without torch
-    cuda: str | None        # the CUDA version torch was built with; None for a CPU build
-    cpu_arch: str           # "x86_64"
+    torch: str | None  # "2.13.0+cpu"; None without torch
+    cuda: str | None  # the CUDA version torch was built with; None for a CPU build
+    cpu_arch: str  # "x86_64"
     cpu_name: str
     gpus: tuple[Gpu, ...]
     gpus_known: bool = True  # False: nvidia-smi is absent or failed, so `gpus` says nothing
@@ -50,7 +50,7 @@ class Machine:
 
 
 def torch_release(version: str | None) -> str | None:
-    """"2.13.0+cu128" -> "2.13": the feature release, what a kernel's speed depends on."""
+    """ "2.13.0+cu128" -> "2.13": the feature release, what a kernel's speed depends on."""
     m = re.match(r"(\d+)\.(\d+)", version or "")
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
@@ -101,8 +101,12 @@ def _gpus() -> tuple[tuple[Gpu, ...], bool]:
         # No driver tools: no NVIDIA GPU, unless a container hides them (then torch knows more).
         return (), not Path("/dev/nvidia0").exists()
     try:
-        proc = subprocess.run([smi, "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=20)
+        proc = subprocess.run(
+            [smi, "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return (), False
     if proc.returncode != 0:
@@ -130,8 +134,9 @@ def _cpu_name() -> str:
 def this_machine() -> Machine:
     torch, cuda = _torch_versions()
     gpus, known = _gpus()
-    return Machine(torch=torch, cuda=cuda, cpu_arch=platform.machine(), cpu_name=_cpu_name(), gpus=gpus,
-                   gpus_known=known)
+    return Machine(
+        torch=torch, cuda=cuda, cpu_arch=platform.machine(), cpu_name=_cpu_name(), gpus=gpus, gpus_known=known
+    )
 
 
 DEVICES = ("cuda", "cpu")

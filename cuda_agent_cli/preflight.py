@@ -40,7 +40,11 @@ def cannot_create(directory: Path) -> str | None:
             break
         here = here.parent
     if here.exists() and not here.is_dir():
-        return f"{here} is a file, not a folder" if here == directory else f"{here} is a file, so {directory} cannot be made"
+        return (
+            f"{here} is a file, not a folder"
+            if here == directory
+            else f"{here} is a file, so {directory} cannot be made"
+        )
     return cannot_write_in(here)
 
 
@@ -55,7 +59,9 @@ def check_patch_file(path: Path) -> Path:
         raise BadInput(f"--patch {shown} already exists", "remove it, or choose another file name")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.exists():
-        raise BadInput(f"--patch {shown}: the folder {folder} does not exist", "create it first, or choose another path")
+        raise BadInput(
+            f"--patch {shown}: the folder {folder} does not exist", "create it first, or choose another path"
+        )
     problem = cannot_write_in(folder)
     if problem:
         raise BadInput(f"--patch {shown} cannot be written: {problem}", "choose a path in a folder you can write to")

@@ -50,9 +50,20 @@ SANDBOX_HOME = "/tmp/home"
 # Names passed from the host environment into the sandbox when set. Nothing that can hold a
 # credential: the filter below drops anything key- or token-like even if added here by mistake.
 ENV_PASSTHROUGH = (
-    "LANG", "LC_ALL", "TZ", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-    "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "TORCH_CUDA_ARCH_LIST",
-    "LD_LIBRARY_PATH", "MAX_JOBS", "CC", "CXX",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "TORCH_CUDA_ARCH_LIST",
+    "LD_LIBRARY_PATH",
+    "MAX_JOBS",
+    "CC",
+    "CXX",
 )
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -87,7 +98,9 @@ class Limits:
     file_size: int = 16 << 30  # bytes, largest file a command may write
     data: int = field(default_factory=_default_data_limit)  # bytes, per process
     nofile: int = 65536
-    tmp_size: int = field(default_factory=lambda: min(16 << 30, _default_data_limit() // 4))  # bytes of private /tmp and /dev/shm
+    tmp_size: int = field(
+        default_factory=lambda: min(16 << 30, _default_data_limit() // 4)
+    )  # bytes of private /tmp and /dev/shm
 
 
 @dataclass(frozen=True)
@@ -116,8 +129,7 @@ class SandboxPolicy:
     def optimize(cls, root: Path, locked: list[str] | tuple[str, ...] = (), **kw: object) -> "SandboxPolicy":
         """The optimize workspace: kernels/, model_new.py and scratch/ writable, nothing else."""
         uid = NOBODY if os.geteuid() == 0 else None
-        base = dict(root=Path(os.path.realpath(root)), locked=tuple(locked),
-                    sandbox_uid=uid, sandbox_gid=uid)
+        base = dict(root=Path(os.path.realpath(root)), locked=tuple(locked), sandbox_uid=uid, sandbox_gid=uid)
         base.update(kw)
         return cls(**base)  # type: ignore[arg-type]
 
@@ -128,8 +140,7 @@ class SandboxPolicy:
         The caller's uid is kept (handing a user's files to another uid would be a surprise),
         so as root the process limit cannot bind; timeouts still kill the whole sandbox.
         """
-        base = dict(root=Path(os.path.realpath(root)), writable=(".",), protected=(".git",),
-                    scratch=scratch)
+        base = dict(root=Path(os.path.realpath(root)), writable=(".",), protected=(".git",), scratch=scratch)
         base.update(kw)
         return cls(**base)  # type: ignore[arg-type]
 
@@ -162,8 +173,13 @@ def default_hidden(env: dict[str, str] | None = None) -> tuple[Path, ...]:
 def toolchain_paths(env: dict[str, str] | None = None) -> tuple[Path, ...]:
     """Installations honest work needs: this Python (and its venv) and the CUDA toolkit."""
     env = dict(os.environ) if env is None else env
-    cands = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             str(Path(os.path.realpath(sys.executable)).parent.parent)}
+    cands = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        str(Path(os.path.realpath(sys.executable)).parent.parent),
+    }
     for name in ("CUDA_HOME", "CUDA_PATH", "VIRTUAL_ENV", "CONDA_PREFIX"):
         if env.get(name):
             cands.add(env[name])
@@ -306,8 +322,13 @@ class SandboxStatus:
 class Sandbox:
     """Runs shell commands under a policy; `enabled=False` is the explicit unsafe mode."""
 
-    def __init__(self, policy: SandboxPolicy, status: SandboxStatus | None = None,
-                 enabled: bool = True, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        policy: SandboxPolicy,
+        status: SandboxStatus | None = None,
+        enabled: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.env_source = dict(os.environ) if env is None else env
         self.status = status if status is not None else probe()
         self.enabled = enabled and self.status.available
@@ -320,7 +341,9 @@ class Sandbox:
         self.policy = policy
         # What the host looks like does not change during a session: computed once.
         self._hidden = sorted(set(default_hidden(self.env_source)) | {Path(os.path.realpath(x)) for x in policy.hidden})
-        self._shown = sorted(set(toolchain_paths(self.env_source)) | {Path(os.path.realpath(x)) for x in policy.exposed})
+        self._shown = sorted(
+            set(toolchain_paths(self.env_source)) | {Path(os.path.realpath(x)) for x in policy.exposed}
+        )
         # Only the nodes of the GPUs CUDA_VISIBLE_DEVICES names (a bench slot's one GPU), and the
         # shared ones: a task's shell cannot open another task's GPU.
         self._gpu, inner_visible = nodes_for(gpu_devices(), self.env_source) if policy.gpu else ([], None)
@@ -331,8 +354,11 @@ class Sandbox:
     def visible(self, path: Path) -> bool:
         """Whether a host path shows inside: not under a hidden place, or shown again."""
         hidden = [*self._hidden, Path("/tmp")]
-        return (not any(_under(path, h) for h in hidden)
-                or any(_under(path, s) for s in self._shown) or _under(path, self.policy.root))
+        return (
+            not any(_under(path, h) for h in hidden)
+            or any(_under(path, s) for s in self._shown)
+            or _under(path, self.policy.root)
+        )
 
     @property
     def banner(self) -> str | None:
@@ -382,8 +408,20 @@ class Sandbox:
         # tmpfs lives in RAM: bound in size where bwrap can, so filling /tmp cannot eat it all.
         tmp_size = ["--size", str(p.limits.tmp_size)] if self.status.tmpfs_size else []
         small = ["--size", str(1 << 20)] if self.status.tmpfs_size else []
-        args += ["--proc", "/proc", "--perms", "1777", *tmp_size, "--tmpfs", "/tmp",
-                 "--perms", "1777", *tmp_size, "--tmpfs", "/dev/shm"]
+        args += [
+            "--proc",
+            "/proc",
+            "--perms",
+            "1777",
+            *tmp_size,
+            "--tmpfs",
+            "/tmp",
+            "--perms",
+            "1777",
+            *tmp_size,
+            "--tmpfs",
+            "/dev/shm",
+        ]
         tmpfs_roots = [Path("/tmp")]
         for h in self._hidden:
             if not h.is_dir() or any(_under(h, t) for t in tmpfs_roots):
@@ -410,8 +448,7 @@ class Sandbox:
         drop = p.owner()
         if drop is not None:
             # Namespaces made with real root's privileges; the uid drop happens inside.
-            args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-                     "--unshare-cgroup-try"]
+            args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         else:
             args += ["--unshare-all", "--cap-drop", "ALL"]
         args += ["--die-with-parent", "--new-session", "--clearenv"]
@@ -420,8 +457,16 @@ class Sandbox:
         args += ["--chdir", str(cwd)]
         if drop is not None:
             assert self.status.setpriv is not None
-            args += [self.status.setpriv, f"--reuid={drop[0]}", f"--regid={drop[1]}",
-                     "--clear-groups", "--nnp", "--inh-caps=-all", "--bounding-set=-all", "--"]
+            args += [
+                self.status.setpriv,
+                f"--reuid={drop[0]}",
+                f"--regid={drop[1]}",
+                "--clear-groups",
+                "--nnp",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--",
+            ]
         return args + shell
 
     def popen_env(self) -> dict[str, str]:
@@ -436,8 +481,7 @@ class Sandbox:
 def _try(argv: list[str], env: dict[str, str]) -> str | None:
     """None when the command succeeds, else why it did not."""
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"failed to start: {exc}"
     if proc.returncode != 0:
@@ -447,8 +491,7 @@ def _try(argv: list[str], env: dict[str, str]) -> str | None:
 
 def _supports_size(bwrap: str) -> bool:
     try:
-        out = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30,
-                             env={"PATH": _SYSTEM_PATH})
+        out = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30, env={"PATH": _SYSTEM_PATH})
     except (OSError, subprocess.TimeoutExpired):
         return False
     return "--size" in out.stdout + out.stderr
@@ -475,17 +518,21 @@ def probe() -> SandboxStatus:
         (ws / "kernels").mkdir(parents=True)
         (ws / "model.py").write_text("")
         why = "no attempt"
-        for drop in ([True, False] if root and setpriv else [False]):
+        for drop in [True, False] if root and setpriv else [False]:
             status = SandboxStatus(True, "trial", bwrap, setpriv, can_drop_uid=drop, tmpfs_size=sized)
             uid = NOBODY if drop else None
-            policy = SandboxPolicy(root=Path(os.path.realpath(ws)), locked=("model.py",),
-                                   sandbox_uid=uid, sandbox_gid=uid, gpu=False)
+            policy = SandboxPolicy(
+                root=Path(os.path.realpath(ws)), locked=("model.py",), sandbox_uid=uid, sandbox_gid=uid, gpu=False
+            )
             sb = Sandbox(policy, status)
             sb.prepare()
             why = _try(sb.argv("echo probe > kernels/probe && ! echo x 2>/dev/null > model.py"), sb.popen_env()) or ""
             if not why:
-                mode = f"commands run as uid {NOBODY}" if drop else (
-                    "as root without a uid drop: the process limit cannot bind" if root else "")
+                mode = (
+                    f"commands run as uid {NOBODY}"
+                    if drop
+                    else ("as root without a uid drop: the process limit cannot bind" if root else "")
+                )
                 detail = f"{bwrap} creates sandboxes" + (f" ({mode})" if mode else "")
                 return SandboxStatus(True, detail, bwrap, setpriv, can_drop_uid=drop, tmpfs_size=sized)
     return SandboxStatus(False, f"{bwrap} cannot create the sandbox here: {why}", bwrap, setpriv)

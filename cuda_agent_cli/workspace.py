@@ -163,10 +163,16 @@ def external_workspace(path: Path) -> Workspace:
     if not path.exists():
         raise WorkspaceError(f"{path} does not exist", "pass a directory with model.py and model_new.py")
     if not path.is_dir():
-        raise WorkspaceError(f"{path} is not a directory", "pass a directory with model.py and model_new.py, or use --ref FILE --candidate FILE")
+        raise WorkspaceError(
+            f"{path} is not a directory",
+            "pass a directory with model.py and model_new.py, or use --ref FILE --candidate FILE",
+        )
     for name in (REFERENCE, CANDIDATE):
         if not (path / name).is_file():
-            raise WorkspaceError(f"{path} has no {name}", f"put the {'reference Model' if name == REFERENCE else 'optimized ModelNew'} in {path / name}")
+            raise WorkspaceError(
+                f"{path} has no {name}",
+                f"put the {'reference Model' if name == REFERENCE else 'optimized ModelNew'} in {path / name}",
+            )
     has_bindings = all((path / b).is_file() for b in BINDING_FILES)
     kind = "workdir" if has_bindings else "kernelbench"
     return Workspace(

@@ -39,8 +39,9 @@ def main() -> None:
         repo = Path(tmp) / "vit-project"
         demo.copy_example(repo)
         init_repo(repo, "example")
-        rt = ChatRuntime(ChatOptions(path=repo, model=f"replay:{demo.replay_path('cpu')}", device="cpu",
-                                     data_dir=Path(tmp) / "data"))
+        rt = ChatRuntime(
+            ChatOptions(path=repo, model=f"replay:{demo.replay_path('cpu')}", device="cpu", data_dir=Path(tmp) / "data")
+        )
         app = ChatApp(rt)
 
         async def go() -> None:

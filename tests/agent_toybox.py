@@ -15,14 +15,29 @@ class Result:
     data: dict[str, Any] | None = None
 
 
-def harness_result(correct: bool = True, reward: int | None = 1, eager: float = 1.0, compile_: float = 1.0) -> dict[str, Any]:
+def harness_result(
+    correct: bool = True, reward: int | None = 1, eager: float = 1.0, compile_: float = 1.0
+) -> dict[str, Any]:
     return {
-        "compiled": True, "correct": correct, "reward": reward if correct else -1, "device": "cpu",
-        "policy": "strict", "errors": [] if correct else ["output mismatch"], "warnings": [],
+        "compiled": True,
+        "correct": correct,
+        "reward": reward if correct else -1,
+        "device": "cpu",
+        "policy": "strict",
+        "errors": [] if correct else ["output mismatch"],
+        "warnings": [],
         "checks": [{"name": "correctness", "passed": correct, "detail": ""}],
-        "timings": {"eager_us": 10.0, "compile_us": 10.0, "candidate_us": 10.0 / eager,
-                    "speedup_vs_eager": eager, "speedup_vs_compile": compile_, "method": "events", "trials": 10}
-        if correct else None,
+        "timings": {
+            "eager_us": 10.0,
+            "compile_us": 10.0,
+            "candidate_us": 10.0 / eager,
+            "speedup_vs_eager": eager,
+            "speedup_vs_compile": compile_,
+            "method": "events",
+            "trials": 10,
+        }
+        if correct
+        else None,
         "environment": {"gpu": None, "torch": "2.13", "cuda": None},
     }
 
@@ -36,13 +51,26 @@ class ToyBox:
 
     def schemas(self) -> list[dict[str, Any]]:
         def fn(name: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-            return {"type": "function", "function": {"name": name, "description": f"{name} tool",
-                    "parameters": {"type": "object", "properties": props, "required": required,
-                                   "additionalProperties": False}}}
+            return {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": f"{name} tool",
+                    "parameters": {
+                        "type": "object",
+                        "properties": props,
+                        "required": required,
+                        "additionalProperties": False,
+                    },
+                },
+            }
+
         s = {"type": "string"}
-        return [fn("Write", {"file_path": s, "content": s}, ["file_path", "content"]),
-                fn("Read", {"file_path": s, "limit": {"type": "integer"}}, ["file_path"]),
-                fn("Profile", {}, [])]
+        return [
+            fn("Write", {"file_path": s, "content": s}, ["file_path", "content"]),
+            fn("Read", {"file_path": s, "limit": {"type": "integer"}}, ["file_path"]),
+            fn("Profile", {}, []),
+        ]
 
     def call(self, name: str, args: dict[str, Any]) -> Result:
         self.calls.append((name, args))

@@ -14,8 +14,13 @@ from cuda_agent_cli.tui.runtime import ChatOptions, ChatRuntime
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def make_repo(root: Path, files: dict[str, str] | None = None) -> Path:

@@ -16,7 +16,7 @@ def _section(heading: str = HEADING) -> str:
     text = README.read_text()
     start = text.index(heading)
     end = text.find("\n#", start + len(heading))
-    return text[start:end if end != -1 else len(text)]
+    return text[start : end if end != -1 else len(text)]
 
 
 def documented_result_keys() -> list[str]:

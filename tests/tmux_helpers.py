@@ -22,8 +22,10 @@ class Tmux:
     def start(self, command: str, width: int = 150, height: int = 45) -> None:
         self("new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), command)
         # A detached session may keep the default 80x24 until told otherwise.
-        subprocess.run(["tmux", "-L", self.socket, "resize-window", "-t", self.name, "-x", str(width),
-                        "-y", str(height)], capture_output=True)
+        subprocess.run(
+            ["tmux", "-L", self.socket, "resize-window", "-t", self.name, "-x", str(width), "-y", str(height)],
+            capture_output=True,
+        )
 
     def screen(self, history: bool = False) -> str:
         """What the pane shows (with `history`: and what scrolled off its top)."""

@@ -1,10 +1,10 @@
 """The agent's tools (docs/architecture.md, "Contracts"): Claude-Code-compatible schemas over the sandbox and harness.
 
-    sandbox = open_sandbox(SandboxPolicy.optimize(ws.root, list(ws.locked)), allow_unsafe)
-    toolbox = make_toolbox(ActionContext(sandbox, harness=harness, permissions=None))
-    toolbox.schemas()                       # for the model
-    toolbox.call("Read", {"file_path": "model.py"})  # -> ToolResult, never raises
-    toolbox.close()                         # kills background shells
+sandbox = open_sandbox(SandboxPolicy.optimize(ws.root, list(ws.locked)), allow_unsafe)
+toolbox = make_toolbox(ActionContext(sandbox, harness=harness, permissions=None))
+toolbox.schemas()                       # for the model
+toolbox.call("Read", {"file_path": "model.py"})  # -> ToolResult, never raises
+toolbox.close()                         # kills background shells
 """
 
 from __future__ import annotations
@@ -20,16 +20,44 @@ from cuda_agent_cli.actions.search import Glob, Grep
 from cuda_agent_cli.actions.shell import Bash, BashOutput, KillBash
 
 __all__ = [
-    "Action", "ActionContext", "ToolResult", "Toolbox", "HarnessPort", "Permissions",
-    "Bash", "BashOutput", "KillBash", "Read", "Write", "Edit", "MultiEdit", "Glob", "Grep",
-    "NotebookEdit", "Compile", "Verify", "Profile", "make_toolbox", "standard_actions",
+    "Action",
+    "ActionContext",
+    "ToolResult",
+    "Toolbox",
+    "HarnessPort",
+    "Permissions",
+    "Bash",
+    "BashOutput",
+    "KillBash",
+    "Read",
+    "Write",
+    "Edit",
+    "MultiEdit",
+    "Glob",
+    "Grep",
+    "NotebookEdit",
+    "Compile",
+    "Verify",
+    "Profile",
+    "make_toolbox",
+    "standard_actions",
 ]
 
 
 def standard_actions(host_tools: bool = True) -> list[Action]:
     """One instance of every tool, in the order the model sees them."""
-    actions: list[Action] = [Bash(), BashOutput(), KillBash(), Read(), Write(), Edit(),
-                             MultiEdit(), Glob(), Grep(), NotebookEdit()]
+    actions: list[Action] = [
+        Bash(),
+        BashOutput(),
+        KillBash(),
+        Read(),
+        Write(),
+        Edit(),
+        MultiEdit(),
+        Glob(),
+        Grep(),
+        NotebookEdit(),
+    ]
     if host_tools:
         actions += [cls() for cls in HOST_TOOLS]
     return actions

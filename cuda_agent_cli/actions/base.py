@@ -105,8 +105,12 @@ def cap_output(text: str, saved_to: Callable[[], Path] | None = None, limit: int
 # --- argument validation ---------------------------------------------------------------------
 
 _TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
-    "array": (list,), "object": (dict,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
 }
 
 
@@ -169,9 +173,13 @@ class Toolbox:
 
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI function-calling format, which litellm translates for every provider."""
-        return [{"type": "function", "function": {"name": a.name, "description": a.description,
-                                                  "parameters": a.input_schema}}
-                for a in self.actions.values()]
+        return [
+            {
+                "type": "function",
+                "function": {"name": a.name, "description": a.description, "parameters": a.input_schema},
+            }
+            for a in self.actions.values()
+        ]
 
     def call(self, name: str, args: Any) -> ToolResult:
         action = self.actions.get(name)

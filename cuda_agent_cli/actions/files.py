@@ -78,7 +78,11 @@ class Read:
         "type": "object",
         "properties": {
             "file_path": {"type": "string", "description": "The path of the file to read"},
-            "offset": {"type": "integer", "minimum": 1, "description": "The line number to start reading from (1-based)"},
+            "offset": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "The line number to start reading from (1-based)",
+            },
             "limit": {"type": "integer", "minimum": 1, "description": "The number of lines to read"},
         },
         "required": ["file_path"],
@@ -98,13 +102,15 @@ class Read:
         limit = int(args.get("limit", MAX_LINES))
         if offset > len(lines):
             return error(f"{path} has {len(lines)} lines; offset {offset} is past the end")
-        chunk = lines[offset - 1: offset - 1 + limit]
+        chunk = lines[offset - 1 : offset - 1 + limit]
         body = numbered(chunk, offset)
         last = offset + len(chunk) - 1
         if offset > 1 or last < len(lines):
-            body += (f"\n\n[lines {offset}-{last} of {len(lines)}; "
-                     f"use offset={last + 1} to continue]" if last < len(lines)
-                     else f"\n\n[lines {offset}-{last} of {len(lines)}]")
+            body += (
+                f"\n\n[lines {offset}-{last} of {len(lines)}; use offset={last + 1} to continue]"
+                if last < len(lines)
+                else f"\n\n[lines {offset}-{last} of {len(lines)}]"
+            )
         return ToolResult(body, data={"path": str(target), "lines": len(lines)})
 
 
@@ -138,11 +144,13 @@ class Write:
         write_file(target, content.encode("utf-8"), ctx.policy)
         n = len(content.splitlines())
         verb = "Updated" if existed else "Created"
-        return ToolResult(f"{verb} {display(target, ctx.root)} ({n} lines)",
-                          data={"path": str(target), "created": not existed})
+        return ToolResult(
+            f"{verb} {display(target, ctx.root)} ({n} lines)", data={"path": str(target), "created": not existed}
+        )
 
 
 # --- Edit -------------------------------------------------------------------------------------
+
 
 def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
@@ -167,7 +175,7 @@ def closest_region(text: str, needle: str) -> tuple[int, int, float] | None:
     target = "\n".join(want)
     best: tuple[int, int, float] | None = None
     for i in range(max(1, len(lines) - width + 1)):
-        cand = "\n".join(lines[i:i + width])
+        cand = "\n".join(lines[i : i + width])
         m = difflib.SequenceMatcher(None, cand, target, autojunk=False)
         if best is not None and m.real_quick_ratio() <= best[2]:
             continue
@@ -191,8 +199,7 @@ def explain_miss(text: str, needle: str, path: str) -> str:
     if region and region[2] >= 0.4:
         a, b, r = region
         lines = text.splitlines()
-        msg += (f" The closest text is at lines {a}-{b} ({r:.0%} similar):\n"
-                + numbered(lines[a - 1:b], a))
+        msg += f" The closest text is at lines {a}-{b} ({r:.0%} similar):\n" + numbered(lines[a - 1 : b], a)
     else:
         msg += " Nothing in the file is close; Read the file and copy the text to replace exactly."
     return msg
@@ -211,13 +218,15 @@ def apply_edit(text: str, old: str, new: str, replace_all: bool, path: str) -> t
         raise ValueError(explain_miss(text, old, path))
     if len(hits) > 1 and not replace_all:
         where = ", ".join(str(_line_of(text, i)) for i in hits[:20])
-        raise ValueError(f"old_string occurs {len(hits)} times in {path} (at lines {where}); "
-                         "include more surrounding lines to make it unique, or set replace_all to true")
+        raise ValueError(
+            f"old_string occurs {len(hits)} times in {path} (at lines {where}); "
+            "include more surrounding lines to make it unique, or set replace_all to true"
+        )
     first = _line_of(text, hits[0])
     if replace_all:
         return text.replace(old, new), len(hits), first
     i = hits[0]
-    return text[:i] + new + text[i + len(old):], 1, first
+    return text[:i] + new + text[i + len(old) :], 1, first
 
 
 def _snippet(text: str, first: int, new: str) -> str:
@@ -225,7 +234,7 @@ def _snippet(text: str, first: int, new: str) -> str:
     span = max(1, len(new.splitlines()))
     a = max(1, first - 3)
     b = min(len(lines), first + span + 2)
-    return numbered(lines[a - 1:b], a)
+    return numbered(lines[a - 1 : b], a)
 
 
 def _edit_target(path: str, ctx: ActionContext) -> tuple[Path, str | None]:
@@ -258,8 +267,10 @@ class Edit:
     )
     input_schema: dict[str, Any] = {
         "type": "object",
-        "properties": {"file_path": {"type": "string", "description": "The path of the file to modify"},
-                       **_EDIT_FIELDS},
+        "properties": {
+            "file_path": {"type": "string", "description": "The path of the file to modify"},
+            **_EDIT_FIELDS,
+        },
         "required": ["file_path", "old_string", "new_string"],
         "additionalProperties": False,
     }
@@ -270,15 +281,17 @@ class Edit:
         if text is None and args["old_string"] != "":
             return _missing(path, target, ctx)
         try:
-            new_text, n, first = apply_edit(text or "", args["old_string"], args["new_string"],
-                                            bool(args.get("replace_all")), path)
+            new_text, n, first = apply_edit(
+                text or "", args["old_string"], args["new_string"], bool(args.get("replace_all")), path
+            )
         except ValueError as exc:
             return error(str(exc))
         write_file(target, new_text.encode("utf-8"), ctx.policy)
         what = f"{n} occurrences" if n > 1 else "1 occurrence"
-        return ToolResult(f"Edited {display(target, ctx.root)} ({what} replaced):\n"
-                          + _snippet(new_text, first, args["new_string"]),
-                          data={"path": str(target), "replacements": n})
+        return ToolResult(
+            f"Edited {display(target, ctx.root)} ({what} replaced):\n" + _snippet(new_text, first, args["new_string"]),
+            data={"path": str(target), "replacements": n},
+        )
 
 
 class MultiEdit:
@@ -299,10 +312,15 @@ class MultiEdit:
         "properties": {
             "file_path": {"type": "string", "description": "The path of the file to modify"},
             "edits": {
-                "type": "array", "minItems": 1,
+                "type": "array",
+                "minItems": 1,
                 "description": "Edits to apply in order",
-                "items": {"type": "object", "properties": _EDIT_FIELDS,
-                          "required": ["old_string", "new_string"], "additionalProperties": False},
+                "items": {
+                    "type": "object",
+                    "properties": _EDIT_FIELDS,
+                    "required": ["old_string", "new_string"],
+                    "additionalProperties": False,
+                },
             },
         },
         "required": ["file_path", "edits"],
@@ -320,13 +338,13 @@ class MultiEdit:
         first_line = None
         for k, e in enumerate(edits, start=1):
             try:
-                text, n, first = apply_edit(text, e["old_string"], e["new_string"],
-                                            bool(e.get("replace_all")), path)
+                text, n, first = apply_edit(text, e["old_string"], e["new_string"], bool(e.get("replace_all")), path)
             except ValueError as exc:
                 return error(f"edit {k} of {len(edits)} failed, so no edit was applied: {exc}")
             total += n
             first_line = first if first_line is None else min(first_line, first)
         write_file(target, text.encode("utf-8"), ctx.policy)
-        return ToolResult(f"Applied {len(edits)} edits ({total} replacements) to "
-                          f"{display(target, ctx.root)}",
-                          data={"path": str(target), "edits": len(edits), "replacements": total})
+        return ToolResult(
+            f"Applied {len(edits)} edits ({total} replacements) to {display(target, ctx.root)}",
+            data={"path": str(target), "edits": len(edits), "replacements": total},
+        )

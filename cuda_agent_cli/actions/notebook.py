@@ -61,8 +61,11 @@ class NotebookEdit:
             "cell_id": {"type": "string", "description": "The id (or 0-based index) of the cell"},
             "new_source": {"type": "string", "description": "The new source of the cell"},
             "cell_type": {"type": "string", "enum": ["code", "markdown"], "description": "The cell type"},
-            "edit_mode": {"type": "string", "enum": ["replace", "insert", "delete"],
-                          "description": "replace (default), insert or delete"},
+            "edit_mode": {
+                "type": "string",
+                "enum": ["replace", "insert", "delete"],
+                "description": "replace (default), insert or delete",
+            },
         },
         "required": ["notebook_path", "new_source"],
         "additionalProperties": False,
@@ -116,5 +119,7 @@ class NotebookEdit:
             what = f"Replaced the source of cell {cell_id}"
         text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
         write_file(target, text.encode("utf-8"), ctx.policy)
-        return ToolResult(f"{what} in {display(target, ctx.root)} ({len(cells)} cells now)",
-                          data={"path": str(target), "cells": len(cells)})
+        return ToolResult(
+            f"{what} in {display(target, ctx.root)} ({len(cells)} cells now)",
+            data={"path": str(target), "cells": len(cells)},
+        )

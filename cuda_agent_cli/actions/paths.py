@@ -65,12 +65,14 @@ def check_write(path: str, policy: SandboxPolicy) -> Path:
     target = resolve(path, root)
     rel = relative(target, policy)
     if rel is None or rel == ".":
-        raise PathRefused(f"{path}: writing outside the writable areas is not allowed "
-                          f"(writable: {_writable_summary(policy)})")
+        raise PathRefused(
+            f"{path}: writing outside the writable areas is not allowed (writable: {_writable_summary(policy)})"
+        )
     for entry in policy.locked:
         if rel == entry.strip("/") or rel.startswith(entry.strip("/") + "/"):
-            raise PathRefused(f"{path}: {entry} is locked (the harness owns it); write your "
-                              f"changes in {_writable_summary(policy)}")
+            raise PathRefused(
+                f"{path}: {entry} is locked (the harness owns it); write your changes in {_writable_summary(policy)}"
+            )
     for entry in policy.protected:
         if _matches(rel, entry):
             raise PathRefused(f"{path}: {entry} is protected and cannot be written")
@@ -110,8 +112,10 @@ def check_read(path: str, policy: SandboxPolicy, extra: tuple[Path, ...] = ()) -
     shown = (*toolchain_paths(), *(Path(os.path.realpath(e)) for e in policy.exposed))
     for h in hidden:
         if _under(target, h) and not any(_under(target, s) for s in shown):
-            raise PathRefused(f"{path}: not visible to the agent (home directories, /tmp and "
-                              f"secret locations are hidden); work inside {root}")
+            raise PathRefused(
+                f"{path}: not visible to the agent (home directories, /tmp and "
+                f"secret locations are hidden); work inside {root}"
+            )
     return target
 
 
@@ -136,8 +140,9 @@ def write_file(target: Path, data: bytes, policy: SandboxPolicy) -> None:
                     os.chown(part, *owner, dir_fd=fd, follow_symlinks=False)
                 nfd = os.open(part, flags_dir, dir_fd=fd)
             except OSError as exc:
-                raise PathRefused(f"{target}: a parent directory is a symbolic link or not a "
-                                  f"directory ({exc.strerror})") from None
+                raise PathRefused(
+                    f"{target}: a parent directory is a symbolic link or not a directory ({exc.strerror})"
+                ) from None
             os.close(fd)
             fd = nfd
         name = rel_parts[-1]
@@ -147,8 +152,7 @@ def write_file(target: Path, data: bytes, policy: SandboxPolicy) -> None:
         except FileNotFoundError:
             existed = False
         try:
-            ffd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                          0o644, dir_fd=fd)
+            ffd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
         except OSError as exc:
             raise PathRefused(f"{target}: cannot be written ({exc.strerror})") from None
         try:
@@ -177,8 +181,9 @@ def read_bytes_nofollow(target: Path, limit: int) -> bytes:
             try:
                 nfd = os.open(part, flags_dir, dir_fd=fd)
             except OSError as exc:
-                raise PathRefused(f"{target}: a parent directory changed into a link or vanished "
-                                  f"({exc.strerror})") from None
+                raise PathRefused(
+                    f"{target}: a parent directory changed into a link or vanished ({exc.strerror})"
+                ) from None
             os.close(fd)
             fd = nfd
         try:
@@ -194,8 +199,9 @@ def read_bytes_nofollow(target: Path, limit: int) -> bytes:
         if not st_mod.S_ISREG(info.st_mode):
             raise ValueError(f"{target} is not a regular file")
         if info.st_size > limit:
-            raise ValueError(f"{target} is {info.st_size >> 20} MiB; too large for the file tools, "
-                             "use Grep or Bash head/tail")
+            raise ValueError(
+                f"{target} is {info.st_size >> 20} MiB; too large for the file tools, use Grep or Bash head/tail"
+            )
         chunks = []
         while True:
             chunk = os.read(ffd, 1 << 20)

@@ -20,11 +20,22 @@ from cuda_agent_cli.sandbox import default_hidden
 GLOB_LIMIT = 100
 # File types for `type`; rg knows these too (cuda is added to it, older rg lacks it).
 FILE_TYPES: dict[str, tuple[str, ...]] = {
-    "py": ("*.py", "*.pyi"), "cuda": ("*.cu", "*.cuh"), "cpp": ("*.cpp", "*.cc", "*.cxx", "*.hpp", "*.hh", "*.hxx", "*.h", "*.inl"),
-    "c": ("*.c", "*.h"), "md": ("*.md", "*.markdown"), "json": ("*.json",), "toml": ("*.toml",),
-    "yaml": ("*.yaml", "*.yml"), "sh": ("*.sh", "*.bash"), "txt": ("*.txt",),
-    "js": ("*.js", "*.jsx"), "ts": ("*.ts", "*.tsx"), "rust": ("*.rs",), "go": ("*.go",),
-    "cmake": ("*.cmake", "CMakeLists.txt"), "ipynb": ("*.ipynb",),
+    "py": ("*.py", "*.pyi"),
+    "cuda": ("*.cu", "*.cuh"),
+    "cpp": ("*.cpp", "*.cc", "*.cxx", "*.hpp", "*.hh", "*.hxx", "*.h", "*.inl"),
+    "c": ("*.c", "*.h"),
+    "md": ("*.md", "*.markdown"),
+    "json": ("*.json",),
+    "toml": ("*.toml",),
+    "yaml": ("*.yaml", "*.yml"),
+    "sh": ("*.sh", "*.bash"),
+    "txt": ("*.txt",),
+    "js": ("*.js", "*.jsx"),
+    "ts": ("*.ts", "*.tsx"),
+    "rust": ("*.rs",),
+    "go": ("*.go",),
+    "cmake": ("*.cmake", "CMakeLists.txt"),
+    "ipynb": ("*.ipynb",),
 }
 SKIP_DIRS = {".git"}
 
@@ -38,8 +49,10 @@ def search_root(path: str | None, ctx: ActionContext) -> Path:
         # Paths inside hidden places were refused by check_read; here: paths above them.
         for h in (*default_hidden(), Path("/proc"), Path("/tmp")):
             if target in h.parents:
-                raise PathRefused(f"{path}: too broad, it contains hidden locations; search the "
-                                  "workspace or a specific directory such as /usr/include")
+                raise PathRefused(
+                    f"{path}: too broad, it contains hidden locations; search the "
+                    "workspace or a specific directory such as /usr/include"
+                )
     return target
 
 
@@ -53,7 +66,7 @@ class Glob:
     runs_commands = False
     description = (
         "Finds files by name pattern, newest first.\n\n"
-        "- pattern: a glob such as \"**/*.cu\" or \"kernels/*.cpp\" (** matches any number of "
+        '- pattern: a glob such as "**/*.cu" or "kernels/*.cpp" (** matches any number of '
         "directories).\n"
         "- path: the directory to search (default: the workspace root).\n"
         f"- Returns at most {GLOB_LIMIT} paths, most recently modified first. Use Grep to "
@@ -72,7 +85,7 @@ class Glob:
     def run(self, args: dict[str, Any], ctx: ActionContext) -> ToolResult:
         pattern = args["pattern"]
         if not pattern or pattern.startswith("/"):
-            return error("Glob: pattern must be relative (put the directory in `path`), e.g. \"**/*.cu\"")
+            return error('Glob: pattern must be relative (put the directory in `path`), e.g. "**/*.cu"')
         base = search_root(args.get("path"), ctx)
         if not base.is_dir():
             return error(f"Glob: {args.get('path')} is not a directory")
@@ -99,6 +112,7 @@ class Glob:
 
 # --- Grep -------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class GrepQuery:
     pattern: str
@@ -114,9 +128,24 @@ class GrepQuery:
 
 
 def rg_argv(rg: str, q: GrepQuery, target: str) -> list[str]:
-    argv = [rg, "--no-config", "--color", "never", "--no-heading", "--with-filename",
-            "--hidden", "--no-ignore", "--sort", "path", "--glob", "!.git",
-            "--type-add", "cuda:*.{cu,cuh}", "--type-add", "ipynb:*.ipynb"]
+    argv = [
+        rg,
+        "--no-config",
+        "--color",
+        "never",
+        "--no-heading",
+        "--with-filename",
+        "--hidden",
+        "--no-ignore",
+        "--sort",
+        "path",
+        "--glob",
+        "!.git",
+        "--type-add",
+        "cuda:*.{cu,cuh}",
+        "--type-add",
+        "ipynb:*.ipynb",
+    ]
     if q.ignore_case:
         argv.append("-i")
     if q.multiline:
@@ -150,8 +179,7 @@ def run_rg(rg: str, q: GrepQuery, target: str, ctx: ActionContext) -> list[str]:
     if ctx.sandbox.enabled:
         argv = ctx.sandbox.argv(shlex.join(argv), ctx.root)
         env = ctx.sandbox.popen_env()
-    proc = subprocess.run(argv, cwd=ctx.root, capture_output=True, timeout=120, env=env,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(argv, cwd=ctx.root, capture_output=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
     if proc.returncode == 2 and not proc.stdout:
         msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise ValueError(msg[-1] if msg else "ripgrep failed")
@@ -164,7 +192,7 @@ def _expand_braces(pattern: str) -> list[str]:
         return [pattern]
     out: list[str] = []
     for alt in m.group(1).split(","):
-        out += _expand_braces(pattern[:m.start()] + alt + pattern[m.end():])
+        out += _expand_braces(pattern[: m.start()] + alt + pattern[m.end() :])
     return out
 
 
@@ -172,8 +200,11 @@ def _glob_match(rel: str, glob: str) -> bool:
     negate = glob.startswith("!")
     pats = _expand_braces(glob[1:] if negate else glob)
     name = rel.rsplit("/", 1)[-1]
-    hit = any(fnmatch.fnmatchcase(rel if "/" in p else name, p.lstrip("/")) or
-              ("/" in p and p.startswith("**/") and fnmatch.fnmatchcase(name, p[3:])) for p in pats)
+    hit = any(
+        fnmatch.fnmatchcase(rel if "/" in p else name, p.lstrip("/"))
+        or ("/" in p and p.startswith("**/") and fnmatch.fnmatchcase(name, p[3:]))
+        for p in pats
+    )
     return not hit if negate else hit
 
 
@@ -283,13 +314,13 @@ class Grep:
 
     description = (
         "Searches file contents with a regular expression (ripgrep syntax), recursively.\n\n"
-        "- pattern: e.g. \"__global__\\s+void\" or \"def forward\". Escape literal braces and "
+        '- pattern: e.g. "__global__\\s+void" or "def forward". Escape literal braces and '
         "parentheses.\n"
         "- path: file or directory (default: the workspace root). glob filters files "
-        "(\"*.cu\", \"*.{cu,cpp}\"); type filters by language (py, cuda, cpp, c, md, json, ...).\n"
-        "- output_mode: \"files_with_matches\" (default: the paths), \"content\" (matching lines "
+        '("*.cu", "*.{cu,cpp}"); type filters by language (py, cuda, cpp, c, md, json, ...).\n'
+        '- output_mode: "files_with_matches" (default: the paths), "content" (matching lines '
         "as path:line:text; context lines use '-' and groups are separated by --), or "
-        "\"count\" (path:number of matching lines).\n"
+        '"count" (path:number of matching lines).\n'
         "- -i: case-insensitive. -n: line numbers in content mode (default true). -A/-B/-C: "
         "lines of context after/before/around each match (content mode).\n"
         "- multiline: let . and patterns span lines. head_limit: only the first N lines or "
@@ -300,10 +331,13 @@ class Grep:
         "properties": {
             "pattern": {"type": "string", "description": "The regular expression to search for"},
             "path": {"type": "string", "description": "File or directory to search (default: the workspace root)"},
-            "glob": {"type": "string", "description": "Glob to filter files, e.g. \"*.cu\" or \"*.{cu,cpp}\""},
+            "glob": {"type": "string", "description": 'Glob to filter files, e.g. "*.cu" or "*.{cu,cpp}"'},
             "type": {"type": "string", "description": "File type to search, e.g. py, cuda, cpp"},
-            "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"],
-                            "description": "What to show (default files_with_matches)"},
+            "output_mode": {
+                "type": "string",
+                "enum": ["content", "files_with_matches", "count"],
+                "description": "What to show (default files_with_matches)",
+            },
             "-i": {"type": "boolean", "description": "Case-insensitive search"},
             "-n": {"type": "boolean", "description": "Show line numbers (content mode, default true)"},
             "-A": {"type": "integer", "minimum": 0, "description": "Lines of context after each match"},
@@ -320,10 +354,16 @@ class Grep:
         mode = args.get("output_mode", "files_with_matches")
         ctxn = int(args.get("-C", 0))
         q = GrepQuery(
-            pattern=args["pattern"], output_mode=mode, ignore_case=bool(args.get("-i")),
-            line_numbers=bool(args.get("-n", True)), after=int(args.get("-A", ctxn)),
-            before=int(args.get("-B", ctxn)), glob=args.get("glob"), type=args.get("type"),
-            multiline=bool(args.get("multiline")), head_limit=args.get("head_limit"),
+            pattern=args["pattern"],
+            output_mode=mode,
+            ignore_case=bool(args.get("-i")),
+            line_numbers=bool(args.get("-n", True)),
+            after=int(args.get("-A", ctxn)),
+            before=int(args.get("-B", ctxn)),
+            glob=args.get("glob"),
+            type=args.get("type"),
+            multiline=bool(args.get("multiline")),
+            head_limit=args.get("head_limit"),
         )
         base = search_root(args.get("path"), ctx)
         shown = display(base, ctx.root)
@@ -338,7 +378,9 @@ class Grep:
             return ToolResult("No matches found", data={"matches": 0, "engine": engine})
         total = len(lines)
         if q.head_limit and total > q.head_limit:
-            lines = lines[:q.head_limit] + [f"[{total - q.head_limit} more lines not shown (head_limit={q.head_limit})]"]
+            lines = lines[: q.head_limit] + [
+                f"[{total - q.head_limit} more lines not shown (head_limit={q.head_limit})]"
+            ]
         if mode == "files_with_matches":
             lines = [f"Found {total} file{'s' if total != 1 else ''}"] + lines
         return ToolResult("\n".join(lines), data={"matches": total, "engine": engine})

@@ -26,9 +26,14 @@ MAX_TIMEOUT_MS = 600_000
 def _spawn(ctx: ActionContext, command: str) -> subprocess.Popen[bytes]:
     sb = ctx.sandbox
     return subprocess.Popen(
-        sb.argv(command, ctx.root), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, env=sb.popen_env(), cwd=str(ctx.root),
-        start_new_session=True, close_fds=True,
+        sb.argv(command, ctx.root),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=sb.popen_env(),
+        cwd=str(ctx.root),
+        start_new_session=True,
+        close_fds=True,
     )
 
 
@@ -44,7 +49,9 @@ def _exit_note(code: int) -> str:
     if code == 125:
         return "exit code 125 (the sandbox could not apply its limits)"
     if code < 0:
-        return f"killed by signal {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"exit code {code}"
+        return (
+            f"killed by signal {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"exit code {code}"
+        )
     if code > 128 and code - 128 in {int(s) for s in signal.valid_signals()}:
         try:
             return f"exit code {code} (killed by {signal.Signals(code - 128).name})"
@@ -288,12 +295,20 @@ class Bash:
         "type": "object",
         "properties": {
             "command": {"type": "string", "description": "The command to execute"},
-            "timeout": {"type": "number", "minimum": 1, "maximum": MAX_TIMEOUT_MS,
-                        "description": "Optional timeout in milliseconds (max 600000)"},
-            "description": {"type": "string",
-                            "description": "Clear, concise description of what this command does in 5-10 words"},
-            "run_in_background": {"type": "boolean",
-                                  "description": "Set to true to run this command in the background; read its output with BashOutput"},
+            "timeout": {
+                "type": "number",
+                "minimum": 1,
+                "maximum": MAX_TIMEOUT_MS,
+                "description": "Optional timeout in milliseconds (max 600000)",
+            },
+            "description": {
+                "type": "string",
+                "description": "Clear, concise description of what this command does in 5-10 words",
+            },
+            "run_in_background": {
+                "type": "boolean",
+                "description": "Set to true to run this command in the background; read its output with BashOutput",
+            },
         },
         "required": ["command"],
         "additionalProperties": False,
@@ -307,8 +322,8 @@ class Bash:
             shell = _shells(ctx).start(ctx, command)
             return ToolResult(
                 f"Command running in the background with id {shell.id}. "
-                f"Read its output with BashOutput(bash_id=\"{shell.id}\"); stop it with "
-                f"KillBash(shell_id=\"{shell.id}\").",
+                f'Read its output with BashOutput(bash_id="{shell.id}"); stop it with '
+                f'KillBash(shell_id="{shell.id}").',
                 data={"bash_id": shell.id},
             )
         timeout_s = float(args.get("timeout", DEFAULT_TIMEOUT_MS)) / 1000.0
@@ -384,8 +399,11 @@ class KillBash:
         if shell is None:
             return error(f"no background shell `{args['shell_id']}`; shells: {mgr.listing()}")
         if shell.proc.poll() is not None:
-            return ToolResult(f"{shell.id} had already finished ({shell.status()})",
-                              data={"shell_id": shell.id, "status": shell.status()})
+            return ToolResult(
+                f"{shell.id} had already finished ({shell.status()})",
+                data={"shell_id": shell.id, "status": shell.status()},
+            )
         mgr.kill(shell)
-        return ToolResult(f"Killed {shell.id} and every process it started",
-                          data={"shell_id": shell.id, "status": shell.status()})
+        return ToolResult(
+            f"Killed {shell.id} and every process it started", data={"shell_id": shell.id, "status": shell.status()}
+        )

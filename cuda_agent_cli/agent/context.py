@@ -22,9 +22,9 @@ SUMMARY_HEADER = "[Summary of the earlier part of this session; older turns were
 
 POLICY_RULES = {
     "strict": "strict — ModelNew.forward may not run torch compute ops; C++ may use cuBLAS only for GEMM and "
-              "cuDNN only for convolution; the work must happen in your own kernels.",
+    "cuDNN only for convolution; the work must happen in your own kernels.",
     "hybrid": "hybrid — torch ops are allowed in ModelNew.forward, but a custom kernel from cuda_extension must "
-              "really run in the timed call.",
+    "really run in the timed call.",
 }
 WRITE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 
@@ -38,7 +38,7 @@ def truncate_output(text: str, limit: int = MAX_TOOL_OUTPUT_CHARS) -> str:
     head = room * 2 // 3
     tail = room - head
     cut = len(text) - head - tail
-    return text[:head] + note.format(n=cut) + text[len(text) - tail:]
+    return text[:head] + note.format(n=cut) + text[len(text) - tail :]
 
 
 def context_budget(configured: int | None, model_window: int | None) -> int:
@@ -142,7 +142,9 @@ def build_summary(
     if counts:
         lines.append("Earlier: tool calls " + ", ".join(f"{n} x{k}" for n, k in sorted(counts.items())) + ".")
     if written:
-        lines.append("Earlier: files written or edited: " + ", ".join(written) + ". Read them again for their current content.")
+        lines.append(
+            "Earlier: files written or edited: " + ", ".join(written) + ". Read them again for their current content."
+        )
     if last_text:
         snippet = " ".join(last_text.split())
         lines.append("Your last note before this summary: " + (snippet[:600] + ("…" if len(snippet) > 600 else "")))

@@ -144,8 +144,20 @@ EventSink = Callable[[Event], None]
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls
-    for cls in (SessionStarted, Resumed, UserMessage, TextDelta, AssistantMessage, ToolStarted, ToolFinished,
-                HarnessResultEvent, CostUpdate, Retrying, Compacted, Stopped)
+    for cls in (
+        SessionStarted,
+        Resumed,
+        UserMessage,
+        TextDelta,
+        AssistantMessage,
+        ToolStarted,
+        ToolFinished,
+        HarnessResultEvent,
+        CostUpdate,
+        Retrying,
+        Compacted,
+        Stopped,
+    )
 }
 _FIELDS = {kind: {f.name for f in dataclasses.fields(cls)} for kind, cls in EVENT_TYPES.items()}
 

@@ -52,10 +52,14 @@ CANDIDATE_FILES = ("model_new.py",)
 CANDIDATE_DIRS = ("kernels",)
 SNAPSHOT_DIR = "best"
 CONTINUE_PROMPT = "Continue the task from where the session stopped: improve on the best result so far."
-EMPTY_REPLY_PROMPT = ("Your last reply was empty. Continue the task with a tool call, or, if you are finished, "
-                      "say what the best result is.")
+EMPTY_REPLY_PROMPT = (
+    "Your last reply was empty. Continue the task with a tool call, or, if you are finished, "
+    "say what the best result is."
+)
 MAX_EMPTY_REPLIES = 2
-INTERRUPTED_OUTPUT = "This call did not finish: the session was stopped while it ran. Run it again if you still need it."
+INTERRUPTED_OUTPUT = (
+    "This call did not finish: the session was stopped while it ran. Run it again if you still need it."
+)
 
 
 class Toolbox(Protocol):
@@ -163,7 +167,7 @@ class _Run:
         if not self.reported_tokens:
             return estimate_tokens(msgs)
         # The model's own count, plus an estimate for what was added since it counted.
-        return estimate_tokens(msgs, self.reported_tokens + estimate_tokens(msgs[self.reported_at:]))
+        return estimate_tokens(msgs, self.reported_tokens + estimate_tokens(msgs[self.reported_at :]))
 
     def maybe_compact(self, force: bool = False, keep_turns: int = KEEP_TURNS) -> bool:
         before = self.context_tokens()
@@ -211,13 +215,29 @@ class _Run:
             self.seen_ids.add(c.id)
             error = c.error or validate_arguments(c.name, c.arguments, self.index)
             calls.append({"id": c.id, "name": c.name, "arguments": c.arguments, "error": error})
-        self.emit(AssistantMessage(self.state.turns + 1, turn.content, calls, turn.usage.prompt_tokens,
-                                   turn.usage.completion_tokens, turn.cost_usd))
+        self.emit(
+            AssistantMessage(
+                self.state.turns + 1,
+                turn.content,
+                calls,
+                turn.usage.prompt_tokens,
+                turn.usage.completion_tokens,
+                turn.cost_usd,
+            )
+        )
         if turn.usage.prompt_tokens:
             self.reported_tokens = turn.usage.prompt_tokens + turn.usage.completion_tokens
             self.reported_at = len(self.state.messages)
-        self.emit(CostUpdate(turn.cost_usd, self.state.cost_usd, turn.usage.prompt_tokens,
-                             turn.usage.completion_tokens, self.context_tokens(), self.budget))
+        self.emit(
+            CostUpdate(
+                turn.cost_usd,
+                self.state.cost_usd,
+                turn.usage.prompt_tokens,
+                turn.usage.completion_tokens,
+                self.context_tokens(),
+                self.budget,
+            )
+        )
         return calls
 
     def run_calls(self, calls: Sequence[dict[str, Any]]) -> None:
@@ -234,8 +254,16 @@ class _Run:
             output = truncate_output(str(getattr(result, "output", result)), min(MAX_TOOL_OUTPUT_CHARS, self.budget))
             is_error = bool(getattr(result, "is_error", False))
             data = getattr(result, "data", None)
-            self.emit(ToolFinished(c["id"], c["name"], output, is_error, data if isinstance(data, dict) else None,
-                                   round(time.monotonic() - t0, 4)))
+            self.emit(
+                ToolFinished(
+                    c["id"],
+                    c["name"],
+                    output,
+                    is_error,
+                    data if isinstance(data, dict) else None,
+                    round(time.monotonic() - t0, 4),
+                )
+            )
             if isinstance(data, dict) and "compiled" in data and "correct" in data:
                 self.record_harness_result(c["id"], c["name"], data)
 
@@ -259,8 +287,9 @@ class _Run:
                 shutil.copy2(root / name, tmp / name)
         for name in CANDIDATE_DIRS:
             if (root / name).is_dir():
-                shutil.copytree(root / name, tmp / name, symlinks=False,
-                                ignore=shutil.ignore_patterns("__pycache__", "*.o", "*.so"))
+                shutil.copytree(
+                    root / name, tmp / name, symlinks=False, ignore=shutil.ignore_patterns("__pycache__", "*.o", "*.so")
+                )
         old = self.state.session_dir / (SNAPSHOT_DIR + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if dest.exists():
@@ -333,8 +362,16 @@ def run_agent(
     try:
         try:
             if not state.started:
-                run.emit(SessionStarted(state.session_id, target, model.name,
-                                        str(workspace) if workspace else None, dict(settings or {}), system_prompt))
+                run.emit(
+                    SessionStarted(
+                        state.session_id,
+                        target,
+                        model.name,
+                        str(workspace) if workspace else None,
+                        dict(settings or {}),
+                        system_prompt,
+                    )
+                )
             else:
                 run.emit(Resumed(model.name, state.turns, state.cost_usd))
                 if hasattr(model, "resume_at"):
@@ -362,5 +399,14 @@ def run_agent(
         run.emit(Stopped(reason, detail, state.turns, state.cost_usd))
     finally:
         writer.close()
-    return AgentResult(state.session_id, state.transcript_path, reason, detail, state.turns, state.cost_usd,
-                       state.best, run.final_text, state.compactions)
+    return AgentResult(
+        state.session_id,
+        state.transcript_path,
+        reason,
+        detail,
+        state.turns,
+        state.cost_usd,
+        state.best,
+        run.final_text,
+        state.compactions,
+    )

@@ -38,8 +38,10 @@ def build_system_prompt(
 
 def task_message(target: str, reference_source: str | None = None, notes: str | None = None) -> str:
     """The first user message: what to optimize, with the reference inlined to save a turn."""
-    parts = [f"Optimize `{target}`: write ModelNew in model_new.py backed by kernels in kernels/, "
-             "then Compile, Verify and Profile until it is as fast as you can make it."]
+    parts = [
+        f"Optimize `{target}`: write ModelNew in model_new.py backed by kernels in kernels/, "
+        "then Compile, Verify and Profile until it is as fast as you can make it."
+    ]
     if reference_source:
         parts.append("The reference (model.py, read-only):\n```python\n" + reference_source.rstrip() + "\n```")
     if notes:
@@ -54,7 +56,7 @@ CHAT_PREAMBLE = (
     "with no network; every file write and command may need the user's approval, and a refusal "
     "comes back as the tool's result: follow any instruction it carries. To write, verify and "
     "time a kernel for one module, tell the user to run `/optimize path/to/file.py::ClassName` "
-    "(optionally with `--inputs \"x=float32[8,128]\"`): that runs the locked harness and shows a "
+    '(optionally with `--inputs "x=float32[8,128]"`): that runs the locked harness and shows a '
     "review before anything is written. Never claim a speedup the harness did not measure."
 )
 

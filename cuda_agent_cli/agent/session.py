@@ -46,7 +46,11 @@ def candidate_score(result: dict[str, Any]) -> Score | None:
     if not isinstance(reward, (int, float)) or reward < 0:
         reward = 0
     timings = result.get("timings") or {}
-    return (float(reward), float(timings.get("speedup_vs_compile") or 0.0), float(timings.get("speedup_vs_eager") or 0.0))
+    return (
+        float(reward),
+        float(timings.get("speedup_vs_compile") or 0.0),
+        float(timings.get("speedup_vs_eager") or 0.0),
+    )
 
 
 @dataclass
@@ -105,7 +109,7 @@ class SessionState:
         for i in range(len(self.messages) - 1, -1, -1):
             m = self.messages[i]
             if m.get("role") == "assistant":
-                answered = {r.get("tool_call_id") for r in self.messages[i + 1:] if r.get("role") == "tool"}
+                answered = {r.get("tool_call_id") for r in self.messages[i + 1 :] if r.get("role") == "tool"}
                 return [(c["id"], c["function"]["name"]) for c in m.get("tool_calls") or () if c["id"] not in answered]
         return []
 
@@ -113,8 +117,12 @@ class SessionState:
         if isinstance(event, SessionStarted):
             self.started = True
             self.created = event.created
-            self.meta = {"target": event.target, "model": event.model, "workspace": event.workspace,
-                         "settings": dict(event.settings)}
+            self.meta = {
+                "target": event.target,
+                "model": event.model,
+                "workspace": event.workspace,
+                "settings": dict(event.settings),
+            }
             self.messages = [{"role": "system", "content": event.system_prompt}]
             self.status = "running"
         elif isinstance(event, UserMessage):
@@ -125,8 +133,11 @@ class SessionState:
             msg: dict[str, Any] = {"role": "assistant", "content": event.content}
             if event.tool_calls:
                 msg["tool_calls"] = [
-                    {"id": c["id"], "type": "function",
-                     "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments") or {})}}
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments") or {})},
+                    }
                     for c in event.tool_calls
                 ]
             self.messages.append(msg)
@@ -138,7 +149,7 @@ class SessionState:
             if event.best and score is not None:
                 self.best = CandidateRecord(event.turn, event.tool, event.call_id, event.result, score, event.snapshot)
         elif isinstance(event, Compacted):
-            self.messages[event.start:event.end] = [{"role": "user", "content": event.summary}]
+            self.messages[event.start : event.end] = [{"role": "user", "content": event.summary}]
             self.compactions += 1
         elif isinstance(event, Resumed):
             self.status = "running"
@@ -149,6 +160,7 @@ class SessionState:
 
 
 # -- the store ----------------------------------------------------------------------------------
+
 
 def sessions_root(data_dir: Path | None = None) -> Path:
     return (Path(data_dir) if data_dir else user_data_dir()) / "sessions"

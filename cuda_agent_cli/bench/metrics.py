@@ -14,8 +14,8 @@ import statistics
 from math import comb
 from typing import Any, Callable, Iterable, Sequence
 
-MARGIN = 0.05                      # "faster" means more than 5% faster (the paper's rule)
-FAST_P = (0.0, 1.0, 1.5, 2.0)      # KernelBench's fast_p thresholds
+MARGIN = 0.05  # "faster" means more than 5% faster (the paper's rule)
+FAST_P = (0.0, 1.0, 1.5, 2.0)  # KernelBench's fast_p thresholds
 BASELINES = ("eager", "compile", "best")
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
@@ -53,8 +53,10 @@ def faster_than(records: Sequence[dict[str, Any]], against: str, margin: float =
 
 def fast_p(records: Sequence[dict[str, Any]], p: float, against: str = "eager") -> float | None:
     """KernelBench's fast_p: share of tasks that are correct and have speedup > p (fast_0 = pass rate)."""
-    return share(records, lambda r: bool(r.get("correct")) and (speedup(r, against) or 0.0) > p
-                 if p > 0 else bool(r.get("correct")))
+    return share(
+        records,
+        lambda r: bool(r.get("correct")) and (speedup(r, against) or 0.0) > p if p > 0 else bool(r.get("correct")),
+    )
 
 
 def geomean(values: Sequence[float]) -> float | None:
@@ -75,9 +77,13 @@ def speedup_values(records: Sequence[dict[str, Any]], against: str, failures_as_
     return out
 
 
-def bootstrap_ci(values: Sequence[float], stat: Callable[[Sequence[float]], float | None] = geomean,
-                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
-                 level: float = 0.95) -> tuple[float, float] | None:
+def bootstrap_ci(
+    values: Sequence[float],
+    stat: Callable[[Sequence[float]], float | None] = geomean,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    level: float = 0.95,
+) -> tuple[float, float] | None:
     """Percentile bootstrap over tasks: `resamples` draws of len(values) with replacement from a
     generator seeded with `seed`; the interval is the sorted statistics at positions
     floor(a*B) and ceil((1-a)*B)-1 with a = (1-level)/2. Same values, same interval."""
@@ -87,7 +93,7 @@ def bootstrap_ci(values: Sequence[float], stat: Callable[[Sequence[float]], floa
     n = len(values)
     drawn = [stat([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples)]
     stats = sorted(s for s in drawn if s is not None)
-    if len(stats) < len(drawn):   # a statistic that is undefined on some draw has no interval
+    if len(stats) < len(drawn):  # a statistic that is undefined on some draw has no interval
         return None
     a = (1.0 - level) / 2.0
     lo, hi = math.floor(a * resamples), math.ceil((1.0 - a) * resamples) - 1
@@ -115,8 +121,12 @@ def spread(values: Iterable[float | int | None]) -> dict[str, float] | None:
     present = [float(v) for v in values if isinstance(v, (int, float))]
     if not present:
         return None
-    return {"total": sum(present), "mean": statistics.fmean(present),
-            "median": float(statistics.median(present)), "max": max(present)}
+    return {
+        "total": sum(present),
+        "mean": statistics.fmean(present),
+        "median": float(statistics.median(present)),
+        "max": max(present),
+    }
 
 
 def reward_distribution(records: Sequence[dict[str, Any]]) -> dict[str, int]:
@@ -146,11 +156,15 @@ def group_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "faster_than_eager": faster_than(records, "eager"),
         "faster_than_compile": faster_than(records, "compile"),
         "fast_p": {b: {f"{p:g}": fast_p(records, p, b) for p in FAST_P} for b in ("eager", "compile")},
-        "geomean": {b: {"correct_only": geomean_block(records, b, False),
-                        "failures_as_one": geomean_block(records, b, True)} for b in BASELINES},
+        "geomean": {
+            b: {"correct_only": geomean_block(records, b, False), "failures_as_one": geomean_block(records, b, True)}
+            for b in BASELINES
+        },
         "rewards": reward_distribution(records),
-        "pass_at_k": {str(k): statistics.fmean(pass_at_k(*samples_of(r), k) for r in records) if records else None
-                      for k in sorted({1, max(ks)})},
+        "pass_at_k": {
+            str(k): statistics.fmean(pass_at_k(*samples_of(r), k) for r in records) if records else None
+            for k in sorted({1, max(ks)})
+        },
         "cost_usd": spread(r.get("cost_usd") for r in records),
         "tokens": spread(r.get("tokens") for r in records),
         "turns": spread(r.get("turns") for r in records),
@@ -173,7 +187,10 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "overall": group_metrics(records),
         "levels": {k: group_metrics(v) for k, v in sorted(by_level.items())},
         "warnings": warnings,
-        "failed": [{"task": r.get("task"), "status": r.get("status"), "error": r.get("error")}
-                   for r in records if not r.get("correct")],
+        "failed": [
+            {"task": r.get("task"), "status": r.get("status"), "error": r.get("error")}
+            for r in records
+            if not r.get("correct")
+        ],
         "paper": dict(PAPER),
     }

@@ -44,13 +44,21 @@ def prebuild(job: dict[str, Any]) -> dict[str, Any]:
     try:
         for s in buildable(job):
             folder = materialize(sample_folder(job, s), job["task"]["source"], sample_files(s))
-            result = Harness(external_workspace(folder), device=job.get("device"),
-                             policy=job.get("policy") or "strict").compile()
-            built.append({"sample": int(s["index"]), "compiled": bool(result.compiled),
-                          "seconds": round(float(result.stage_seconds.get("compile") or 0.0), 3)})
+            result = Harness(
+                external_workspace(folder), device=job.get("device"), policy=job.get("policy") or "strict"
+            ).compile()
+            built.append(
+                {
+                    "sample": int(s["index"]),
+                    "compiled": bool(result.compiled),
+                    "seconds": round(float(result.stage_seconds.get("compile") or 0.0), 3),
+                }
+            )
     except CudaAgentError as exc:
         error = exc.one_line()
     except Exception as exc:  # the slot's round will say what is wrong with the candidate
         error = f"{type(exc).__name__}: {exc}"
-    return {"task": job["task"]["key"], "compile_ahead": {"start": started, "end": time.time(),
-                                                          "samples": built, "error": error}}
+    return {
+        "task": job["task"]["key"],
+        "compile_ahead": {"start": started, "end": time.time(), "samples": built, "error": error},
+    }

@@ -20,8 +20,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise EnvironmentMissing("--ray needs Ray, which is not installed",
-                                 "pip install 'cuda-agent[ray]'") from None
+        raise EnvironmentMissing("--ray needs Ray, which is not installed", "pip install 'cuda-agent[ray]'") from None
     return ray
 
 
@@ -34,8 +33,10 @@ def reachable(address: str, timeout: float = 5.0) -> None:
     try:
         socket.create_connection((host or "127.0.0.1", port_no), timeout=timeout).close()
     except OSError as exc:
-        raise EnvironmentMissing(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}",
-                                 "start one with `ray start --head`, or pass its address to --ray") from None
+        raise EnvironmentMissing(
+            f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}",
+            "start one with `ray start --head`, or pass its address to --ray",
+        ) from None
 
 
 def _bench_task(job: dict[str, Any]) -> dict[str, Any]:
@@ -50,8 +51,12 @@ class RayPool:
     """Connects on first use: to `address` ("auto": the cluster this machine belongs to), or to
     the Ray instance this process already started (tests: ray.init(num_cpus=2, num_gpus=2))."""
 
-    def __init__(self, address: str | None = "auto", num_gpus: float = 1.0,
-                 task: Callable[[dict[str, Any]], dict[str, Any]] = _bench_task) -> None:
+    def __init__(
+        self,
+        address: str | None = "auto",
+        num_gpus: float = 1.0,
+        task: Callable[[dict[str, Any]], dict[str, Any]] = _bench_task,
+    ) -> None:
         self.address = address
         self.num_gpus = num_gpus
         # What each Ray task runs on its job: `_bench_task`, or a wrapper of it (tests make one
@@ -68,16 +73,20 @@ class RayPool:
                 ray.init(address=self.address, log_to_driver=False)
             except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError by version
                 first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-                raise EnvironmentMissing(f"cannot reach the Ray cluster at {self.address}: {first}",
-                                         "start one with `ray start --head`, or pass its address to --ray") from None
+                raise EnvironmentMissing(
+                    f"cannot reach the Ray cluster at {self.address}: {first}",
+                    "start one with `ray start --head`, or pass its address to --ray",
+                ) from None
         return ray
 
     def run_jobs(self, jobs: Sequence[dict[str, Any]], on_record: Any) -> None:
         ray = self.connect()
         if ray.cluster_resources().get("GPU", 0) < self.num_gpus:
             # Tasks asking for a GPU would wait forever on a cluster that has none.
-            raise EnvironmentMissing("the Ray cluster has no GPU to give each task",
-                                     "start the Ray nodes on GPU machines (ray start --num-gpus=N)")
+            raise EnvironmentMissing(
+                "the Ray cluster has no GPU to give each task",
+                "start the Ray nodes on GPU machines (ray start --num-gpus=N)",
+            )
         remote = ray.remote(num_gpus=self.num_gpus, max_retries=RETRIES, retry_exceptions=False)(self.task)
         pending = {remote.remote(job): job for job in jobs}
         gpus = max(1, int(ray.cluster_resources().get("GPU", 0) / self.num_gpus))
@@ -102,9 +111,14 @@ class RayPool:
 def worker_died(ray: Any, exc: BaseException) -> bool:
     """Whether Ray gave up on a task because its worker (or node) kept dying, not because the
     task raised: only those are retried, so only those have used up the retries."""
-    kinds = tuple(k for k in (getattr(ray.exceptions, n, None) for n in
-                              ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "OutOfMemoryError"))
-                  if isinstance(k, type))
+    kinds = tuple(
+        k
+        for k in (
+            getattr(ray.exceptions, n, None)
+            for n in ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "OutOfMemoryError")
+        )
+        if isinstance(k, type)
+    )
     return isinstance(exc, kinds)
 
 
@@ -113,6 +127,9 @@ def failed_record(job: dict[str, Any], exc: BaseException, died: bool) -> dict[s
 
     record = died_record(job)
     first = (str(exc).strip().splitlines() or [""])[0][:200]
-    record["error"] = (f"the Ray worker died while running this task ({RETRIES + 1} attempts): {type(exc).__name__}"
-                       if died else f"the Ray task failed: {type(exc).__name__}: {first}")
+    record["error"] = (
+        f"the Ray worker died while running this task ({RETRIES + 1} attempts): {type(exc).__name__}"
+        if died
+        else f"the Ray task failed: {type(exc).__name__}: {first}"
+    )
     return record

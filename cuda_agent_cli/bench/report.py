@@ -47,7 +47,11 @@ def headline_rows(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
         ("pass rate", _pct(o["pass_rate"]), _pct(paper["pass_rate"])),
         ("faster than eager by >5%", _pct(o["faster_than_eager"]), ""),
         ("faster than torch.compile by >5%", _pct(o["faster_than_compile"]), _pct(paper["faster_than_compile"])),
-        ("geomean vs torch.compile (correct only)", _geo(g["compile"]["correct_only"]), _x(paper["geomean_vs_compile"])),
+        (
+            "geomean vs torch.compile (correct only)",
+            _geo(g["compile"]["correct_only"]),
+            _x(paper["geomean_vs_compile"]),
+        ),
         ("geomean vs torch.compile (failures as 1.0)", _geo(g["compile"]["failures_as_one"]), ""),
         ("geomean vs eager (correct only)", _geo(g["eager"]["correct_only"]), ""),
         ("geomean vs eager (failures as 1.0)", _geo(g["eager"]["failures_as_one"]), ""),
@@ -60,28 +64,50 @@ def level_rows(summary: dict[str, Any]) -> list[list[str]]:
     rows = []
     for name, m in [*summary["levels"].items(), ("overall", summary["overall"])]:
         fp = m["fast_p"]["eager"]
-        rows.append([name, str(m["tasks"]), _pct(m["pass_rate"]), _pct(m["faster_than_eager"]),
-                     _pct(m["faster_than_compile"]), *[_pct(fp[f"{p:g}"]) for p in FAST_P],
-                     _x(m["geomean"]["compile"]["correct_only"]["value"]),
-                     " ".join(f"{k}:{v}" for k, v in m["rewards"].items() if v)])
+        rows.append(
+            [
+                name,
+                str(m["tasks"]),
+                _pct(m["pass_rate"]),
+                _pct(m["faster_than_eager"]),
+                _pct(m["faster_than_compile"]),
+                *[_pct(fp[f"{p:g}"]) for p in FAST_P],
+                _x(m["geomean"]["compile"]["correct_only"]["value"]),
+                " ".join(f"{k}:{v}" for k, v in m["rewards"].items() if v),
+            ]
+        )
     return rows
 
 
-LEVEL_HEAD = ["level", "tasks", "pass", ">5% vs eager", ">5% vs compile",
-              *[f"fast_{p:g}" for p in FAST_P], "geomean vs compile", "rewards"]
+LEVEL_HEAD = [
+    "level",
+    "tasks",
+    "pass",
+    ">5% vs eager",
+    ">5% vs compile",
+    *[f"fast_{p:g}" for p in FAST_P],
+    "geomean vs compile",
+    "rewards",
+]
 TASK_HEAD = ["task", "status", "reward", "vs eager", "vs compile", "samples", "wall s", "cost $", "note"]
 
 
 def task_rows(records: Sequence[dict[str, Any]]) -> list[list[str]]:
     rows = []
     for r in records:
-        rows.append([r.get("task", ""), r.get("status", ""), str(r.get("reward")),
-                     _x(r.get("speedup_vs_eager")) if r.get("correct") else "",
-                     _x(r.get("speedup_vs_compile")) if r.get("correct") else "",
-                     f"{r.get('n_correct', 0)}/{r.get('n_samples', 0)}",
-                     f"{r['wall_s']:.1f}" if isinstance(r.get("wall_s"), (int, float)) else "",
-                     f"{r['cost_usd']:.3f}" if isinstance(r.get("cost_usd"), (int, float)) else "",
-                     (r.get("error") or "")[:140]])
+        rows.append(
+            [
+                r.get("task", ""),
+                r.get("status", ""),
+                str(r.get("reward")),
+                _x(r.get("speedup_vs_eager")) if r.get("correct") else "",
+                _x(r.get("speedup_vs_compile")) if r.get("correct") else "",
+                f"{r.get('n_correct', 0)}/{r.get('n_samples', 0)}",
+                f"{r['wall_s']:.1f}" if isinstance(r.get("wall_s"), (int, float)) else "",
+                f"{r['cost_usd']:.3f}" if isinstance(r.get("cost_usd"), (int, float)) else "",
+                (r.get("error") or "")[:140],
+            ]
+        )
     return rows
 
 
@@ -95,29 +121,46 @@ def _md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def _identity_lines(summary: dict[str, Any]) -> list[str]:
     suite, settings = summary.get("suite", {}), summary.get("settings", {})
     git = suite.get("git") or {}
-    commit = f"git {git.get('commit', '')[:12]}{' (modified)' if git.get('dirty') else ''}" if git else "not a git checkout"
-    return [f"suite: {suite.get('kind')} at {suite.get('root')} ({commit}; task files sha256 "
-            f"{str(suite.get('tasks_sha256', ''))[:16]}, {suite.get('tasks')} tasks, {suite.get('selected')} selected)",
-            f"mode: {settings.get('mode')}; device {settings.get('device')}; policy {settings.get('policy')}"
-            + (f"; model {settings.get('model')}" if settings.get("model") else "")
-            + (f"; solutions {settings.get('solutions')}" if settings.get("solutions") else ""),
-            f"finished: {summary.get('finished')} of {summary.get('selected')} tasks"
-            + (" (interrupted)" if summary.get("interrupted") else "")]
+    commit = (
+        f"git {git.get('commit', '')[:12]}{' (modified)' if git.get('dirty') else ''}" if git else "not a git checkout"
+    )
+    return [
+        f"suite: {suite.get('kind')} at {suite.get('root')} ({commit}; task files sha256 "
+        f"{str(suite.get('tasks_sha256', ''))[:16]}, {suite.get('tasks')} tasks, {suite.get('selected')} selected)",
+        f"mode: {settings.get('mode')}; device {settings.get('device')}; policy {settings.get('policy')}"
+        + (f"; model {settings.get('model')}" if settings.get("model") else "")
+        + (f"; solutions {settings.get('solutions')}" if settings.get("solutions") else ""),
+        f"finished: {summary.get('finished')} of {summary.get('selected')} tasks"
+        + (" (interrupted)" if summary.get("interrupted") else ""),
+    ]
 
 
 def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
     o = summary["overall"]
-    parts = ["# cuda-agent bench report", "", *[f"- {line}" for line in _identity_lines(summary)], "",
-             "## Headline, beside the paper's published numbers", "",
-             _md_table(["metric", "this run", "paper"], headline_rows(summary)), "",
-             "## Per level", "", _md_table(LEVEL_HEAD, level_rows(summary)), "",
-             "## Cost and time per task", "",
-             f"- cost (USD): {_spread(o['cost_usd'], '.3f')}",
-             f"- tokens: {_spread(o['tokens'], '.0f')}",
-             f"- turns: {_spread(o['turns'], '.1f')}",
-             f"- wall time (s): {_spread(o['wall_s'], '.1f')}",
-             f"- pass@k: {', '.join(f'pass@{k} {_pct(v)}' for k, v in o['pass_at_k'].items())}", "",
-             "## Harness warnings to review", ""]
+    parts = [
+        "# cuda-agent bench report",
+        "",
+        *[f"- {line}" for line in _identity_lines(summary)],
+        "",
+        "## Headline, beside the paper's published numbers",
+        "",
+        _md_table(["metric", "this run", "paper"], headline_rows(summary)),
+        "",
+        "## Per level",
+        "",
+        _md_table(LEVEL_HEAD, level_rows(summary)),
+        "",
+        "## Cost and time per task",
+        "",
+        f"- cost (USD): {_spread(o['cost_usd'], '.3f')}",
+        f"- tokens: {_spread(o['tokens'], '.0f')}",
+        f"- turns: {_spread(o['turns'], '.1f')}",
+        f"- wall time (s): {_spread(o['wall_s'], '.1f')}",
+        f"- pass@k: {', '.join(f'pass@{k} {_pct(v)}' for k, v in o['pass_at_k'].items())}",
+        "",
+        "## Harness warnings to review",
+        "",
+    ]
     parts += [f"- {w['task']}: {w['warning']}" for w in summary["warnings"]] or ["none"]
     parts += ["", "## Tasks", "", _md_table(TASK_HEAD, task_rows(records)), ""]
     return "\n".join(parts)
@@ -140,8 +183,11 @@ def plots(summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[st
     levels = list(summary["levels"])
     fig, ax = plt.subplots(figsize=(6, 3.2))
     for i, level in enumerate(levels):
-        drawn = [speedup(r, "compile") for r in records if (f"level{r.get('level')}" if r.get("level") is not None
-                                                           else "all") == level]
+        drawn = [
+            speedup(r, "compile")
+            for r in records
+            if (f"level{r.get('level')}" if r.get("level") is not None else "all") == level
+        ]
         values = [v for v in drawn if v is not None]
         ax.scatter([i + 1] * len(values), values, alpha=0.7)
         if values:
@@ -192,26 +238,35 @@ def _html_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def render_html(summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
     try:
         images = plots(summary, records)
-        figures = "".join(f'<figure><img alt="{name}" src="data:image/png;base64,{data}"></figure>'
-                          for name, data in images.items())
+        figures = "".join(
+            f'<figure><img alt="{name}" src="data:image/png;base64,{data}"></figure>' for name, data in images.items()
+        )
     except ImportError:
         figures = f"<p><em>{html.escape(NO_PLOTS)}</em></p>"
-    warnings = "".join(f"<li>{html.escape(str(w['task']))}: {html.escape(w['warning'])}</li>"
-                       for w in summary["warnings"]) or "<li>none</li>"
+    warnings = (
+        "".join(f"<li>{html.escape(str(w['task']))}: {html.escape(w['warning'])}</li>" for w in summary["warnings"])
+        or "<li>none</li>"
+    )
     ident = "".join(f"<li>{html.escape(line)}</li>" for line in _identity_lines(summary))
-    style = ("body{font-family:sans-serif;max-width:70em;margin:2em auto;color:#222}"
-             "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.25em .6em;"
-             "font-size:90%;text-align:left}th{background:#eee}figure{display:inline-block;margin:.5em}")
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>cuda-agent bench report</title>"
-            f"<style>{style}</style></head><body><h1>cuda-agent bench report</h1><ul>{ident}</ul>"
-            "<h2>Headline, beside the paper's published numbers</h2>"
-            + _html_table(["metric", "this run", "paper"], headline_rows(summary))
-            + "<h2>Per level</h2>" + _html_table(LEVEL_HEAD, level_rows(summary))
-            + f"<h2>Plots</h2>{figures}<h2>Harness warnings to review</h2><ul>{warnings}</ul>"
-            + "<h2>Tasks</h2>" + _html_table(TASK_HEAD, task_rows(records)) + "</body></html>")
+    style = (
+        "body{font-family:sans-serif;max-width:70em;margin:2em auto;color:#222}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.25em .6em;"
+        "font-size:90%;text-align:left}th{background:#eee}figure{display:inline-block;margin:.5em}"
+    )
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>cuda-agent bench report</title>"
+        f"<style>{style}</style></head><body><h1>cuda-agent bench report</h1><ul>{ident}</ul>"
+        "<h2>Headline, beside the paper's published numbers</h2>"
+        + _html_table(["metric", "this run", "paper"], headline_rows(summary))
+        + "<h2>Per level</h2>"
+        + _html_table(LEVEL_HEAD, level_rows(summary))
+        + f"<h2>Plots</h2>{figures}<h2>Harness warnings to review</h2><ul>{warnings}</ul>"
+        + "<h2>Tasks</h2>"
+        + _html_table(TASK_HEAD, task_rows(records))
+        + "</body></html>"
+    )
 
 
 def write_reports(out: Path, summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> None:
     (out / "report.md").write_text(render_markdown(summary, records))
     (out / "report.html").write_text(render_html(summary, records))
-

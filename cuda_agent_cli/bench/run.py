@@ -60,8 +60,16 @@ class BenchPlan:
 
 
 def _task_json(t: BenchTask) -> dict[str, Any]:
-    return {"key": t.key, "level": t.level, "problem_id": t.problem_id, "name": t.name, "source": t.source,
-            "origin": t.origin, "error": t.error, "sha256": t.sha256}
+    return {
+        "key": t.key,
+        "level": t.level,
+        "problem_id": t.problem_id,
+        "name": t.name,
+        "source": t.source,
+        "origin": t.origin,
+        "error": t.error,
+        "sha256": t.sha256,
+    }
 
 
 def _levels(text: str | None) -> set[int] | None:
@@ -75,8 +83,10 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
     from cuda_agent_cli.bench.solutions import find_samples, samples_for, samples_sha256
 
     if req.solutions is None and not req.model:
-        raise BadInput("bench needs --model M (agent mode) or --solutions DIR (harness-only mode)",
-                       "e.g. --solutions runs/level1 or --model anthropic/claude-sonnet-4-5")
+        raise BadInput(
+            "bench needs --model M (agent mode) or --solutions DIR (harness-only mode)",
+            "e.g. --solutions runs/level1 or --model anthropic/claude-sonnet-4-5",
+        )
     if req.solutions is not None and req.model:
         raise BadInput("--model and --solutions are two different modes", "pass one of them")
     if req.policy not in ("strict", "hybrid"):
@@ -95,9 +105,16 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
     samples = find_samples(req.solutions) if req.solutions is not None else []
     out = Path(req.out).expanduser().absolute()
     store = store_mod.ResultStore(out)
-    settings = {"mode": mode, "device": device, "policy": req.policy, "model": req.model,
-                "solutions": str(Path(req.solutions).absolute()) if req.solutions else None,
-                "trials": req.trials, "max_turns": req.max_turns, "max_cost": req.max_cost}
+    settings = {
+        "mode": mode,
+        "device": device,
+        "policy": req.policy,
+        "model": req.model,
+        "solutions": str(Path(req.solutions).absolute()) if req.solutions else None,
+        "trials": req.trials,
+        "max_turns": req.max_turns,
+        "max_cost": req.max_cost,
+    }
     store.claim(suite.identity, settings)
     done = store.load()
     jobs, skipped = [], []
@@ -107,13 +124,27 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
         if store_mod.to_skip(done, t.key, t.sha256, sol_sha, req.rerun_failed):
             skipped.append(t.key)
             continue
-        jobs.append({
-            "task": _task_json(t), "mode": mode, "samples": [s.to_json() for s in mine],
-            "solutions_sha256": sol_sha, "work": str(out / "work" / t.key), "sessions": str(out / "agent"),
-            "device": device, "policy": req.policy, "trials": req.trials, "atol": req.atol, "rtol": req.rtol,
-            "model": req.model, "api_base": req.api_base, "max_turns": req.max_turns,
-            "max_cost": req.max_cost, "timeout": req.timeout, "allow_unsafe": req.allow_unsafe,
-        })
+        jobs.append(
+            {
+                "task": _task_json(t),
+                "mode": mode,
+                "samples": [s.to_json() for s in mine],
+                "solutions_sha256": sol_sha,
+                "work": str(out / "work" / t.key),
+                "sessions": str(out / "agent"),
+                "device": device,
+                "policy": req.policy,
+                "trials": req.trials,
+                "atol": req.atol,
+                "rtol": req.rtol,
+                "model": req.model,
+                "api_base": req.api_base,
+                "max_turns": req.max_turns,
+                "max_cost": req.max_cost,
+                "timeout": req.timeout,
+                "allow_unsafe": req.allow_unsafe,
+            }
+        )
     return BenchPlan(req, suite, device, jobs, skipped, store, settings)
 
 
@@ -149,8 +180,13 @@ def finish(plan: BenchPlan, interrupted: bool = False) -> BenchOutcome:
 
     records = store_mod.latest(plan.store.load(), [t.key for t in plan.suite.tasks])
     summary = summarize(records)
-    summary.update(suite=plan.suite.identity, settings=plan.settings, finished=len(records),
-                   selected=len(plan.suite.tasks), interrupted=interrupted)
+    summary.update(
+        suite=plan.suite.identity,
+        settings=plan.settings,
+        finished=len(records),
+        selected=len(plan.suite.tasks),
+        interrupted=interrupted,
+    )
     out = plan.store.out
     tmp = out / (SUMMARY + ".tmp")
     tmp.write_text(json.dumps(summary, indent=2, sort_keys=True))
@@ -159,8 +195,9 @@ def finish(plan: BenchPlan, interrupted: bool = False) -> BenchOutcome:
     return BenchOutcome(records, summary, out, interrupted)
 
 
-def run_bench(plan: BenchPlan, on_record: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
-              scheduler: Any = None) -> BenchOutcome:
+def run_bench(
+    plan: BenchPlan, on_record: Callable[[dict[str, Any], dict[str, Any]], None] | None = None, scheduler: Any = None
+) -> BenchOutcome:
     """Run the plan's jobs; each record is appended to results.jsonl the moment it arrives.
     Ctrl-C stops the run with every finished record kept, the reports written, and re-raised."""
     fatal: dict[str, Any] = {}
@@ -182,6 +219,9 @@ def run_bench(plan: BenchPlan, on_record: Callable[[dict[str, Any], dict[str, An
         raise
     if fatal:
         finish(plan)
-        raise EnvironmentMissing(fatal.get("message") or "the environment is missing something", None) \
-            if fatal.get("exit") == 3 else CudaAgentError(fatal.get("message") or "a task could not run")
+        raise (
+            EnvironmentMissing(fatal.get("message") or "the environment is missing something", None)
+            if fatal.get("exit") == 3
+            else CudaAgentError(fatal.get("message") or "a task could not run")
+        )
     return finish(plan)

@@ -45,8 +45,10 @@ def parse_gpus(spec: str | None, device: str) -> list[str | None]:
     present = visible_gpus()
     if spec == "all":
         if not present:
-            raise EnvironmentMissing("--device cuda, but nvidia-smi shows no GPU here",
-                                     "run on a machine with an NVIDIA GPU, or pass --device cpu")
+            raise EnvironmentMissing(
+                "--device cuda, but nvidia-smi shows no GPU here",
+                "run on a machine with an NVIDIA GPU, or pass --device cpu",
+            )
         return list(present)
     wanted = [g.strip() for g in spec.split(",") if g.strip()]
     if not wanted or not all(g.isdigit() for g in wanted):
@@ -78,8 +80,16 @@ class _Slot:
         command = ["nice", "-n", str(self.nice), *self.command] if self.nice and shutil.which("nice") else self.command
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "a") as log:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                         text=True, env=env, start_new_session=True)
+            self.proc = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env=env,
+                start_new_session=True,
+            )
+
     def run(self, job: dict[str, Any]) -> dict[str, Any] | None:
         """The record, or None when the slot process died before answering."""
         if self.proc is None or self.proc.poll() is not None:
@@ -117,8 +127,9 @@ def died_record(job: dict[str, Any]) -> dict[str, Any]:
     from cuda_agent_cli.bench.task_run import _base_record
 
     rec = _base_record(job)
-    rec.update(status="error", error=f"the worker process died while running this task ({ATTEMPTS} attempts)",
-               wall_s=None)
+    rec.update(
+        status="error", error=f"the worker process died while running this task ({ATTEMPTS} attempts)", wall_s=None
+    )
     return rec
 
 
@@ -191,12 +202,20 @@ class LocalPool:
     the slots time: they see `build_gpu` ("" for none), since a cuda harness needs a GPU in
     view to start even when it only builds."""
 
-    def __init__(self, gpus: Sequence[str | None], log_dir: Path, command: Sequence[str] = SLOT_COMMAND,
-                 builders: int = 0, build_gpu: str = "") -> None:
-        self.slots = [_Slot(g, log_dir / f"slot-{g if g is not None else 'cpu'}-{i}.log", command)
-                      for i, g in enumerate(gpus)]
-        self.builders = [_Slot(build_gpu, log_dir / f"build-{i}.log", command, nice=BUILD_NICE)
-                         for i in range(builders)]
+    def __init__(
+        self,
+        gpus: Sequence[str | None],
+        log_dir: Path,
+        command: Sequence[str] = SLOT_COMMAND,
+        builders: int = 0,
+        build_gpu: str = "",
+    ) -> None:
+        self.slots = [
+            _Slot(g, log_dir / f"slot-{g if g is not None else 'cpu'}-{i}.log", command) for i, g in enumerate(gpus)
+        ]
+        self.builders = [
+            _Slot(build_gpu, log_dir / f"build-{i}.log", command, nice=BUILD_NICE) for i in range(builders)
+        ]
         self.busy = 0
 
     def run_jobs(self, jobs: Sequence[dict[str, Any]], on_record: OnRecord) -> None:
@@ -212,7 +231,7 @@ class LocalPool:
                 if i is None:
                     return
                 job = board.jobs[i]
-                job["gpu"] = slot.gpu   # the record says which GPU scored the task
+                job["gpu"] = slot.gpu  # the record says which GPU scored the task
                 with lock:
                     self.busy += 1
                 try:

@@ -35,8 +35,8 @@ class Sample:
     level: int | None
     problem_id: int
     index: int
-    kind: str        # "kernelbench" | "workdir"
-    path: Path       # the _kernel.py file, or the workdir
+    kind: str  # "kernelbench" | "workdir"
+    path: Path  # the _kernel.py file, or the workdir
 
     def files(self) -> dict[str, bytes]:
         """The candidate's files as the harness will see them (relative path -> bytes)."""
@@ -52,9 +52,14 @@ class Sample:
 
     def to_json(self) -> dict[str, object]:
         """With the files' contents, so a worker on another node needs no access to the folder."""
-        return {"level": self.level, "problem_id": self.problem_id, "index": self.index,
-                "kind": self.kind, "path": str(self.path),
-                "files": {rel: base64.b64encode(data).decode() for rel, data in self.files().items()}}
+        return {
+            "level": self.level,
+            "problem_id": self.problem_id,
+            "index": self.index,
+            "kind": self.kind,
+            "path": str(self.path),
+            "files": {rel: base64.b64encode(data).decode() for rel, data in self.files().items()},
+        }
 
 
 def sample_files(obj: dict) -> dict[str, bytes]:
@@ -82,8 +87,9 @@ def find_samples(root: Path) -> list[Sample]:
     """Every candidate under `root`; raises BadInput when there is none in either layout."""
     root = Path(root).expanduser().absolute()
     if not root.is_dir():
-        raise BadInput(f"--solutions {root} is not a directory",
-                       "pass a KernelBench run folder or a folder of CUDA-Agent workdirs")
+        raise BadInput(
+            f"--solutions {root} is not a directory", "pass a KernelBench run folder or a folder of CUDA-Agent workdirs"
+        )
     samples: list[Sample] = []
     for p in sorted(root.rglob("*.py")):
         if p.is_symlink():
@@ -95,16 +101,21 @@ def find_samples(root: Path) -> list[Sample]:
             if problem is not None:
                 samples.append(Sample(level, problem, sample, "workdir", p.parent))
     if not samples:
-        raise BadInput(f"no candidates found under {root}",
-                       "expected level_{L}_problem_{P}_sample_{S}_kernel.py files (KernelBench runs) or "
-                       "workdirs with model_new.py named level_{L}_problem_{P} or level{L}/{P}_{Name}/")
+        raise BadInput(
+            f"no candidates found under {root}",
+            "expected level_{L}_problem_{P}_sample_{S}_kernel.py files (KernelBench runs) or "
+            "workdirs with model_new.py named level_{L}_problem_{P} or level{L}/{P}_{Name}/",
+        )
     return samples
 
 
 def samples_for(task: BenchTask, samples: list[Sample]) -> list[Sample]:
     """The task's candidates in sample order; a task of a suite without levels matches any level."""
-    mine = [s for s in samples if s.problem_id == task.problem_id
-            and (task.level is None or s.level is None or s.level == task.level)]
+    mine = [
+        s
+        for s in samples
+        if s.problem_id == task.problem_id and (task.level is None or s.level is None or s.level == task.level)
+    ]
     return sorted(mine, key=lambda s: (s.index, s.kind, str(s.path)))
 
 

@@ -61,13 +61,17 @@ class ResultStore:
                 before = {}
             old = before.get("suite", {}).get("tasks_sha256")
             if old and old != identity.get("tasks_sha256"):
-                raise BadInput(f"{self.out} holds results of another version of the suite (task files differ)",
-                               "pass a new --out folder, or delete the old results")
+                raise BadInput(
+                    f"{self.out} holds results of another version of the suite (task files differ)",
+                    "pass a new --out folder, or delete the old results",
+                )
             for key in _SAME:
                 a, b = before.get("settings", {}).get(key), settings.get(key)
                 if key in before.get("settings", {}) and a != b:
-                    raise BadInput(f"{self.out} holds results run with {key}={a!r}, not {b!r}",
-                                   "pass a new --out folder for a different setup")
+                    raise BadInput(
+                        f"{self.out} holds results run with {key}={a!r}, not {b!r}",
+                        "pass a new --out folder for a different setup",
+                    )
         self.out.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"suite": identity, "settings": settings}, indent=2, sort_keys=True))
@@ -80,8 +84,9 @@ def _ends_with_newline(path: Path) -> bool:
         return f.read(1) == b"\n"
 
 
-def to_skip(done: dict[str, dict[str, Any]], key: str, task_sha: str, solutions_sha: str | None,
-            rerun_failed: bool) -> bool:
+def to_skip(
+    done: dict[str, dict[str, Any]], key: str, task_sha: str, solutions_sha: str | None, rerun_failed: bool
+) -> bool:
     """A finished task is skipped unless its task or candidates changed, or it failed and
     --rerun-failed asks for the failures again."""
     rec = done.get(key)

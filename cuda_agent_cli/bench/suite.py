@@ -21,10 +21,14 @@ SUITE_KINDS = ("kernelbench", "folder", "jsonl")
 _LEVEL_DIR = re.compile(r"^level_?(\d+)$")
 _TASK_FILE = re.compile(r"^(\d+)_(.+)\.py$")
 
-KERNELBENCH_LAYOUT = ("expected a KernelBench checkout: DIR/KernelBench/level1/1_Name.py (or level1/, level2/, ... "
-                      "directly under DIR), each file with class Model and get_inputs()")
-FOLDER_LAYOUT = ("expected a folder of task files in KernelBench format (N_Name.py with class Model and "
-                 "get_inputs()), directly in DIR or in level1/, level2/, ... folders")
+KERNELBENCH_LAYOUT = (
+    "expected a KernelBench checkout: DIR/KernelBench/level1/1_Name.py (or level1/, level2/, ... "
+    "directly under DIR), each file with class Model and get_inputs()"
+)
+FOLDER_LAYOUT = (
+    "expected a folder of task files in KernelBench format (N_Name.py with class Model and "
+    "get_inputs()), directly in DIR or in level1/, level2/, ... folders"
+)
 JSONL_LAYOUT = 'expected a JSONL file with one task a line: {"code": "<python source>", "name": ..., "level": ...}'
 
 
@@ -37,8 +41,8 @@ class BenchTask:
     problem_id: int
     name: str
     source: str
-    origin: str                 # where it came from: a file path, or FILE:LINE for JSONL
-    error: str | None = None    # why this task cannot run (no Model, no get_inputs, bad syntax)
+    origin: str  # where it came from: a file path, or FILE:LINE for JSONL
+    error: str | None = None  # why this task cannot run (no Model, no get_inputs, bad syntax)
 
     @property
     def sha256(self) -> str:
@@ -110,6 +114,7 @@ def _level_dirs(root: Path) -> dict[int, Path]:
 
 def _task_files(folder: Path) -> list[Path]:
     files = [p for p in folder.iterdir() if p.is_file() and p.suffix == ".py" and not p.name.startswith(("_", "."))]
+
     # Numeric order (2 before 10), the way KernelBench numbers its problems.
     def number(name: str) -> int:
         m = _TASK_FILE.match(name)
@@ -158,7 +163,7 @@ def _load_jsonl(path: Path) -> list[BenchTask]:
         except ValueError as exc:
             raise BadInput(f"{path}:{lineno} is not valid JSON ({exc})", JSONL_LAYOUT) from None
         if not isinstance(row, dict) or not isinstance(row.get("code"), str):
-            raise BadInput(f"{path}:{lineno} has no string field \"code\"", JSONL_LAYOUT)
+            raise BadInput(f'{path}:{lineno} has no string field "code"', JSONL_LAYOUT)
         level = row.get("level")
         level = int(level) if isinstance(level, (int, str)) and str(level).isdigit() else None
         pid = row.get("problem_id", row.get("id"))
@@ -178,11 +183,14 @@ def git_commit(root: Path) -> dict[str, Any] | None:
     """The commit of the checkout holding `root`, and whether its suite files differ from it."""
     folder = root if root.is_dir() else root.parent
     try:
-        head = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        head = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--", "."],
-                               capture_output=True, text=True, timeout=30)
+        dirty = subprocess.run(
+            ["git", "-C", str(folder), "status", "--porcelain", "--", "."], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
@@ -202,21 +210,30 @@ def load_suite(kind: str, root: Path, levels: set[int] | None = None, ids: set[i
         raise BadInput(f"unknown suite {kind!r}", "use --suite kernelbench, folder or jsonl")
     root = Path(root).expanduser().absolute()
     if not root.exists():
-        raise BadInput(f"{root} does not exist", {"kernelbench": KERNELBENCH_LAYOUT, "folder": FOLDER_LAYOUT,
-                                                  "jsonl": JSONL_LAYOUT}[kind])
+        raise BadInput(
+            f"{root} does not exist",
+            {"kernelbench": KERNELBENCH_LAYOUT, "folder": FOLDER_LAYOUT, "jsonl": JSONL_LAYOUT}[kind],
+        )
     if kind == "jsonl":
         everything = _load_jsonl(root)
     elif not root.is_dir():
         raise BadInput(f"{root} is not a directory", KERNELBENCH_LAYOUT if kind == "kernelbench" else FOLDER_LAYOUT)
     else:
         everything = _load_kernelbench(root) if kind == "kernelbench" else _load_folder(root)
-    chosen = [t for t in everything
-              if (levels is None or t.level in levels) and (ids is None or t.problem_id in ids)]
+    chosen = [t for t in everything if (levels is None or t.level in levels) and (ids is None or t.problem_id in ids)]
     if not chosen:
         have = sorted({t.level for t in everything if t.level is not None})
-        raise BadInput(f"no task of {root} matches the --level/--tasks given",
-                       f"levels present: {', '.join(map(str, have)) or 'none'}; {len(everything)} tasks in all")
-    identity = {"kind": kind, "root": str(root), "git": git_commit(root),
-                "tasks_sha256": suite_hash(everything), "tasks": len(everything),
-                "selected_sha256": suite_hash(chosen), "selected": len(chosen)}
+        raise BadInput(
+            f"no task of {root} matches the --level/--tasks given",
+            f"levels present: {', '.join(map(str, have)) or 'none'}; {len(everything)} tasks in all",
+        )
+    identity = {
+        "kind": kind,
+        "root": str(root),
+        "git": git_commit(root),
+        "tasks_sha256": suite_hash(everything),
+        "tasks": len(everything),
+        "selected_sha256": suite_hash(chosen),
+        "selected": len(chosen),
+    }
     return Suite(kind, root, chosen, identity)

@@ -27,8 +27,12 @@ BINDING_FILES = ("binding.cpp", "binding_registry.h")
 def rank(result: HarnessResult) -> tuple[float, float, float, float]:
     """Best first when sorted descending: correct, reward, speedup vs compile, speedup vs eager."""
     t = result.timings
-    return (1.0 if result.correct else 0.0, float(result.reward) if result.reward is not None else 0.0,
-            t.speedup_vs_compile if t else 0.0, t.speedup_vs_eager if t else 0.0)
+    return (
+        1.0 if result.correct else 0.0,
+        float(result.reward) if result.reward is not None else 0.0,
+        t.speedup_vs_compile if t else 0.0,
+        t.speedup_vs_eager if t else 0.0,
+    )
 
 
 def materialize(folder: Path, reference: str, files: dict[str, bytes]) -> Path:
@@ -63,11 +67,18 @@ def materialize(folder: Path, reference: str, files: dict[str, bytes]) -> Path:
 def _sample_entry(index: int, result: HarnessResult) -> dict[str, Any]:
     # The record keeps the numbers as the harness result's JSON object rounds them.
     t = result.to_json()["timings"] or {}
-    return {"sample": index, "compiled": result.compiled, "correct": result.correct,
-            "reward": result.reward, "speedup_vs_eager": t.get("speedup_vs_eager"),
-            "speedup_vs_compile": t.get("speedup_vs_compile"), "uncertain": t.get("uncertain"),
-            "failed_checks": [c.name for c in result.failed_checks()],
-            "errors": [e[:300] for e in result.errors][:5], "warnings": list(result.warnings)}
+    return {
+        "sample": index,
+        "compiled": result.compiled,
+        "correct": result.correct,
+        "reward": result.reward,
+        "speedup_vs_eager": t.get("speedup_vs_eager"),
+        "speedup_vs_compile": t.get("speedup_vs_compile"),
+        "uncertain": t.get("uncertain"),
+        "failed_checks": [c.name for c in result.failed_checks()],
+        "errors": [e[:300] for e in result.errors][:5],
+        "warnings": list(result.warnings),
+    }
 
 
 def score(folder: Path, job: dict[str, Any]) -> HarnessResult:
@@ -96,13 +107,37 @@ def _device_busy(job: dict[str, Any]) -> Iterator[None]:
 
 def _base_record(job: dict[str, Any]) -> dict[str, Any]:
     task = job["task"]
-    return {"task": task["key"], "level": task["level"], "problem_id": task["problem_id"], "name": task["name"],
-            "task_sha256": task["sha256"], "origin": task["origin"], "mode": job["mode"], "gpu": job.get("gpu"),
-            "solutions_sha256": job.get("solutions_sha256"), "device": job.get("device"),
-            "policy": job.get("policy") or "strict", "status": "failed", "error": None, "correct": False,
-            "reward": -1, "speedup_vs_eager": None, "speedup_vs_compile": None, "samples": [], "n_samples": 0,
-            "n_correct": 0, "best_sample": None, "pass_at_k": {}, "warnings": [], "best": None,
-            "cost_usd": None, "tokens": None, "turns": None, "stop_reason": None, "session_id": None}
+    return {
+        "task": task["key"],
+        "level": task["level"],
+        "problem_id": task["problem_id"],
+        "name": task["name"],
+        "task_sha256": task["sha256"],
+        "origin": task["origin"],
+        "mode": job["mode"],
+        "gpu": job.get("gpu"),
+        "solutions_sha256": job.get("solutions_sha256"),
+        "device": job.get("device"),
+        "policy": job.get("policy") or "strict",
+        "status": "failed",
+        "error": None,
+        "correct": False,
+        "reward": -1,
+        "speedup_vs_eager": None,
+        "speedup_vs_compile": None,
+        "samples": [],
+        "n_samples": 0,
+        "n_correct": 0,
+        "best_sample": None,
+        "pass_at_k": {},
+        "warnings": [],
+        "best": None,
+        "cost_usd": None,
+        "tokens": None,
+        "turns": None,
+        "stop_reason": None,
+        "session_id": None,
+    }
 
 
 def _settle(record: dict[str, Any], results: list[tuple[int, HarnessResult]]) -> None:
@@ -118,9 +153,16 @@ def _settle(record: dict[str, Any], results: list[tuple[int, HarnessResult]]) ->
     index, best = max(results, key=lambda ir: rank(ir[1]))
     as_json = best.to_json()
     t = as_json["timings"] or {}
-    record.update(best_sample=index, best=as_json, correct=best.correct, reward=best.reward,
-                  speedup_vs_eager=t.get("speedup_vs_eager"), speedup_vs_compile=t.get("speedup_vs_compile"),
-                  warnings=list(best.warnings), status="correct" if best.correct else "failed")
+    record.update(
+        best_sample=index,
+        best=as_json,
+        correct=best.correct,
+        reward=best.reward,
+        speedup_vs_eager=t.get("speedup_vs_eager"),
+        speedup_vs_compile=t.get("speedup_vs_compile"),
+        warnings=list(best.warnings),
+        status="correct" if best.correct else "failed",
+    )
     if not best.correct:
         failed = [c.name for c in best.failed_checks()]
         record["error"] = "no sample is correct" + (f" (best failed: {', '.join(failed[:4])})" if failed else "")
@@ -179,27 +221,51 @@ def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
     check_model(model_string, job.get("api_base"))
     state = new_session(Path(job["sessions"]))
     workspace = create_workspace(state.session_dir, task["source"])
-    harness = Harness(workspace, device=job.get("device"), policy=job.get("policy") or "strict",
-                      atol=job.get("atol") or 1e-2, rtol=job.get("rtol") or 1e-2, **extra)
+    harness = Harness(
+        workspace,
+        device=job.get("device"),
+        policy=job.get("policy") or "strict",
+        atol=job.get("atol") or 1e-2,
+        rtol=job.get("rtol") or 1e-2,
+        **extra,
+    )
     allow_unsafe = bool(job.get("allow_unsafe"))
     sandbox = open_sandbox(SandboxPolicy.optimize(workspace.root, list(workspace.locked)), allow_unsafe)
     toolbox = make_toolbox(ActionContext(sandbox, harness=harness))
     usage = _Usage()
-    limits = Limits(max_turns=job.get("max_turns") or 200, max_cost=job.get("max_cost"),
-                    timeout=job.get("timeout"))
-    settings = {"device": harness.device, "policy": harness.policy, "max_turns": limits.max_turns,
-                "max_cost": limits.max_cost, "command": "bench"}
+    limits = Limits(max_turns=job.get("max_turns") or 200, max_cost=job.get("max_cost"), timeout=job.get("timeout"))
+    settings = {
+        "device": harness.device,
+        "policy": harness.policy,
+        "max_turns": limits.max_turns,
+        "max_cost": limits.max_cost,
+        "command": "bench",
+    }
     try:
-        result = run_agent(make_model(model_string, job.get("api_base")), toolbox, state=state,
-                           prompt=task_message(task["key"], task["source"]),
-                           system_prompt=build_system_prompt(device=harness.device, policy=harness.policy,
-                                                             gpu=harness.environment().get("gpu")),
-                           target=task["key"], settings=settings, workspace_root=workspace.root,
-                           limits=limits, sink=usage)
+        result = run_agent(
+            make_model(model_string, job.get("api_base")),
+            toolbox,
+            state=state,
+            prompt=task_message(task["key"], task["source"]),
+            system_prompt=build_system_prompt(
+                device=harness.device, policy=harness.policy, gpu=harness.environment().get("gpu")
+            ),
+            target=task["key"],
+            settings=settings,
+            workspace_root=workspace.root,
+            limits=limits,
+            sink=usage,
+        )
     finally:
         toolbox.close()
-    record.update(session_id=result.session_id, turns=result.turns, cost_usd=result.cost_usd,
-                  tokens=usage.tokens, stop_reason=result.stop_reason, n_samples=0)
+    record.update(
+        session_id=result.session_id,
+        turns=result.turns,
+        cost_usd=result.cost_usd,
+        tokens=usage.tokens,
+        stop_reason=result.stop_reason,
+        n_samples=0,
+    )
     best_dir = Path(result.best.snapshot) if result.best and result.best.snapshot else None
     if result.best is None or best_dir is None or not HarnessResult.from_json(result.best.result).correct:
         record["error"] = f"the agent found no correct candidate (stopped: {result.stop_reason})"

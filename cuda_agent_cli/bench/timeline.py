@@ -20,8 +20,9 @@ def union_seconds(spans: Iterable[Sequence[float]]) -> float:
     return total
 
 
-def busy_fraction(records: Sequence[dict[str, Any]], start: float | None = None,
-                  end: float | None = None) -> dict[str, Any]:
+def busy_fraction(
+    records: Sequence[dict[str, Any]], start: float | None = None, end: float | None = None
+) -> dict[str, Any]:
     """Per device (the record's `gpu`, "cpu" without one), the share of the run's wall time its
     scoring rounds covered, and over all devices together. The run spans [start, end], by
     default from the first task's start to the last one's end."""
@@ -32,9 +33,10 @@ def busy_fraction(records: Sequence[dict[str, Any]], start: float | None = None,
     spans: dict[str, list[Sequence[float]]] = {}
     for r in records:
         device = str(r["gpu"]) if r.get("gpu") not in (None, "") else "cpu"
-        spans.setdefault(device, []).extend(
-            [max(s[0], lo), min(s[1], hi)] for s in r.get("device_busy") or [])
+        spans.setdefault(device, []).extend([max(s[0], lo), min(s[1], hi)] for s in r.get("device_busy") or [])
     busy = {d: union_seconds(s) for d, s in sorted(spans.items())}
-    return {"wall_s": round(wall, 3),
-            "devices": {d: round(b / wall, 4) if wall else 0.0 for d, b in busy.items()},
-            "overall": round(sum(busy.values()) / (wall * len(busy)), 4) if wall and busy else 0.0}
+    return {
+        "wall_s": round(wall, 3),
+        "devices": {d: round(b / wall, 4) if wall else 0.0 for d, b in busy.items()},
+        "overall": round(sum(busy.values()) / (wall * len(busy)), 4) if wall and busy else 0.0,
+    }

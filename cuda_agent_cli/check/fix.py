@@ -24,21 +24,21 @@ class FixRequest:
     model: str | None = None
     api_base: str | None = None
     max_turns: int | None = None
-    max_cost: float | None = None      # USD, for all the sessions of this run together
-    timeout: float | None = None       # seconds, per session
+    max_cost: float | None = None  # USD, for all the sessions of this run together
+    timeout: float | None = None  # seconds, per session
     allow_unsafe: bool = False
-    patch_dir: Path | None = None      # None: one commit on a new branch
+    patch_dir: Path | None = None  # None: one commit on a new branch
     summary: Path | None = None
 
 
 @dataclass
 class KernelFix:
     target: str
-    before: str                        # the check's status
-    problem: str                       # the check's message
+    before: str  # the check's status
+    problem: str  # the check's message
     fixed: bool = False
-    attempted: bool = False            # a session ran (or was due) for it
-    done: str = ""                     # what was done, or why it could not be fixed
+    attempted: bool = False  # a session ran (or was due) for it
+    done: str = ""  # what was done, or why it could not be fixed
     session_id: str | None = None
     reward: int | None = None
     timings: dict[str, Any] | None = None
@@ -46,9 +46,19 @@ class KernelFix:
     written: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "before": self.before, "problem": self.problem, "fixed": self.fixed,
-                "attempted": self.attempted, "done": self.done, "session_id": self.session_id, "reward": self.reward, "timings": self.timings,
-                "cost_usd": round(self.cost_usd, 6), "written": self.written}
+        return {
+            "target": self.target,
+            "before": self.before,
+            "problem": self.problem,
+            "fixed": self.fixed,
+            "attempted": self.attempted,
+            "done": self.done,
+            "session_id": self.session_id,
+            "reward": self.reward,
+            "timings": self.timings,
+            "cost_usd": round(self.cost_usd, 6),
+            "written": self.written,
+        }
 
 
 @dataclass
@@ -65,12 +75,18 @@ class FixReport:
         return 1 if any(not k.fixed for k in self.kernels if k.before in {s.value for s in FAILING}) else 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"kernels": [k.to_json() for k in self.kernels], "branch": self.branch, "commit": self.commit,
-                "patch": str(self.patch) if self.patch else None, "cost_usd": round(self.cost_usd, 6),
-                "exit_code": self.exit_code}
+        return {
+            "kernels": [k.to_json() for k in self.kernels],
+            "branch": self.branch,
+            "commit": self.commit,
+            "patch": str(self.patch) if self.patch else None,
+            "cost_usd": round(self.cost_usd, 6),
+            "exit_code": self.exit_code,
+        }
 
 
 # ---------------------------------------------------------------- before anything runs
+
 
 def check_fix_request(req: FixRequest, root: Path, manifest_paths: list[str]) -> None:
     """Every reason the fix could not run or land, as one line and exit 2 (3 for a missing
@@ -79,12 +95,21 @@ def check_fix_request(req: FixRequest, root: Path, manifest_paths: list[str]) ->
     from cuda_agent_cli.run.checks import check_limits, check_model
     from cuda_agent_cli.sandbox import require_sandbox
 
-    cfg = load_config({"model": req.model, "api_base": req.api_base, "max_turns": req.max_turns,
-                       "max_cost": req.max_cost, "timeout": req.timeout}, cwd=root)
+    cfg = load_config(
+        {
+            "model": req.model,
+            "api_base": req.api_base,
+            "max_turns": req.max_turns,
+            "max_cost": req.max_cost,
+            "timeout": req.timeout,
+        },
+        cwd=root,
+    )
     if not cfg.model:
-        raise BadInput("--fix runs the agent, and no model is configured",
-                       "pass --model (e.g. anthropic/claude-sonnet-4-5), set CUDA_AGENT_MODEL, "
-                       "or set model in [tool.cuda-agent]")
+        raise BadInput(
+            "--fix runs the agent, and no model is configured",
+            "pass --model (e.g. anthropic/claude-sonnet-4-5), set CUDA_AGENT_MODEL, or set model in [tool.cuda-agent]",
+        )
     check_model(cfg.model, cfg.api_base)
     check_limits(cfg)
     if req.patch_dir is not None:
@@ -94,16 +119,21 @@ def check_fix_request(req: FixRequest, root: Path, manifest_paths: list[str]) ->
     from cuda_agent_cli.writeback.git import git_root
 
     if git_root(root) is None:
-        raise BadInput(f"{root} is not a git repository: --fix needs one for its scratch copy",
-                       "run `git init` and commit the repository first")
+        raise BadInput(
+            f"{root} is not a git repository: --fix needs one for its scratch copy",
+            "run `git init` and commit the repository first",
+        )
     if req.patch_dir is None:
         from cuda_agent_cli.writeback.scratch import dirty_tree
 
         dirty = dirty_tree(root, manifest_paths)
         if dirty:
             shown = ", ".join(dirty[:3]) + (" ..." if len(dirty) > 3 else "")
-            raise BadInput(f"uncommitted changes in {shown}: --fix commits on a new branch made from HEAD, "
-                           "which would leave them out", "commit or stash them, or write a patch with --patch DIR")
+            raise BadInput(
+                f"uncommitted changes in {shown}: --fix commits on a new branch made from HEAD, "
+                "which would leave them out",
+                "commit or stash them, or write a patch with --patch DIR",
+            )
     require_sandbox(req.allow_unsafe)
 
 
@@ -134,22 +164,28 @@ def _check_summary(path: Path) -> None:
 
 # ---------------------------------------------------------------- the sessions
 
+
 def _brief(status: str, problem: str) -> str:
-    return ("This kernel was integrated into the repository before, and `cuda-agent check` now reports it "
-            f"{status}: {problem}. Its files from then are in the workspace (model_new.py, kernels/). "
-            "Re-verify it against the reference as it is now; re-tune it if it is slower than recorded, "
-            "or rewrite it where it no longer compiles, fails verification or no longer matches the reference.")
+    return (
+        "This kernel was integrated into the repository before, and `cuda-agent check` now reports it "
+        f"{status}: {problem}. Its files from then are in the workspace (model_new.py, kernels/). "
+        "Re-verify it against the reference as it is now; re-tune it if it is slower than recorded, "
+        "or rewrite it where it no longer compiles, fails verification or no longer matches the reference."
+    )
 
 
 def _what_changed(plan: Any) -> list[str]:
     """The kernel's own sources (model_new.py, kernels/) the fix changes, folder-relative."""
     prefix = plan.folder + "/"
-    return sorted(c.path[len(prefix):] for c in plan.changes
-                  if c.path.startswith(prefix) and c.path[len(prefix):].split("/")[0] in ("model_new.py", "kernels"))
+    return sorted(
+        c.path[len(prefix) :]
+        for c in plan.changes
+        if c.path.startswith(prefix) and c.path[len(prefix) :].split("/")[0] in ("model_new.py", "kernels")
+    )
 
 
 def speeds(t: dict[str, Any] | None) -> str:
-    """"1.52x [1.40, 1.63] vs eager, 1.10x [1.02, 1.18] vs torch.compile" from harness timings."""
+    """ "1.52x [1.40, 1.63] vs eager, 1.10x [1.02, 1.18] vs torch.compile" from harness timings."""
     if not t:
         return "not timed"
     out = []
@@ -160,19 +196,36 @@ def speeds(t: dict[str, Any] | None) -> str:
     return ", ".join(out)
 
 
-def _fix_one(k: Any, entry: dict[str, Any], tree: Any, req: FixRequest, budget: float | None,
-             sink: Callable[[Any], None] | None, on_stage: Callable[[str], None] | None) -> KernelFix:
+def _fix_one(
+    k: Any,
+    entry: dict[str, Any],
+    tree: Any,
+    req: FixRequest,
+    budget: float | None,
+    sink: Callable[[Any], None] | None,
+    on_stage: Callable[[str], None] | None,
+) -> KernelFix:
     from cuda_agent_cli.run.session import ApplyIntent, OptimizeRequest, run_optimize
     from cuda_agent_cli.writeback.apply import apply_plan
 
     fix = KernelFix(target=k.target, before=k.status.value, problem=k.message(), attempted=True)
     spec = entry.get("inputs") if entry.get("inputs_source") != "get_inputs" else None
     opt = OptimizeRequest(
-        target=str(entry["target"]), cwd=tree.root, model=req.model, api_base=req.api_base,
-        device=entry.get("device") or None, policy=entry.get("policy") or None, inputs=spec or None,
-        max_turns=req.max_turns, max_cost=budget, timeout=req.timeout, allow_unsafe=req.allow_unsafe,
-        apply=ApplyIntent(commit=False, allow_dirty=True), brief=_brief(fix.before, fix.problem),
-        start_from=tree.root / entry["folder"] if entry.get("folder") else None)
+        target=str(entry["target"]),
+        cwd=tree.root,
+        model=req.model,
+        api_base=req.api_base,
+        device=entry.get("device") or None,
+        policy=entry.get("policy") or None,
+        inputs=spec or None,
+        max_turns=req.max_turns,
+        max_cost=budget,
+        timeout=req.timeout,
+        allow_unsafe=req.allow_unsafe,
+        apply=ApplyIntent(commit=False, allow_dirty=True),
+        brief=_brief(fix.before, fix.problem),
+        start_from=tree.root / entry["folder"] if entry.get("folder") else None,
+    )
     try:
         outcome = run_optimize(opt, sink=sink, on_stage=on_stage)
     except Interrupted:
@@ -187,21 +240,30 @@ def _fix_one(k: Any, entry: dict[str, Any], tree: Any, req: FixRequest, budget: 
         fix.done = f"could not be fixed: no correct kernel in the session (stopped: {outcome.stop_detail or outcome.stop_reason})"
         return fix
     if outcome.status != "improved":
-        fix.done = (f"could not be fixed: the best kernel verifies but is not faster than eager PyTorch "
-                    f"({speeds(fix.timings)})")
+        fix.done = (
+            f"could not be fixed: the best kernel verifies but is not faster than eager PyTorch ({speeds(fix.timings)})"
+        )
         return fix
     changed = _what_changed(outcome.plan)
     applied = apply_plan(outcome.plan, commit=False, allow_dirty=True)
     fix.fixed, fix.written = True, applied.written
-    how = (f"rewritten ({', '.join(changed)} changed)" if changed
-           else "re-verified and re-timed on this machine (its sources are unchanged)")
+    how = (
+        f"rewritten ({', '.join(changed)} changed)"
+        if changed
+        else "re-verified and re-timed on this machine (its sources are unchanged)"
+    )
     fix.done = f"{how}; reward {outcome.reward}"
     return fix
 
 
-def run_fix(req: FixRequest, report: Any, *, sink: Callable[[Any], None] | None = None,
-            on_stage: Callable[[str], None] | None = None,
-            on_kernel: Callable[[KernelFix], None] | None = None) -> FixReport:
+def run_fix(
+    req: FixRequest,
+    report: Any,
+    *,
+    sink: Callable[[Any], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
+    on_kernel: Callable[[KernelFix], None] | None = None,
+) -> FixReport:
     """A session for each kernel of `report` (a CheckReport) with a failing status; then the patch
     or the branch. NOT-MEASURED and IMPROVED kernels are listed with why nothing was done."""
     from cuda_agent_cli.config import load_config
@@ -209,8 +271,9 @@ def run_fix(req: FixRequest, report: Any, *, sink: Callable[[Any], None] | None 
     from cuda_agent_cli.writeback.scratch import new_branch, scratch_tree
 
     out = FixReport(kernels=[])
-    entries = {str(e["target"]): e for e in load_manifest(report.manifest.read_text()).kernels} \
-        if report.manifest else {}
+    entries = (
+        {str(e["target"]): e for e in load_manifest(report.manifest.read_text()).kernels} if report.manifest else {}
+    )
     todo = [k for k in report.kernels if k.effective in FAILING and k.target in entries]
     for k in report.kernels:
         if k not in todo:
@@ -223,8 +286,13 @@ def run_fix(req: FixRequest, report: Any, *, sink: Callable[[Any], None] | None 
         for k in todo:
             budget = None if total is None else total - out.cost_usd
             if budget is not None and budget <= 0:
-                fix = KernelFix(k.target, k.status.value, k.message(), attempted=True,
-                                done=f"not attempted: the --max-cost budget of {total:g} USD was spent")
+                fix = KernelFix(
+                    k.target,
+                    k.status.value,
+                    k.message(),
+                    attempted=True,
+                    done=f"not attempted: the --max-cost budget of {total:g} USD was spent",
+                )
             else:
                 fix = _fix_one(k, entries[k.target], tree, req, budget, sink, on_stage)
             out.cost_usd += fix.cost_usd
@@ -257,12 +325,16 @@ def _nothing_to_do(status: Status) -> str:
 def _message(fixed: list[KernelFix]) -> str:
     names = ", ".join(f.target.rpartition("::")[2] or f.target for f in fixed)
     lines = [f"cuda-agent check --fix: {names}", ""]
-    lines += [f"- {f.target} ({f.before}): {f.done}, {speeds(f.timings)}"
-              + (f" [session {f.session_id}]" if f.session_id else "") for f in fixed]
+    lines += [
+        f"- {f.target} ({f.before}): {f.done}, {speeds(f.timings)}"
+        + (f" [session {f.session_id}]" if f.session_id else "")
+        for f in fixed
+    ]
     return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------- the PR comment
+
 
 def markdown(fix: FixReport) -> str:
     """The summary for a pull request comment: per kernel, the status before, what was done, the
@@ -270,13 +342,20 @@ def markdown(fix: FixReport) -> str:
     fixed = sum(k.fixed for k in fix.kernels)
     lines = ["## cuda-agent check --fix", ""]
     if fix.branch:
-        lines.append(f"{fixed} of {len(fix.kernels)} kernel(s) fixed on branch `{fix.branch}` ({fix.commit[:12] if fix.commit else ''}).")
+        lines.append(
+            f"{fixed} of {len(fix.kernels)} kernel(s) fixed on branch `{fix.branch}` ({fix.commit[:12] if fix.commit else ''})."
+        )
     elif fix.patch:
-        lines.append(f"{fixed} of {len(fix.kernels)} kernel(s) fixed in `{fix.patch.name}` (`git apply {fix.patch.name}`).")
+        lines.append(
+            f"{fixed} of {len(fix.kernels)} kernel(s) fixed in `{fix.patch.name}` (`git apply {fix.patch.name}`)."
+        )
     else:
         lines.append(f"{fixed} of {len(fix.kernels)} kernel(s) fixed.")
-    lines += ["", "| kernel | before | result | vs eager | vs torch.compile | what was done |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| kernel | before | result | vs eager | vs torch.compile | what was done |",
+        "|---|---|---|---|---|---|",
+    ]
     for k in fix.kernels:
         t = k.timings or {}
         cells = []

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from cuda_agent_cli.errors import EnvironmentMissing
 
-_BUILD = r'''
+_BUILD = r"""
 import json, runpy, sys
 ns = runpy.run_path(sys.argv[1])
 if "build" in ns:
@@ -29,7 +29,7 @@ else:  # a loader written before `build` existed: loading builds and caches it
     result = {"built": True, "name": "", "library": ""}
 result.pop("module", None)
 print("CUDA_AGENT_BUILD " + json.dumps(result))
-'''
+"""
 
 
 @dataclass
@@ -37,19 +37,26 @@ class BuildResult:
     target: str
     device: str
     ok: bool
-    built: bool = False          # False: a built copy was already in the cache
+    built: bool = False  # False: a built copy was already in the cache
     seconds: float = 0.0
     library: str = ""
     error: str = ""
-    environment: bool = False    # the failure is a missing compiler or toolkit (exit 3)
+    environment: bool = False  # the failure is a missing compiler or toolkit (exit 3)
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "device": self.device, "ok": self.ok, "built": self.built,
-                "seconds": round(self.seconds, 3), "library": self.library, "error": self.error or None}
+        return {
+            "target": self.target,
+            "device": self.device,
+            "ok": self.ok,
+            "built": self.built,
+            "seconds": round(self.seconds, 3),
+            "library": self.library,
+            "error": self.error or None,
+        }
 
 
 def _arch_list(arch: str | None) -> str | None:
-    """"sm_90" -> "9.0" for TORCH_CUDA_ARCH_LIST."""
+    """ "sm_90" -> "9.0" for TORCH_CUDA_ARCH_LIST."""
     if arch and arch.startswith("sm_") and arch[3:].isdigit() and len(arch) >= 5:
         digits = arch[3:]
         return f"{digits[:-1]}.{digits[-1]}"
@@ -70,8 +77,9 @@ def missing_toolchain(device: str, machine: Any) -> str | None:
     return None
 
 
-def build_kernel(root: Path, entry: dict[str, Any], machine: Any, cache_dir: Path | None = None,
-                 timeout: float = 3600.0) -> BuildResult:
+def build_kernel(
+    root: Path, entry: dict[str, Any], machine: Any, cache_dir: Path | None = None, timeout: float = 3600.0
+) -> BuildResult:
     device = str(entry.get("device") or "cuda")
     target = str(entry["target"])
     missing = missing_toolchain(device, machine)
@@ -79,7 +87,12 @@ def build_kernel(root: Path, entry: dict[str, Any], machine: Any, cache_dir: Pat
         return BuildResult(target, device, ok=False, error=missing, environment=True)
     loader = root / str(entry.get("folder") or "") / "loader.py"
     if not entry.get("folder") or not loader.is_file():
-        return BuildResult(target, device, ok=False, error=f"{loader.relative_to(root) if entry.get('folder') else 'the kernel folder'} is missing")
+        return BuildResult(
+            target,
+            device,
+            ok=False,
+            error=f"{loader.relative_to(root) if entry.get('folder') else 'the kernel folder'} is missing",
+        )
     env = {k: v for k, v in os.environ.items() if k != "CUDA_AGENT_DISABLE_KERNELS"}
     if cache_dir is not None:
         env["CUDA_AGENT_KERNEL_CACHE"] = str(cache_dir)
@@ -88,26 +101,50 @@ def build_kernel(root: Path, entry: dict[str, Any], machine: Any, cache_dir: Pat
         env["TORCH_CUDA_ARCH_LIST"] = _arch_list(entry.get("arch")) or ""
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-c", _BUILD, str(loader)], cwd=root, env=env, capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [sys.executable, "-c", _BUILD, str(loader)],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
-        return BuildResult(target, device, ok=False, seconds=time.perf_counter() - start,
-                           error=f"the build took more than {timeout:.0f} s")
+        return BuildResult(
+            target,
+            device,
+            ok=False,
+            seconds=time.perf_counter() - start,
+            error=f"the build took more than {timeout:.0f} s",
+        )
     seconds = time.perf_counter() - start
     line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("CUDA_AGENT_BUILD ")), None)
     if proc.returncode != 0 or line is None:
         errors = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
         detail = next((ln for ln in reversed(errors) if "Error" in ln or "error" in ln), errors[-1] if errors else "")
-        return BuildResult(target, device, ok=False, seconds=seconds,
-                           error=f"the build failed: {detail.strip()[:400]}" if detail else "the build failed")
+        return BuildResult(
+            target,
+            device,
+            ok=False,
+            seconds=seconds,
+            error=f"the build failed: {detail.strip()[:400]}" if detail else "the build failed",
+        )
     info = json.loads(line.split(" ", 1)[1])
-    return BuildResult(target, device, ok=True, built=bool(info.get("built")), seconds=seconds,
-                       library=str(info.get("library") or ""))
+    return BuildResult(
+        target, device, ok=True, built=bool(info.get("built")), seconds=seconds, library=str(info.get("library") or "")
+    )
 
 
-def build_kernels(root: Path, entries: list[dict[str, Any]], machine: Any, *, cache_dir: Path | None = None,
-                  on_start: Callable[[dict[str, Any]], None] | None = None,
-                  on_done: Callable[[BuildResult], None] | None = None) -> list[BuildResult]:
+def build_kernels(
+    root: Path,
+    entries: list[dict[str, Any]],
+    machine: Any,
+    *,
+    cache_dir: Path | None = None,
+    on_start: Callable[[dict[str, Any]], None] | None = None,
+    on_done: Callable[[BuildResult], None] | None = None,
+) -> list[BuildResult]:
     out = []
     for entry in entries:
         if on_start is not None:

@@ -30,9 +30,15 @@ def table(report: CheckReport) -> list[str]:
     rows = [("STATUS", "KERNEL", "DEVICE", "VS EAGER (rec -> now)", "VS COMPILE (rec -> now)")]
     for k in report.kernels:
         status = k.status.value + (" (updated)" if k.updated else "")
-        rows.append((status, k.target, k.device,
-                     f"{_speed(k.recorded, 'speedup_vs_eager')} -> {_measured(k, 'speedup_vs_eager')}",
-                     f"{_speed(k.recorded, 'speedup_vs_compile')} -> {_measured(k, 'speedup_vs_compile')}"))
+        rows.append(
+            (
+                status,
+                k.target,
+                k.device,
+                f"{_speed(k.recorded, 'speedup_vs_eager')} -> {_measured(k, 'speedup_vs_eager')}",
+                f"{_speed(k.recorded, 'speedup_vs_compile')} -> {_measured(k, 'speedup_vs_compile')}",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows] if report.kernels else []
     for k in report.kernels:
@@ -43,8 +49,11 @@ def table(report: CheckReport) -> list[str]:
     out.extend(report.notes)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(report.counts().items()))
     verdict = "failed" if report.exit_code else "passed"
-    out.append(f"check {verdict} ({report.mode}, {len(report.kernels)} kernel{'s' if len(report.kernels) != 1 else ''}"
-               + (f": {counts}" if counts else "") + f", {report.seconds:.1f} s)")
+    out.append(
+        f"check {verdict} ({report.mode}, {len(report.kernels)} kernel{'s' if len(report.kernels) != 1 else ''}"
+        + (f": {counts}" if counts else "")
+        + f", {report.seconds:.1f} s)"
+    )
     return out
 
 
@@ -62,11 +71,20 @@ def junit(report: CheckReport) -> str:
     suites = ET.Element("testsuites", name="cuda-agent check")
     failures = sum(1 for k in report.kernels if _fails(k, report.strict))
     skipped = sum(1 for k in report.kernels if not _fails(k, report.strict) and k.effective == Status.NOT_MEASURED)
-    suite = ET.SubElement(suites, "testsuite", name=f"cuda-agent check ({report.mode})", tests=str(len(report.kernels)),
-                          failures=str(failures), errors="0", skipped=str(skipped), time=f"{report.seconds:.3f}")
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=f"cuda-agent check ({report.mode})",
+        tests=str(len(report.kernels)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+        time=f"{report.seconds:.3f}",
+    )
     for k in report.kernels:
-        case = ET.SubElement(suite, "testcase", classname=f"cuda-agent.{k.device}", name=k.target,
-                             time=f"{k.seconds:.3f}")
+        case = ET.SubElement(
+            suite, "testcase", classname=f"cuda-agent.{k.device}", name=k.target, time=f"{k.seconds:.3f}"
+        )
         if k.module_file:
             case.set("file", k.module_file)
         if _fails(k, report.strict):
@@ -93,8 +111,10 @@ def _locations(k: KernelReport) -> list[tuple[str | None, int | None, str]]:
     main = [f for f in k.findings if f.status == k.status]
     if not main:
         return [(k.module_file, k.line, k.message())]
-    return [(f.file or k.module_file, f.line or (k.line if (f.file or k.module_file) == k.module_file else None),
-             f.message) for f in main]
+    return [
+        (f.file or k.module_file, f.line or (k.line if (f.file or k.module_file) == k.module_file else None), f.message)
+        for f in main
+    ]
 
 
 def github_annotations(report: CheckReport) -> list[str]:
@@ -104,8 +124,15 @@ def github_annotations(report: CheckReport) -> list[str]:
     for k in report.kernels:
         if k.updated:
             continue
-        level = ("error" if _fails(k, report.strict) else "warning" if k.status == Status.NOT_MEASURED
-                 else "notice" if k.status == Status.IMPROVED else None)
+        level = (
+            "error"
+            if _fails(k, report.strict)
+            else "warning"
+            if k.status == Status.NOT_MEASURED
+            else "notice"
+            if k.status == Status.IMPROVED
+            else None
+        )
         if level is None:
             continue
         for file, line, message in _locations(k):
@@ -114,31 +141,44 @@ def github_annotations(report: CheckReport) -> list[str]:
                 props.insert(0, f"file={_escape_property(file)}")
                 if line:
                     props.insert(1, f"line={line}")
-            ranked.append(({"error": 0, "warning": 1, "notice": 2}[level],
-                           f"::{level} {','.join(props)}::{_escape_data(message)}"))
+            ranked.append(
+                (
+                    {"error": 0, "warning": 1, "notice": 2}[level],
+                    f"::{level} {','.join(props)}::{_escape_data(message)}",
+                )
+            )
     ranked.sort(key=lambda r: r[0])
     lines = [r[1] for r in ranked[:MAX_ANNOTATIONS]]
     if len(ranked) > MAX_ANNOTATIONS:
-        lines.append(f"::notice title=cuda-agent check::{len(ranked) - MAX_ANNOTATIONS} more findings are in the job "
-                     "summary")
+        lines.append(
+            f"::notice title=cuda-agent check::{len(ranked) - MAX_ANNOTATIONS} more findings are in the job summary"
+        )
     return lines
 
 
 def markdown_summary(report: CheckReport) -> str:
     verdict = "failed" if report.exit_code else "passed"
-    out = [f"## cuda-agent check {verdict}", "",
-           f"{len(report.kernels)} kernel(s), {report.mode} mode, regression threshold {report.threshold:.0%}, "
-           f"{report.seconds:.1f} s.", ""]
+    out = [
+        f"## cuda-agent check {verdict}",
+        "",
+        f"{len(report.kernels)} kernel(s), {report.mode} mode, regression threshold {report.threshold:.0%}, "
+        f"{report.seconds:.1f} s.",
+        "",
+    ]
     if report.kernels:
-        out += ["| Status | Kernel | Device | vs eager (recorded → now) | vs torch.compile (recorded → now) | Details |",
-                "| --- | --- | --- | --- | --- | --- |"]
+        out += [
+            "| Status | Kernel | Device | vs eager (recorded → now) | vs torch.compile (recorded → now) | Details |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for k in report.kernels:
             detail = k.message().replace("|", "\\|")
             if k.notes:
                 detail += "<br>" + "<br>".join(n.replace("|", "\\|") for n in k.notes)
-            out.append(f"| {k.status.value}{' (updated)' if k.updated else ''} | `{k.target}` | {k.device} | "
-                       f"{_speed(k.recorded, 'speedup_vs_eager')} → {_measured(k, 'speedup_vs_eager')} | "
-                       f"{_speed(k.recorded, 'speedup_vs_compile')} → {_measured(k, 'speedup_vs_compile')} | {detail} |")
+            out.append(
+                f"| {k.status.value}{' (updated)' if k.updated else ''} | `{k.target}` | {k.device} | "
+                f"{_speed(k.recorded, 'speedup_vs_eager')} → {_measured(k, 'speedup_vs_eager')} | "
+                f"{_speed(k.recorded, 'speedup_vs_compile')} → {_measured(k, 'speedup_vs_compile')} | {detail} |"
+            )
         out.append("")
     out += [f"- {n}" for n in report.notes]
     return "\n".join(out).rstrip() + "\n"
@@ -147,11 +187,18 @@ def markdown_summary(report: CheckReport) -> str:
 def sarif(report: CheckReport) -> str:
     """SARIF 2.1.0: one rule per status, one result per finding of a kernel's status (OK kernels
     have none)."""
-    rules = [{"id": s.value, "name": s.name.title().replace("_", ""),
-              "shortDescription": {"text": MEANING[s]},
-              "defaultConfiguration": {"level": "error" if s in FAILING else "warning" if s == Status.NOT_MEASURED
-                                       else "note"}}
-             for s in Status if s != Status.OK]
+    rules = [
+        {
+            "id": s.value,
+            "name": s.name.title().replace("_", ""),
+            "shortDescription": {"text": MEANING[s]},
+            "defaultConfiguration": {
+                "level": "error" if s in FAILING else "warning" if s == Status.NOT_MEASURED else "note"
+            },
+        }
+        for s in Status
+        if s != Status.OK
+    ]
     index = {r["id"]: i for i, r in enumerate(rules)}
     results = []
     for k in report.kernels:
@@ -159,9 +206,13 @@ def sarif(report: CheckReport) -> str:
             continue
         level = "error" if _fails(k, report.strict) else "warning" if k.status == Status.NOT_MEASURED else "note"
         for file, line, message in _locations(k):
-            result: dict[str, Any] = {"ruleId": k.status.value, "ruleIndex": index[k.status.value], "level": level,
-                                      "message": {"text": f"{k.target}: {message}"},
-                                      "properties": {"target": k.target, "device": k.device, "updated": k.updated}}
+            result: dict[str, Any] = {
+                "ruleId": k.status.value,
+                "ruleIndex": index[k.status.value],
+                "level": level,
+                "message": {"text": f"{k.target}: {message}"},
+                "properties": {"target": k.target, "device": k.device, "updated": k.updated},
+            }
             if file:
                 region = {"startLine": line} if line else None
                 loc: dict[str, Any] = {"artifactLocation": {"uri": file, "uriBaseId": "SRCROOT"}}
@@ -172,11 +223,13 @@ def sarif(report: CheckReport) -> str:
     doc = {
         "$schema": "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "cuda-agent check", "version": __version__, "rules": rules}},
-            "originalUriBaseIds": {"SRCROOT": {"uri": report.root.as_uri() + "/"}},
-            "invocations": [{"executionSuccessful": True, "exitCode": report.exit_code}],
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {"driver": {"name": "cuda-agent check", "version": __version__, "rules": rules}},
+                "originalUriBaseIds": {"SRCROOT": {"uri": report.root.as_uri() + "/"}},
+                "invocations": [{"executionSuccessful": True, "exitCode": report.exit_code}],
+                "results": results,
+            }
+        ],
     }
     return json.dumps(doc, indent=2) + "\n"

@@ -28,8 +28,17 @@ if TYPE_CHECKING:
     from cuda_agent_cli.harness.result import HarnessResult
 
 # Findings after which the harness has nothing it could run.
-_CANNOT_RUN = {"module-missing", "folder-missing", "class-gone", "no-module-file", "no-folder", "source-missing",
-               "no-gpu", "no-cuda", "no-torch"}
+_CANNOT_RUN = {
+    "module-missing",
+    "folder-missing",
+    "class-gone",
+    "no-module-file",
+    "no-folder",
+    "source-missing",
+    "no-gpu",
+    "no-cuda",
+    "no-torch",
+}
 # Static gaps of an old record that a passing verification makes up for.
 _RECORD_GAPS = {"no-hashes", "no-fingerprint"}
 
@@ -70,18 +79,30 @@ class KernelReport:
         if main:
             return "; ".join(main)
         if self.status == Status.OK:
-            return ("sources, reference and architecture as recorded (static checks)" if self.fast
-                    else "verified, current and as fast as recorded")
+            return (
+                "sources, reference and architecture as recorded (static checks)"
+                if self.fast
+                else "verified, current and as fast as recorded"
+            )
         return self.status.value
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "target": self.target, "device": self.device, "status": self.status.value,
+            "target": self.target,
+            "device": self.device,
+            "status": self.status.value,
             "message": self.message(),
-            "findings": [{"status": f.status.value, "code": f.code, "message": f.message, "file": f.file,
-                          "line": f.line} for f in self.findings],
-            "file": self.module_file, "line": self.line, "recorded": self.recorded, "measured": self.measured,
-            "notes": self.notes, "seconds": round(self.seconds, 3), "updated": self.updated,
+            "findings": [
+                {"status": f.status.value, "code": f.code, "message": f.message, "file": f.file, "line": f.line}
+                for f in self.findings
+            ],
+            "file": self.module_file,
+            "line": self.line,
+            "recorded": self.recorded,
+            "measured": self.measured,
+            "notes": self.notes,
+            "seconds": round(self.seconds, 3),
+            "updated": self.updated,
         }
 
 
@@ -89,7 +110,7 @@ class KernelReport:
 class CheckReport:
     root: Path
     manifest: Path | None
-    mode: str                      # "fast" | "full"
+    mode: str  # "fast" | "full"
     threshold: float
     strict: bool
     kernels: list[KernelReport]
@@ -110,14 +131,23 @@ class CheckReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "root": str(self.root), "manifest": str(self.manifest) if self.manifest else None, "mode": self.mode,
-            "threshold": self.threshold, "strict": self.strict, "exit_code": self.exit_code,
-            "counts": self.counts(), "kernels": [k.to_json() for k in self.kernels], "notes": self.notes,
-            "machine": self.machine, "seconds": round(self.seconds, 3), "updated_manifest": self.updated_manifest,
+            "root": str(self.root),
+            "manifest": str(self.manifest) if self.manifest else None,
+            "mode": self.mode,
+            "threshold": self.threshold,
+            "strict": self.strict,
+            "exit_code": self.exit_code,
+            "counts": self.counts(),
+            "kernels": [k.to_json() for k in self.kernels],
+            "notes": self.notes,
+            "machine": self.machine,
+            "seconds": round(self.seconds, 3),
+            "updated_manifest": self.updated_manifest,
         }
 
 
 # ---------------------------------------------------------------- where and what
+
 
 def _manifest_root(start: Path) -> tuple[Path, Path | None]:
     """The repository root holding .cuda-agent/kernels.toml at or above `start` (not past .git)."""
@@ -177,9 +207,23 @@ def resolve_threshold(flag: str | float | None, root: Path) -> float:
 
 # ---------------------------------------------------------------- one kernel
 
+
 def _recorded(entry: dict[str, Any]) -> dict[str, Any]:
-    keys = ("speedup_vs_eager", "speedup_vs_eager_interval", "speedup_vs_compile", "speedup_vs_compile_interval",
-            "eager_us", "compile_us", "kernel_us", "method", "arch", "gpu", "torch", "cuda", "reward")
+    keys = (
+        "speedup_vs_eager",
+        "speedup_vs_eager_interval",
+        "speedup_vs_compile",
+        "speedup_vs_compile_interval",
+        "eager_us",
+        "compile_us",
+        "kernel_us",
+        "method",
+        "arch",
+        "gpu",
+        "torch",
+        "cuda",
+        "reward",
+    )
     return {k: entry[k] for k in keys if k in entry}
 
 
@@ -195,14 +239,19 @@ def runtime_findings(entry: dict[str, Any], result: HarnessResult, threshold: fl
         first = _first_line("\n".join(result.errors)) or "see the compiler log"
         return [Finding(Status.BROKEN, f"the kernel no longer compiles: {first}", module, code="compile-failed")]
     if not result.correct:
-        what = "; ".join(f"{c.name}: {_first_line(c.detail, 160)}" for c in result.failed_checks()[:3]) or \
-            _first_line("\n".join(result.errors))
+        what = "; ".join(f"{c.name}: {_first_line(c.detail, 160)}" for c in result.failed_checks()[:3]) or _first_line(
+            "\n".join(result.errors)
+        )
         return [Finding(Status.BROKEN, f"the kernel fails verification now ({what})", module, code="verify-failed")]
     t = result.timings
     if not t:
-        return [Finding(Status.NOT_MEASURED, "verified, but the harness returned no timings", module, code="no-timings")]
-    measured = {"speedup_vs_eager": (t.speedup_vs_eager, t.speedup_vs_eager_interval),
-                "speedup_vs_compile": (t.speedup_vs_compile, t.speedup_vs_compile_interval)}
+        return [
+            Finding(Status.NOT_MEASURED, "verified, but the harness returned no timings", module, code="no-timings")
+        ]
+    measured = {
+        "speedup_vs_eager": (t.speedup_vs_eager, t.speedup_vs_eager_interval),
+        "speedup_vs_compile": (t.speedup_vs_compile, t.speedup_vs_compile_interval),
+    }
     out: list[Finding] = []
     for label, key in (("eager", "speedup_vs_eager"), ("torch.compile", "speedup_vs_compile")):
         rec = entry.get(key)
@@ -211,15 +260,39 @@ def runtime_findings(entry: dict[str, Any], result: HarnessResult, threshold: fl
         now, interval = measured[key]
         c = compare(float(rec), entry.get(f"{key}_interval"), now, _as_list(interval, now), threshold)
         if c.verdict == "regressed":
-            out.append(Finding(Status.REGRESSED, f"{now:.2f}x vs {label}, recorded {rec:.2f}x "
-                               f"({c.change:+.0%}; counts beyond -{c.limit:.0%}){c.detail}", module, code=f"regressed-{key}"))
+            out.append(
+                Finding(
+                    Status.REGRESSED,
+                    f"{now:.2f}x vs {label}, recorded {rec:.2f}x "
+                    f"({c.change:+.0%}; counts beyond -{c.limit:.0%}){c.detail}",
+                    module,
+                    code=f"regressed-{key}",
+                )
+            )
         elif c.verdict == "improved":
-            out.append(Finding(Status.IMPROVED, f"{now:.2f}x vs {label}, recorded {rec:.2f}x ({c.change:+.0%}): "
-                               "refresh the record with `cuda-agent check --update`", module, code=f"improved-{key}"))
-    if slower_than_compile(_as_list(t.speedup_vs_compile_interval, t.speedup_vs_compile), t.speedup_vs_compile,
-                           entry.get("speedup_vs_compile"), entry.get("speedup_vs_compile_interval")):
-        out.append(Finding(Status.SLOWER_THAN_COMPILE, f"{t.speedup_vs_compile:.2f}x vs torch.compile: slower than "
-                           "torch.compile now", module, code="slower-than-compile"))
+            out.append(
+                Finding(
+                    Status.IMPROVED,
+                    f"{now:.2f}x vs {label}, recorded {rec:.2f}x ({c.change:+.0%}): "
+                    "refresh the record with `cuda-agent check --update`",
+                    module,
+                    code=f"improved-{key}",
+                )
+            )
+    if slower_than_compile(
+        _as_list(t.speedup_vs_compile_interval, t.speedup_vs_compile),
+        t.speedup_vs_compile,
+        entry.get("speedup_vs_compile"),
+        entry.get("speedup_vs_compile_interval"),
+    ):
+        out.append(
+            Finding(
+                Status.SLOWER_THAN_COMPILE,
+                f"{t.speedup_vs_compile:.2f}x vs torch.compile: slower than torch.compile now",
+                module,
+                code="slower-than-compile",
+            )
+        )
     return out
 
 
@@ -229,8 +302,9 @@ def _as_list(interval: tuple[float, float] | None, point: float) -> list[float]:
     return list(interval) if interval is not None else [point, point]
 
 
-def check_kernel(root: Path, entry: dict[str, Any], machine: Any, *, fast: bool, threshold: float,
-                 atol: float, rtol: float) -> KernelReport:
+def check_kernel(
+    root: Path, entry: dict[str, Any], machine: Any, *, fast: bool, threshold: float, atol: float, rtol: float
+) -> KernelReport:
     from cuda_agent_cli.check.static import class_line, static_findings
 
     start = time.perf_counter()
@@ -240,9 +314,16 @@ def check_kernel(root: Path, entry: dict[str, Any], machine: Any, *, fast: bool,
     line = None
     if module_rel and (root / module_rel).is_file():
         line = class_line((root / module_rel).read_text(errors="replace"), cls)
-    report = KernelReport(target=str(entry["target"]), device=str(entry.get("device") or "cuda"),
-                          status=Status.OK, findings=findings, module_file=module_rel, line=line,
-                          recorded=_recorded(entry), fast=fast)
+    report = KernelReport(
+        target=str(entry["target"]),
+        device=str(entry.get("device") or "cuda"),
+        status=Status.OK,
+        findings=findings,
+        module_file=module_rel,
+        line=line,
+        recorded=_recorded(entry),
+        fast=fast,
+    )
     for f in findings:
         if f.file == module_rel and f.line is None and f.status != Status.NOT_MEASURED:
             findings[findings.index(f)] = Finding(f.status, f.message, f.file, line, f.code)
@@ -258,13 +339,18 @@ def check_kernel(root: Path, entry: dict[str, Any], machine: Any, *, fast: bool,
         if m.not_measured:
             findings.append(Finding(Status.NOT_MEASURED, m.not_measured, module_rel, line, "environment"))
         elif m.error:
-            findings.append(Finding(Status.BROKEN, f"the target cannot be loaded: {m.error}", module_rel, line,
-                                    "target-error"))
+            findings.append(
+                Finding(Status.BROKEN, f"the target cannot be loaded: {m.error}", module_rel, line, "target-error")
+            )
         elif m.result is not None:
             as_json = m.result.to_json()
-            report.measured = {"correct": m.result.correct, "reward": m.result.reward,
-                               "timings": as_json["timings"], "environment": as_json["environment"],
-                               "failed_checks": [c.name for c in m.result.failed_checks()]}
+            report.measured = {
+                "correct": m.result.correct,
+                "reward": m.result.reward,
+                "timings": as_json["timings"],
+                "environment": as_json["environment"],
+                "failed_checks": [c.name for c in m.result.failed_checks()],
+            }
             new = runtime_findings(entry, m.result, threshold)
             for f in new:
                 findings.append(Finding(f.status, f.message, f.file, line if f.file == module_rel else f.line, f.code))
@@ -273,24 +359,32 @@ def check_kernel(root: Path, entry: dict[str, Any], machine: Any, *, fast: bool,
             for f in unknown:
                 findings.remove(f)
             if unknown and entry.get("gpu") and measured_gpu and measured_gpu != entry["gpu"]:
-                findings.append(Finding(Status.NEW_ARCH, f"verified on {entry['gpu']}, this machine has {measured_gpu}",
-                                        code="gpu-arch"))
+                findings.append(
+                    Finding(
+                        Status.NEW_ARCH, f"verified on {entry['gpu']}, this machine has {measured_gpu}", code="gpu-arch"
+                    )
+                )
             if m.result.correct:
                 gaps = [f for f in findings if f.code in _RECORD_GAPS]
                 for f in gaps:
                     findings.remove(f)
                 if gaps:
-                    report.notes.append("the record lacks hashes or a fingerprint (older cuda-agent); verified and "
-                                        "timed instead: `cuda-agent check --update` records them")
+                    report.notes.append(
+                        "the record lacks hashes or a fingerprint (older cuda-agent); verified and "
+                        "timed instead: `cuda-agent check --update` records them"
+                    )
                 if any(f.status == Status.STALE for f in findings):
-                    report.notes.append("it still verifies against the current reference on the recorded inputs: "
-                                        "`cuda-agent check --update` records that")
+                    report.notes.append(
+                        "it still verifies against the current reference on the recorded inputs: "
+                        "`cuda-agent check --update` records that"
+                    )
     report.status = decide(findings)
     report.seconds = time.perf_counter() - start
     return report
 
 
 # ---------------------------------------------------------------- the refreshed record
+
 
 def refreshed_entry(root: Path, entry: dict[str, Any], measured: dict[str, Any], machine: Any) -> dict[str, Any]:
     """The entry as `check --update` rewrites it: fingerprints and hashes of today's files, and
@@ -307,17 +401,25 @@ def refreshed_entry(root: Path, entry: dict[str, Any], measured: dict[str, Any],
     t = measured.get("timings") or {}
     env = measured.get("environment") or {}
     device = str(entry.get("device") or "cuda")
-    e.update({
-        "arch": machine.arch(device, env.get("gpu")) or e.get("arch") or "",
-        "gpu": env.get("gpu") or "", "torch": env.get("torch") or machine.torch or "",
-        "cuda": env.get("cuda") or None, "reward": measured.get("reward"),
-        "eager_us": t.get("eager_us"), "compile_us": t.get("compile_us"), "kernel_us": t.get("candidate_us"),
-        "speedup_vs_eager": t.get("speedup_vs_eager"), "speedup_vs_eager_interval": t.get("speedup_vs_eager_interval"),
-        "speedup_vs_compile": t.get("speedup_vs_compile"),
-        "speedup_vs_compile_interval": t.get("speedup_vs_compile_interval"),
-        "method": t.get("method") or "", "trials": t.get("trials"),
-        "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    })
+    e.update(
+        {
+            "arch": machine.arch(device, env.get("gpu")) or e.get("arch") or "",
+            "gpu": env.get("gpu") or "",
+            "torch": env.get("torch") or machine.torch or "",
+            "cuda": env.get("cuda") or None,
+            "reward": measured.get("reward"),
+            "eager_us": t.get("eager_us"),
+            "compile_us": t.get("compile_us"),
+            "kernel_us": t.get("candidate_us"),
+            "speedup_vs_eager": t.get("speedup_vs_eager"),
+            "speedup_vs_eager_interval": t.get("speedup_vs_eager_interval"),
+            "speedup_vs_compile": t.get("speedup_vs_compile"),
+            "speedup_vs_compile_interval": t.get("speedup_vs_compile_interval"),
+            "method": t.get("method") or "",
+            "trials": t.get("trials"),
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+    )
     if device == "cpu":
         e["cpu"] = machine.cpu_name
     e["files"] = folder_hashes(root / entry["folder"])
@@ -325,6 +427,7 @@ def refreshed_entry(root: Path, entry: dict[str, Any], measured: dict[str, Any],
 
 
 # ---------------------------------------------------------------- the whole check
+
 
 def run_check(req: CheckRequest, on_kernel: Callable[[KernelReport], None] | None = None) -> CheckReport:
     from cuda_agent_cli.config import load_config
@@ -340,12 +443,24 @@ def run_check(req: CheckRequest, on_kernel: Callable[[KernelReport], None] | Non
     if machine.torch is None and not req.fast and manifest is not None:
         from cuda_agent_cli.errors import EnvironmentMissing
 
-        raise EnvironmentMissing("torch is not installed here, and the full check runs every kernel through it",
-                                 "pip install torch, or run `cuda-agent check --fast` (static checks only)")
-    report = CheckReport(root=root, manifest=manifest, mode="fast" if req.fast else "full", threshold=threshold,
-                         strict=req.strict, kernels=[],
-                         machine={"torch": machine.torch, "cuda": machine.cuda, "cpu_arch": machine.cpu_arch,
-                                  "gpus": [{"name": g.name, "arch": g.arch} for g in machine.gpus]})
+        raise EnvironmentMissing(
+            "torch is not installed here, and the full check runs every kernel through it",
+            "pip install torch, or run `cuda-agent check --fast` (static checks only)",
+        )
+    report = CheckReport(
+        root=root,
+        manifest=manifest,
+        mode="fast" if req.fast else "full",
+        threshold=threshold,
+        strict=req.strict,
+        kernels=[],
+        machine={
+            "torch": machine.torch,
+            "cuda": machine.cuda,
+            "cpu_arch": machine.cpu_arch,
+            "gpus": [{"name": g.name, "arch": g.arch} for g in machine.gpus],
+        },
+    )
     if manifest is None:
         report.notes.append(f"no {MANIFEST_PATH} in {root}: no integrated kernels to check")
         report.seconds = time.perf_counter() - start

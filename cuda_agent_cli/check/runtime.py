@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class Measurement:
-    result: HarnessResult | None = None     # the profile
-    not_measured: str | None = None        # why it could not run here
-    error: str | None = None               # the target or its inputs could not be loaded
+    result: HarnessResult | None = None  # the profile
+    not_measured: str | None = None  # why it could not run here
+    error: str | None = None  # the target or its inputs could not be loaded
     seconds: float = 0.0
 
 
@@ -45,8 +45,9 @@ def _reference_task(root: Path, entry: dict[str, Any]) -> Any:
     call = call_from_json(json.loads(entry["input_spec"])) if entry.get("input_spec") else None
     task = resolve_task(entry["target"], root, inputs=call)
     candidates = unpatched_candidates(task.module_source, task.target.class_name)
-    unchanged = next((t for t in candidates if hashlib.sha256(t.encode()).hexdigest() == entry.get("module_sha256")),
-                     None)
+    unchanged = next(
+        (t for t in candidates if hashlib.sha256(t.encode()).hexdigest() == entry.get("module_sha256")), None
+    )
     if unchanged is not None and entry.get("reference_standalone"):
         task = replace(task, module_source=unchanged, standalone=True)
     elif task.standalone:
@@ -58,8 +59,15 @@ def _reference_task(root: Path, entry: dict[str, Any]) -> Any:
 
 def _kernel_files(folder: Path, device: str) -> tuple[str, dict[str, str]]:
     model_new = (folder / "model_new.py").read_text()
-    kernels = {p.name: p.read_text() for p in sorted((folder / "kernels").iterdir())
-               if p.is_file() and not p.name.startswith(".")} if (folder / "kernels").is_dir() else {}
+    kernels = (
+        {
+            p.name: p.read_text()
+            for p in sorted((folder / "kernels").iterdir())
+            if p.is_file() and not p.name.startswith(".")
+        }
+        if (folder / "kernels").is_dir()
+        else {}
+    )
     return model_new, kernels
 
 

@@ -23,8 +23,16 @@ class Status(str, Enum):
 
 # The status a kernel gets is the first of its findings in this order: what is certain and
 # needs a human first, what could not be looked at last but never hidden behind OK.
-PRECEDENCE = (Status.BROKEN, Status.STALE, Status.NEW_ARCH, Status.SLOWER_THAN_COMPILE, Status.REGRESSED,
-              Status.NOT_MEASURED, Status.IMPROVED, Status.OK)
+PRECEDENCE = (
+    Status.BROKEN,
+    Status.STALE,
+    Status.NEW_ARCH,
+    Status.SLOWER_THAN_COMPILE,
+    Status.REGRESSED,
+    Status.NOT_MEASURED,
+    Status.IMPROVED,
+    Status.OK,
+)
 FAILING = frozenset({Status.STALE, Status.BROKEN, Status.REGRESSED, Status.SLOWER_THAN_COMPILE, Status.NEW_ARCH})
 
 MEANING = {
@@ -46,9 +54,9 @@ IMPROVED_BY = 0.10
 class Finding:
     status: Status
     message: str
-    file: str | None = None   # repository-relative, for annotations
+    file: str | None = None  # repository-relative, for annotations
     line: int | None = None
-    code: str = ""            # a stable name for the kind of finding ("no-hashes", "source-edited", ...)
+    code: str = ""  # a stable name for the kind of finding ("no-hashes", "source-edited", ...)
 
 
 def decide(findings: list[Finding]) -> Status:
@@ -69,8 +77,9 @@ def parse_threshold(value: Any, source: str) -> float:
     try:
         number = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
     except ValueError:
-        raise BadInput(f"{source}: threshold must be a fraction like 0.05 or a percentage like 5%, got {value!r}",
-                       "fix the value") from None
+        raise BadInput(
+            f"{source}: threshold must be a fraction like 0.05 or a percentage like 5%, got {value!r}", "fix the value"
+        ) from None
     if not 0.0 < number < 1.0:
         raise BadInput(f"{source}: threshold must lie between 0 and 1 (0%-100%), got {value!r}", "fix the value")
     return number
@@ -85,15 +94,20 @@ def _interval(value: Any) -> tuple[float, float] | None:
 
 @dataclass(frozen=True)
 class Comparison:
-    verdict: str        # "regressed" | "improved" | "same"
-    change: float       # measured / recorded - 1
-    limit: float        # the relative change that counts here: max(threshold, 3 x spread)
-    significant: bool   # the intervals (where known) do not overlap
+    verdict: str  # "regressed" | "improved" | "same"
+    change: float  # measured / recorded - 1
+    limit: float  # the relative change that counts here: max(threshold, 3 x spread)
+    significant: bool  # the intervals (where known) do not overlap
     detail: str = field(default="")
 
 
-def compare(recorded: float, recorded_interval: Any, measured: float, measured_interval: Any,
-            threshold: float = DEFAULT_THRESHOLD) -> Comparison:
+def compare(
+    recorded: float,
+    recorded_interval: Any,
+    measured: float,
+    measured_interval: Any,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> Comparison:
     """Whether `measured` is significantly below (or above) `recorded`.
 
     Regressed: the drop exceeds max(threshold, 3 x the measured spread) and the intervals do not
@@ -126,4 +140,3 @@ def slower_than_compile(measured_interval: Any, measured: float, recorded: Any, 
     rec_hi = rec_iv[1] if rec_iv else (recorded if isinstance(recorded, (int, float)) else None)
     # A kernel applied while slower than torch.compile (faster than eager only) was accepted so.
     return rec_hi is None or rec_hi >= 1.0
-

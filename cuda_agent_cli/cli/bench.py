@@ -13,19 +13,46 @@ import typer
 
 from cuda_agent_cli.cli.options import ApiBaseOpt, DeviceOpt, JsonOpt, ModelOpt, PolicyOpt, UnsafeOpt
 
-SuiteOpt = Annotated[str, typer.Option("--suite", help="kernelbench (a checkout as it is), folder (task files), or jsonl (one `code` field a line).")]
-RootOpt = Annotated[Path, typer.Option("--root", help="The KernelBench checkout, the folder of task files, or the JSONL file.")]
-OutOpt = Annotated[Path, typer.Option("--out", help="Where results.jsonl, summary.json, report.md and report.html go (a rerun resumes).")]
+SuiteOpt = Annotated[
+    str,
+    typer.Option(
+        "--suite", help="kernelbench (a checkout as it is), folder (task files), or jsonl (one `code` field a line)."
+    ),
+]
+RootOpt = Annotated[
+    Path, typer.Option("--root", help="The KernelBench checkout, the folder of task files, or the JSONL file.")
+]
+OutOpt = Annotated[
+    Path,
+    typer.Option("--out", help="Where results.jsonl, summary.json, report.md and report.html go (a rerun resumes)."),
+]
 LevelOpt = Annotated[Optional[str], typer.Option("--level", help="Levels to run, e.g. 1,2 (default: all).")]
 TasksOpt = Annotated[Optional[str], typer.Option("--tasks", help="Problem ids, e.g. 1-20,40 (default: all).")]
-SolutionsOpt = Annotated[Optional[Path], typer.Option("--solutions", help="Harness-only mode: score the candidates in DIR (KernelBench run folders or CUDA-Agent workdirs).")]
+SolutionsOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--solutions",
+        help="Harness-only mode: score the candidates in DIR (KernelBench run folders or CUDA-Agent workdirs).",
+    ),
+]
 MaxTurnsOpt = Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Model turns per task (agent mode).")]
 MaxCostOpt = Annotated[Optional[float], typer.Option("--max-cost", min=0, help="USD per task (agent mode).")]
-TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", min=1, help="Wall seconds per task for the agent (agent mode).")]
+TimeoutOpt = Annotated[
+    Optional[float], typer.Option("--timeout", min=1, help="Wall seconds per task for the agent (agent mode).")
+]
 GpusOpt = Annotated[Optional[str], typer.Option("--gpus", help="all (default) or 0,1,...: one task per GPU at a time.")]
-RayOpt = Annotated[Optional[str], typer.Option("--ray", help="auto or ADDRESS: run each task as a Ray task with one GPU (pip install 'cuda-agent[ray]').")]
-RerunOpt = Annotated[bool, typer.Option("--rerun-failed", help="Run again the tasks whose recorded result is not correct.")]
-TrialsOpt = Annotated[Optional[int], typer.Option("--trials", min=1, help="Timed calls per candidate (default 100 on cuda, 20 on cpu).")]
+RayOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--ray", help="auto or ADDRESS: run each task as a Ray task with one GPU (pip install 'cuda-agent[ray]')."
+    ),
+]
+RerunOpt = Annotated[
+    bool, typer.Option("--rerun-failed", help="Run again the tasks whose recorded result is not correct.")
+]
+TrialsOpt = Annotated[
+    Optional[int], typer.Option("--trials", min=1, help="Timed calls per candidate (default 100 on cuda, 20 on cpu).")
+]
 PlainOpt = Annotated[bool, typer.Option("--plain", help="Plain progress lines even on a terminal.")]
 
 
@@ -33,8 +60,10 @@ def task_line(done: int, total: int, record: dict[str, Any]) -> str:
     """One plain progress line for a finished task."""
     status = record.get("status")
     if record.get("correct"):
-        what = (f"correct, reward {record.get('reward')}, {record.get('speedup_vs_eager') or 0:.2f}x eager, "
-                f"{record.get('speedup_vs_compile') or 0:.2f}x compile")
+        what = (
+            f"correct, reward {record.get('reward')}, {record.get('speedup_vs_eager') or 0:.2f}x eager, "
+            f"{record.get('speedup_vs_compile') or 0:.2f}x compile"
+        )
     else:
         what = f"{status}: {(record.get('error') or '')[:120]}"
     n = record.get("n_samples") or 0
@@ -67,9 +96,16 @@ class _Progress:
                     return Text(f"busy {busy()}")
 
             self.console = Console(stderr=True)
-            self.rich = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("pass {task.fields[rate]}"), Busy(), TextColumn("ETA"),
-                                 TimeRemainingColumn(), console=self.console)
+            self.rich = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("pass {task.fields[rate]}"),
+                Busy(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
             self.task_id = self.rich.add_task("bench", total=total, rate="-")
 
     def __enter__(self) -> "_Progress":
@@ -96,39 +132,80 @@ def _headline(summary: dict[str, Any], out: Path) -> list[str]:
     o = summary["overall"]
     gc = o["geomean"]["compile"]["correct_only"]["value"]
     rate = o["pass_rate"]
-    return [f"{o['correct']}/{o['tasks']} correct ({100 * (rate or 0):.1f}%), faster than torch.compile by >5%: "
-            f"{100 * (o['faster_than_compile'] or 0):.1f}%, geomean vs compile (correct only): "
-            + (f"{gc:.2f}x" if gc else "n/a"),
-            f"results: {out / 'results.jsonl'}; report: {out / 'report.md'}, {out / 'report.html'}"]
+    return [
+        f"{o['correct']}/{o['tasks']} correct ({100 * (rate or 0):.1f}%), faster than torch.compile by >5%: "
+        f"{100 * (o['faster_than_compile'] or 0):.1f}%, geomean vs compile (correct only): "
+        + (f"{gc:.2f}x" if gc else "n/a"),
+        f"results: {out / 'results.jsonl'}; report: {out / 'report.md'}, {out / 'report.html'}",
+    ]
 
 
-def bench(root: RootOpt, suite: SuiteOpt = "kernelbench", out: OutOpt = Path("bench-out"),
-          level: LevelOpt = None, tasks: TasksOpt = None, solutions: SolutionsOpt = None, model: ModelOpt = None,
-          api_base: ApiBaseOpt = None, max_turns: MaxTurnsOpt = None, max_cost: MaxCostOpt = None,
-          timeout: TimeoutOpt = None, device: DeviceOpt = None, policy: PolicyOpt = None, gpus: GpusOpt = None,
-          ray: RayOpt = None, rerun_failed: RerunOpt = False, trials: TrialsOpt = None,
-          unsafe: UnsafeOpt = False, plain: PlainOpt = False, as_json: JsonOpt = False) -> None:
+def bench(
+    root: RootOpt,
+    suite: SuiteOpt = "kernelbench",
+    out: OutOpt = Path("bench-out"),
+    level: LevelOpt = None,
+    tasks: TasksOpt = None,
+    solutions: SolutionsOpt = None,
+    model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    max_turns: MaxTurnsOpt = None,
+    max_cost: MaxCostOpt = None,
+    timeout: TimeoutOpt = None,
+    device: DeviceOpt = None,
+    policy: PolicyOpt = None,
+    gpus: GpusOpt = None,
+    ray: RayOpt = None,
+    rerun_failed: RerunOpt = False,
+    trials: TrialsOpt = None,
+    unsafe: UnsafeOpt = False,
+    plain: PlainOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Score a task suite with the paper's metrics: agent mode (--model) or harness-only (--solutions)."""
     from cuda_agent_cli.bench.run import BenchRequest, make_scheduler, plan_bench, run_bench
 
-    req = BenchRequest(suite=suite, root=root, out=out, levels=level, tasks=tasks, solutions=solutions,
-                       model=model, api_base=api_base, max_turns=max_turns, max_cost=max_cost, timeout=timeout,
-                       device=device, policy=policy or "strict", gpus=gpus, ray=ray, rerun_failed=rerun_failed,
-                       trials=trials, allow_unsafe=unsafe)
+    req = BenchRequest(
+        suite=suite,
+        root=root,
+        out=out,
+        levels=level,
+        tasks=tasks,
+        solutions=solutions,
+        model=model,
+        api_base=api_base,
+        max_turns=max_turns,
+        max_cost=max_cost,
+        timeout=timeout,
+        device=device,
+        policy=policy or "strict",
+        gpus=gpus,
+        ray=ray,
+        rerun_failed=rerun_failed,
+        trials=trials,
+        allow_unsafe=unsafe,
+    )
     plan = plan_bench(req)
     scheduler = make_scheduler(plan)
     total = len(plan.jobs)
-    where = f"Ray {ray}" if ray else (f"GPUs {','.join(s for s in plan.slots if s is not None)}" if plan.device == "cuda"
-                                       else "the CPU")
-    typer.echo(f"bench: {total} task(s) to run on {where}, {len(plan.skipped)} already finished in {plan.store.out}",
-               err=True)
+    where = (
+        f"Ray {ray}"
+        if ray
+        else (f"GPUs {','.join(s for s in plan.slots if s is not None)}" if plan.device == "cuda" else "the CPU")
+    )
+    typer.echo(
+        f"bench: {total} task(s) to run on {where}, {len(plan.skipped)} already finished in {plan.store.out}", err=True
+    )
     start = time.perf_counter()
     try:
         with _Progress(total, plain, lambda: getattr(scheduler, "busy", 0)) as progress:
             outcome = run_bench(plan, progress, scheduler=scheduler)
     except KeyboardInterrupt:
-        typer.echo(f"interrupted: finished results are kept in {plan.store.out / 'results.jsonl'}; "
-                   "run the same command again to resume", err=True)
+        typer.echo(
+            f"interrupted: finished results are kept in {plan.store.out / 'results.jsonl'}; "
+            "run the same command again to resume",
+            err=True,
+        )
         raise typer.Exit(130)
     if as_json:
         typer.echo(json.dumps(outcome.summary))

@@ -14,7 +14,9 @@ ModeOpt = Annotated[Optional[str], typer.Option("--mode", help="ask (default), a
 
 
 def chat(
-    path: Annotated[Optional[Path], typer.Argument(help="The repository to work in (default: the current folder).")] = None,
+    path: Annotated[
+        Optional[Path], typer.Argument(help="The repository to work in (default: the current folder).")
+    ] = None,
     model: ModelOpt = None,
     api_base: ApiBaseOpt = None,
     mode: ModeOpt = None,
@@ -27,8 +29,10 @@ def chat(
     from cuda_agent_cli.errors import BadInput
 
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise BadInput("cuda-agent chat needs an interactive terminal",
-                       "for scripts and CI use `cuda-agent optimize TARGET --batch`")
+        raise BadInput(
+            "cuda-agent chat needs an interactive terminal",
+            "for scripts and CI use `cuda-agent optimize TARGET --batch`",
+        )
     if resume and continue_:
         raise BadInput("pass either --resume ID or --continue, not both", "drop one of them")
     if mode is not None and mode not in ("ask", "accept-edits", "yolo"):
@@ -43,9 +47,19 @@ def chat(
     from cuda_agent_cli.tui.runtime import ChatOptions, ChatRuntime
 
     cfg = load_config({})
-    runtime = ChatRuntime(ChatOptions(
-        path=path, model=model, api_base=api_base, mode=mode, resume=resume, continue_latest=continue_,
-        device=device, allow_unsafe=unsafe_no_sandbox, data_dir=Path(cfg.data_dir) if cfg.data_dir else None))
+    runtime = ChatRuntime(
+        ChatOptions(
+            path=path,
+            model=model,
+            api_base=api_base,
+            mode=mode,
+            resume=resume,
+            continue_latest=continue_,
+            device=device,
+            allow_unsafe=unsafe_no_sandbox,
+            data_dir=Path(cfg.data_dir) if cfg.data_dir else None,
+        )
+    )
     preload.join()
     from cuda_agent_cli.tui.app import ChatApp
 

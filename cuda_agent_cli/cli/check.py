@@ -15,23 +15,63 @@ from cuda_agent_cli.errors import BadInput
 
 
 def check(
-    paths: Annotated[Optional[list[Path]], typer.Argument(help="The repository (default: the current folder), or files in it: only kernels they belong to are checked.")] = None,
-    fast: Annotated[bool, typer.Option("--fast", help="Static checks only: hashes, staleness, architecture (no compile, no GPU).")] = False,
-    threshold: Annotated[Optional[str], typer.Option("--threshold", help="Smallest drop that counts as a regression, e.g. 0.05 or 5% (default 5%, or [tool.cuda-agent.check] threshold).")] = None,
-    changed_since: Annotated[Optional[str], typer.Option("--changed-since", help="Only kernels whose reference or sources changed since this git ref.")] = None,
+    paths: Annotated[
+        Optional[list[Path]],
+        typer.Argument(
+            help="The repository (default: the current folder), or files in it: only kernels they belong to are checked."
+        ),
+    ] = None,
+    fast: Annotated[
+        bool, typer.Option("--fast", help="Static checks only: hashes, staleness, architecture (no compile, no GPU).")
+    ] = False,
+    threshold: Annotated[
+        Optional[str],
+        typer.Option(
+            "--threshold",
+            help="Smallest drop that counts as a regression, e.g. 0.05 or 5% (default 5%, or [tool.cuda-agent.check] threshold).",
+        ),
+    ] = None,
+    changed_since: Annotated[
+        Optional[str],
+        typer.Option("--changed-since", help="Only kernels whose reference or sources changed since this git ref."),
+    ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="NOT-MEASURED fails the check too.")] = False,
-    update: Annotated[bool, typer.Option("--update", help="Refresh the record of every kernel that verified and timed here.")] = False,
+    update: Annotated[
+        bool, typer.Option("--update", help="Refresh the record of every kernel that verified and timed here.")
+    ] = False,
     as_json: JsonOpt = False,
-    junit: Annotated[Optional[Path], typer.Option("--junit", help="Write JUnit XML (one testcase per kernel) to FILE.")] = None,
-    github: Annotated[bool, typer.Option("--github", help="Print GitHub annotations; write a Markdown summary to $GITHUB_STEP_SUMMARY.")] = False,
+    junit: Annotated[
+        Optional[Path], typer.Option("--junit", help="Write JUnit XML (one testcase per kernel) to FILE.")
+    ] = None,
+    github: Annotated[
+        bool,
+        typer.Option("--github", help="Print GitHub annotations; write a Markdown summary to $GITHUB_STEP_SUMMARY."),
+    ] = False,
     sarif: Annotated[Optional[Path], typer.Option("--sarif", help="Write SARIF 2.1.0 to FILE.")] = None,
-    fix: Annotated[bool, typer.Option("--fix", help="Run the agent on every failing kernel; commit the fixes on a new branch (or --patch DIR).")] = False,
-    patch: Annotated[Optional[Path], typer.Option("--patch", help="With --fix: write the fixes as a git-apply-able patch into this new or empty folder instead of committing.")] = None,
-    summary: Annotated[Optional[Path], typer.Option("--summary", help="With --fix: write a Markdown summary for a pull request comment to FILE.")] = None,
+    fix: Annotated[
+        bool,
+        typer.Option(
+            "--fix", help="Run the agent on every failing kernel; commit the fixes on a new branch (or --patch DIR)."
+        ),
+    ] = False,
+    patch: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--patch",
+            help="With --fix: write the fixes as a git-apply-able patch into this new or empty folder instead of committing.",
+        ),
+    ] = None,
+    summary: Annotated[
+        Optional[Path],
+        typer.Option("--summary", help="With --fix: write a Markdown summary for a pull request comment to FILE."),
+    ] = None,
     model: ModelOpt = None,
     api_base: ApiBaseOpt = None,
     max_turns: MaxTurnsOpt = None,
-    max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="With --fix: stop when the fix sessions together have cost this many USD.")] = None,
+    max_cost: Annotated[
+        Optional[float],
+        typer.Option("--max-cost", help="With --fix: stop when the fix sessions together have cost this many USD."),
+    ] = None,
     timeout: TimeoutOpt = None,
     unsafe_no_sandbox: UnsafeOpt = False,
 ) -> None:
@@ -42,8 +82,15 @@ def check(
     for label, target in (("--junit", junit), ("--sarif", sarif)):
         if target is not None and (target.is_dir() or not _writable_parent(target)):
             raise BadInput(f"{label} {target}: cannot write a file there", "pass a file path in a writable folder")
-    req = CheckRequest(paths=list(paths or []), cwd=Path.cwd(), fast=fast, threshold=threshold,
-                       changed_since=changed_since, strict=strict, update=update)
+    req = CheckRequest(
+        paths=list(paths or []),
+        cwd=Path.cwd(),
+        fast=fast,
+        threshold=threshold,
+        changed_since=changed_since,
+        strict=strict,
+        update=update,
+    )
     fix_req = _fix_request(req, fix, patch, summary, model, api_base, max_turns, max_cost, timeout, unsafe_no_sandbox)
 
     def progress(k) -> None:
@@ -64,8 +111,9 @@ def check(
             with open(step_summary, "a", encoding="utf-8") as f:
                 f.write(render.markdown_summary(result))
     if as_json:
-        typer.echo(render.to_json(result) if fixed is None else
-                   json.dumps({**result.to_json(), "fix": fixed.to_json()}))
+        typer.echo(
+            render.to_json(result) if fixed is None else json.dumps({**result.to_json(), "fix": fixed.to_json()})
+        )
     else:
         out = sys.stderr if github else sys.stdout
         for line in render.table(result):
@@ -75,18 +123,37 @@ def check(
     raise typer.Exit(result.exit_code if fixed is None else fixed.exit_code)
 
 
-def _fix_request(req: Any, fix: bool, patch: Path | None, summary: Path | None, model: str | None,
-                 api_base: str | None, max_turns: int | None, max_cost: float | None, timeout: float | None,
-                 unsafe: bool) -> Any:
+def _fix_request(
+    req: Any,
+    fix: bool,
+    patch: Path | None,
+    summary: Path | None,
+    model: str | None,
+    api_base: str | None,
+    max_turns: int | None,
+    max_cost: float | None,
+    timeout: float | None,
+    unsafe: bool,
+) -> Any:
     """The --fix request, checked before the check runs; None without --fix."""
     from cuda_agent_cli.check.fix import FixRequest, check_fix_request
     from cuda_agent_cli.check.runner import locate
     from cuda_agent_cli.writeback.manifest import MANIFEST_PATH, load_manifest
 
     if not fix:
-        given = [flag for flag, value in (("--patch", patch), ("--summary", summary), ("--model", model),
-                                          ("--api-base", api_base), ("--max-turns", max_turns),
-                                          ("--max-cost", max_cost), ("--timeout", timeout)) if value is not None]
+        given = [
+            flag
+            for flag, value in (
+                ("--patch", patch),
+                ("--summary", summary),
+                ("--model", model),
+                ("--api-base", api_base),
+                ("--max-turns", max_turns),
+                ("--max-cost", max_cost),
+                ("--timeout", timeout),
+            )
+            if value is not None
+        ]
         if given or unsafe:
             raise BadInput(f"{(given or ['--unsafe-no-sandbox'])[0]} only applies to --fix", "add --fix, or drop it")
         return None
@@ -94,13 +161,22 @@ def _fix_request(req: Any, fix: bool, patch: Path | None, summary: Path | None, 
         raise BadInput("--update rewrites the record in place and --fix writes a branch or a patch", "pass one of them")
     root, manifest, _ = locate(req.paths, req.cwd)
     if manifest is None:
-        raise BadInput(f"no {MANIFEST_PATH} in {root}: no integrated kernels to fix",
-                       "run it in a repository where `cuda-agent optimize` applied a kernel")
+        raise BadInput(
+            f"no {MANIFEST_PATH} in {root}: no integrated kernels to fix",
+            "run it in a repository where `cuda-agent optimize` applied a kernel",
+        )
     entries = load_manifest(manifest.read_text()).kernels
     paths = [MANIFEST_PATH, *(str(e[k]) for e in entries for k in ("module_file", "folder") if e.get(k))]
-    fr = FixRequest(model=model, api_base=api_base, max_turns=max_turns, max_cost=max_cost, timeout=timeout,
-                    allow_unsafe=unsafe, patch_dir=patch.expanduser().resolve() if patch else None,
-                    summary=summary.expanduser().resolve() if summary else None)
+    fr = FixRequest(
+        model=model,
+        api_base=api_base,
+        max_turns=max_turns,
+        max_cost=max_cost,
+        timeout=timeout,
+        allow_unsafe=unsafe,
+        patch_dir=patch.expanduser().resolve() if patch else None,
+        summary=summary.expanduser().resolve() if summary else None,
+    )
     check_fix_request(fr, root, paths)
     return fr
 
@@ -112,8 +188,11 @@ def _run_fix(fr: Any, result: Any) -> Any:
     progress: Any = render.PlainProgress(sys.stderr)
 
     def done(k: Any) -> None:
-        typer.echo(f"  {'fixed' if k.fixed else 'NOT FIXED':<10} {k.target}: {k.done}"
-                   + (f", {speeds(k.timings)}" if k.fixed else ""), err=True)
+        typer.echo(
+            f"  {'fixed' if k.fixed else 'NOT FIXED':<10} {k.target}: {k.done}"
+            + (f", {speeds(k.timings)}" if k.fixed else ""),
+            err=True,
+        )
 
     fixed = run_fix(fr, result, sink=progress, on_stage=progress.stage, on_kernel=done)
     if fr.summary is not None:
@@ -123,8 +202,11 @@ def _run_fix(fr: Any, result: Any) -> Any:
 
 def _print_fix(fixed: Any, out: Any) -> None:
     if fixed.branch:
-        print(f"fixes committed on the new branch {fixed.branch} ({fixed.commit[:12]}); your branch and working "
-              f"tree are as they were: git diff HEAD {fixed.branch}", file=out)
+        print(
+            f"fixes committed on the new branch {fixed.branch} ({fixed.commit[:12]}); your branch and working "
+            f"tree are as they were: git diff HEAD {fixed.branch}",
+            file=out,
+        )
     elif fixed.patch:
         print(f"fixes written to {fixed.patch}: git apply {fixed.patch}", file=out)
     else:
@@ -140,8 +222,13 @@ def _writable_parent(path: Path) -> bool:
 
 def build(
     path: Annotated[Optional[Path], typer.Argument(help="The repository (default: the current folder).")] = None,
-    device: Annotated[Optional[str], typer.Option("--device", help="Build only the kernels for this device (cuda or cpu).")] = None,
-    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", help="Build into DIR; set CUDA_AGENT_KERNEL_CACHE=DIR where the code runs.")] = None,
+    device: Annotated[
+        Optional[str], typer.Option("--device", help="Build only the kernels for this device (cuda or cpu).")
+    ] = None,
+    cache_dir: Annotated[
+        Optional[Path],
+        typer.Option("--cache-dir", help="Build into DIR; set CUDA_AGENT_KERNEL_CACHE=DIR where the code runs."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Build every integrated kernel ahead of time (a Dockerfile or CI step), so no first call waits."""
@@ -156,8 +243,10 @@ def build(
         raise BadInput(f"unknown device {device!r}", "use --device cuda or --device cpu")
     root, manifest, _ = locate([path] if path else [], Path.cwd())
     if manifest is None:
-        raise BadInput(f"no {MANIFEST_PATH} in {root}: no integrated kernels to build",
-                       "run it in a repository where `cuda-agent optimize` applied a kernel")
+        raise BadInput(
+            f"no {MANIFEST_PATH} in {root}: no integrated kernels to build",
+            "run it in a repository where `cuda-agent optimize` applied a kernel",
+        )
     if cache_dir is not None:
         cache_dir = cache_dir.resolve()
         if not _writable_parent(cache_dir / "x"):
@@ -172,7 +261,10 @@ def build(
         if as_json:
             return
         if r.ok:
-            typer.echo(f"  {'built in ' + format(r.seconds, '.1f') + ' s' if r.built else 'already built'}: {r.library}", err=True)
+            typer.echo(
+                f"  {'built in ' + format(r.seconds, '.1f') + ' s' if r.built else 'already built'}: {r.library}",
+                err=True,
+            )
         else:
             typer.echo(f"  FAILED: {r.error}", err=True)
 

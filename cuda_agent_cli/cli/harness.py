@@ -13,18 +13,34 @@ from cuda_agent_cli.cli.options import DeviceOpt, JsonOpt, PolicyOpt
 if TYPE_CHECKING:
     from cuda_agent_cli.harness.result import HarnessResult
 
-PathArg = Annotated[Optional[Path], typer.Argument(help="A directory with model.py and model_new.py (CUDA-Agent workdir or KernelBench pair).")]
+PathArg = Annotated[
+    Optional[Path],
+    typer.Argument(help="A directory with model.py and model_new.py (CUDA-Agent workdir or KernelBench pair)."),
+]
 RefOpt = Annotated[Optional[Path], typer.Option("--ref", help="The reference file (class Model, get_inputs).")]
 CandOpt = Annotated[Optional[Path], typer.Option("--candidate", help="The candidate file (class ModelNew).")]
 AtolOpt = Annotated[Optional[float], typer.Option("--atol", help="Absolute tolerance (default 1e-2).")]
 RtolOpt = Annotated[Optional[float], typer.Option("--rtol", help="Relative tolerance (default 1e-2).")]
-TrialsOpt = Annotated[Optional[int], typer.Option("--trials", min=1, help="Timed calls (default 100 on cuda, 30 on cpu).")]
-RepeatOpt = Annotated[int, typer.Option("--repeat", min=1, help="Profile N times, independently; report the median and range.")]
+TrialsOpt = Annotated[
+    Optional[int], typer.Option("--trials", min=1, help="Timed calls (default 100 on cuda, 30 on cpu).")
+]
+RepeatOpt = Annotated[
+    int, typer.Option("--repeat", min=1, help="Profile N times, independently; report the median and range.")
+]
 
 
-def _run(timed: bool, path: Path | None, ref: Path | None, candidate: Path | None, device: str | None,
-         policy: str | None, atol: float | None, rtol: float | None, trials: int | None,
-         repeat: int = 1) -> list["HarnessResult"]:
+def _run(
+    timed: bool,
+    path: Path | None,
+    ref: Path | None,
+    candidate: Path | None,
+    device: str | None,
+    policy: str | None,
+    atol: float | None,
+    rtol: float | None,
+    trials: int | None,
+    repeat: int = 1,
+) -> list["HarnessResult"]:
     from cuda_agent_cli.config import load_config
     from cuda_agent_cli.harness import Harness, open_path
 
@@ -39,8 +55,12 @@ def _run(timed: bool, path: Path | None, ref: Path | None, candidate: Path | Non
 def _spread(values: list[float]) -> dict[str, float | list[float]]:
     import statistics
 
-    return {"median": round(statistics.median(values), 4), "min": round(min(values), 4),
-            "max": round(max(values), 4), "values": [round(v, 4) for v in values]}
+    return {
+        "median": round(statistics.median(values), 4),
+        "min": round(min(values), 4),
+        "max": round(max(values), 4),
+        "values": [round(v, 4) for v in values],
+    }
 
 
 def _repeat_summary(results: list["HarnessResult"]) -> dict[str, object]:
@@ -81,7 +101,9 @@ def _print_human(result: "HarnessResult", what: str) -> None:
         typer.echo("")
         typer.echo(f"  {'':<14}{'median us':>12}{'kernel speedup':>16}{'95% interval':>18}")
         typer.echo(f"  {'eager':<14}{t.eager_us:>12.2f}{t.speedup_vs_eager:>15.2f}x{ev[0]:>10.2f}-{ev[1]:.2f}x")
-        typer.echo(f"  {'torch.compile':<14}{t.compile_us:>12.2f}{t.speedup_vs_compile:>15.2f}x{cv[0]:>10.2f}-{cv[1]:.2f}x")
+        typer.echo(
+            f"  {'torch.compile':<14}{t.compile_us:>12.2f}{t.speedup_vs_compile:>15.2f}x{cv[0]:>10.2f}-{cv[1]:.2f}x"
+        )
         typer.echo(f"  {'kernel':<14}{t.candidate_us:>12.2f}")
         typer.echo(f"  method: {t.method}")
         if t.uncertain:
@@ -114,14 +136,31 @@ def _report(results: list["HarnessResult"], as_json: bool, what: str) -> None:
     raise typer.Exit(0 if all(r.correct for r in results) else 1)
 
 
-def verify(path: PathArg = None, ref: RefOpt = None, candidate: CandOpt = None, device: DeviceOpt = None,
-           policy: PolicyOpt = None, atol: AtolOpt = None, rtol: RtolOpt = None, as_json: JsonOpt = False) -> None:
+def verify(
+    path: PathArg = None,
+    ref: RefOpt = None,
+    candidate: CandOpt = None,
+    device: DeviceOpt = None,
+    policy: PolicyOpt = None,
+    atol: AtolOpt = None,
+    rtol: RtolOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Compile and check a candidate against its reference (5 random input sets, runtime checks)."""
     _report(_run(False, path, ref, candidate, device, policy, atol, rtol, None), as_json, "verify")
 
 
-def profile(path: PathArg = None, ref: RefOpt = None, candidate: CandOpt = None, device: DeviceOpt = None,
-            policy: PolicyOpt = None, atol: AtolOpt = None, rtol: RtolOpt = None, trials: TrialsOpt = None,
-            repeat: RepeatOpt = 1, as_json: JsonOpt = False) -> None:
+def profile(
+    path: PathArg = None,
+    ref: RefOpt = None,
+    candidate: CandOpt = None,
+    device: DeviceOpt = None,
+    policy: PolicyOpt = None,
+    atol: AtolOpt = None,
+    rtol: RtolOpt = None,
+    trials: TrialsOpt = None,
+    repeat: RepeatOpt = 1,
+    as_json: JsonOpt = False,
+) -> None:
     """Verify, then time the candidate beside eager PyTorch and torch.compile; prints the reward."""
     _report(_run(True, path, ref, candidate, device, policy, atol, rtol, trials, repeat), as_json, "profile")

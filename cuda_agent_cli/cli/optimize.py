@@ -177,8 +177,15 @@ def _unsafe_banner(allow_unsafe: bool) -> str | None:
     return None if probe().available else UNSAFE_BANNER
 
 
-def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, code: int,
-            on_result: Callable[[dict[str, Any]], None] | None = None, asked: Any = None) -> int:
+def _review(
+    outcome: Any,
+    opts: ReviewOptions,
+    console: Any,
+    err_console: Any,
+    code: int,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+    asked: Any = None,
+) -> int:
     """The review and the apply. `on_result` receives the `--batch --json` object instead of
     stdout; `asked`: the answer the TUI's review screen already gave (the review was shown
     there), else the question is asked here."""
@@ -194,7 +201,8 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
         if not outcome.best:
             console.print(
                 f"no correct kernel in this session ({render.stop_line(outcome.stop_reason, outcome.stop_detail)})",
-                highlight=False)
+                highlight=False,
+            )
         elif asked is None:
             render.render_review(console, outcome, paged=paged)
         if outcome.best:
@@ -210,8 +218,9 @@ def _review(outcome: Any, opts: ReviewOptions, console: Any, err_console: Any, c
         note = "not applied (--no-apply)"
     elif outcome.status != "improved":
         note = "not applied: the kernel is correct but not faster than eager PyTorch"
-    elif opts.yes or (not opts.batch and (asked or (lambda q: render.confirm(console, q)))(
-            f"Apply this kernel to {plan.module_rel}?")):
+    elif opts.yes or (
+        not opts.batch and (asked or (lambda q: render.confirm(console, q)))(f"Apply this kernel to {plan.module_rel}?")
+    ):
         applied = apply_plan(plan, commit=not opts.no_commit, allow_dirty=opts.allow_dirty)
     else:
         note = "not applied" + (" (--batch without --yes)" if opts.batch else "")
@@ -234,21 +243,33 @@ def _save_patch(path: Path, text: str) -> str:
         with open(path, "x") as f:  # checked at the start; never replace a file made since
             f.write(text)
     except FileExistsError:
-        raise WriteBackRefused(f"--patch {path} was created while the session ran; it was left as it is",
-                               "rerun with --resume ID --no-apply --patch NEW_FILE") from None
+        raise WriteBackRefused(
+            f"--patch {path} was created while the session ran; it was left as it is",
+            "rerun with --resume ID --no-apply --patch NEW_FILE",
+        ) from None
     return str(path.resolve())
 
 
 def optimize(
-    target: Annotated[Optional[str], typer.Argument(help="path/to/file.py::ClassName or package.module:ClassName")] = None,
+    target: Annotated[
+        Optional[str], typer.Argument(help="path/to/file.py::ClassName or package.module:ClassName")
+    ] = None,
     model: ModelOpt = None,
     api_base: ApiBaseOpt = None,
     device: DeviceOpt = None,
     policy: PolicyOpt = None,
-    inputs: Annotated[Optional[str], typer.Option("--inputs", help='Example inputs, e.g. "x=float16[8,4096] cuda; init: 4096".')] = None,
-    capture: Annotated[Optional[str], typer.Option("--capture", help="Run CMD and record the first call to the class.")] = None,
-    max_turns: Annotated[Optional[int], typer.Option("--max-turns", help="Stop after this many model turns (default 200).")] = None,
-    max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Stop when the session has cost this many USD.")] = None,
+    inputs: Annotated[
+        Optional[str], typer.Option("--inputs", help='Example inputs, e.g. "x=float16[8,4096] cuda; init: 4096".')
+    ] = None,
+    capture: Annotated[
+        Optional[str], typer.Option("--capture", help="Run CMD and record the first call to the class.")
+    ] = None,
+    max_turns: Annotated[
+        Optional[int], typer.Option("--max-turns", help="Stop after this many model turns (default 200).")
+    ] = None,
+    max_cost: Annotated[
+        Optional[float], typer.Option("--max-cost", help="Stop when the session has cost this many USD.")
+    ] = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help="Stop after this many seconds.")] = None,
     yes: YesOpt = False,
     no_apply: NoApplyOpt = False,
@@ -261,7 +282,12 @@ def optimize(
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue the session with this id.")] = None,
     continue_: Annotated[bool, typer.Option("--continue", help="Continue the most recent session.")] = False,
     unsafe_no_sandbox: UnsafeOpt = False,
-    all_: Annotated[bool, typer.Option("--all", help="Every target of [tool.cuda-agent] targets in pyproject.toml, one after another (resumable).")] = False,
+    all_: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Every target of [tool.cuda-agent] targets in pyproject.toml, one after another (resumable)."
+        ),
+    ] = False,
 ) -> None:
     """Write, verify and time a custom kernel for a PyTorch module, then review it before applying.
 
@@ -277,30 +303,65 @@ def optimize(
     if all_:
         from cuda_agent_cli.cli.optimize_all import optimize_all
 
-        given = [flag for flag, value in (("TARGET", target), ("--resume", resume), ("--continue", continue_ or None),
-                                          ("--inputs", inputs), ("--capture", capture), ("--patch", patch)) if value]
+        given = [
+            flag
+            for flag, value in (
+                ("TARGET", target),
+                ("--resume", resume),
+                ("--continue", continue_ or None),
+                ("--inputs", inputs),
+                ("--capture", capture),
+                ("--patch", patch),
+            )
+            if value
+        ]
         if given:
-            raise BadInput(f"--all runs the targets of pyproject.toml, so {given[0]} cannot go with it",
-                           "drop it, or name one target without --all")
-        base = OptimizeRequest(target=None, cwd=Path.cwd(), model=model, api_base=api_base, device=device,
-                               policy=policy, max_turns=max_turns, max_cost=max_cost, timeout=timeout,
-                               allow_unsafe=unsafe_no_sandbox)
+            raise BadInput(
+                f"--all runs the targets of pyproject.toml, so {given[0]} cannot go with it",
+                "drop it, or name one target without --all",
+            )
+        base = OptimizeRequest(
+            target=None,
+            cwd=Path.cwd(),
+            model=model,
+            api_base=api_base,
+            device=device,
+            policy=policy,
+            max_turns=max_turns,
+            max_cost=max_cost,
+            timeout=timeout,
+            allow_unsafe=unsafe_no_sandbox,
+        )
         raise typer.Exit(optimize_all(base, opts))
     if not target and not (resume or continue_):
         raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName (or --resume ID)")
     if target and (resume or continue_):
         raise BadInput("pass either a TARGET or --resume/--continue, not both", "drop one of them")
     req = OptimizeRequest(
-        target=target, cwd=Path.cwd(), model=model, api_base=api_base, device=device, policy=policy,
-        inputs=inputs, capture=capture, max_turns=max_turns, max_cost=max_cost, timeout=timeout,
-        resume=resume, continue_latest=continue_, allow_unsafe=unsafe_no_sandbox,
+        target=target,
+        cwd=Path.cwd(),
+        model=model,
+        api_base=api_base,
+        device=device,
+        policy=policy,
+        inputs=inputs,
+        capture=capture,
+        max_turns=max_turns,
+        max_cost=max_cost,
+        timeout=timeout,
+        resume=resume,
+        continue_latest=continue_,
+        allow_unsafe=unsafe_no_sandbox,
     )
     raise typer.Exit(run_and_review(req, opts))
 
 
 def demo(
     device: DeviceOpt = None,
-    directory: Annotated[Optional[Path], typer.Option("--dir", help="Where to put the example project (default: a new folder in the data dir).")] = None,
+    directory: Annotated[
+        Optional[Path],
+        typer.Option("--dir", help="Where to put the example project (default: a new folder in the data dir)."),
+    ] = None,
     yes: YesOpt = False,
     no_apply: NoApplyOpt = False,
     patch: PatchOpt = None,
@@ -322,8 +383,11 @@ def demo(
     cfg = load_config({})
     base = Path(cfg.data_dir).expanduser() if cfg.data_dir else user_data_dir()
     if directory is None:
-        preflight.check_store(base / "demo", "data dir",
-                              "set XDG_DATA_HOME (or data_dir in the config) to a folder you can write to, or pass --dir")
+        preflight.check_store(
+            base / "demo",
+            "data dir",
+            "set XDG_DATA_HOME (or data_dir in the config) to a folder you can write to, or pass --dir",
+        )
     dest = (directory.expanduser() if directory else base / "demo" / time.strftime("%Y%m%d-%H%M%S")).resolve()
     preflight.check_demo_dir(dest)
     if patch is not None:
@@ -342,16 +406,26 @@ def demo(
             # The recorded session only reads, writes and calls the harness: it can run with no
             # shell tools at all, so a machine without bubblewrap can still see the whole flow.
             shell = False
-            typer.echo(f"note: no sandbox here ({status.detail}); the recorded session needs no shell, so the "
-                       "demo runs without shell tools. `cuda-agent optimize` needs bubblewrap: "
-                       "apt-get install bubblewrap", err=True)
+            typer.echo(
+                f"note: no sandbox here ({status.detail}); the recorded session needs no shell, so the "
+                "demo runs without shell tools. `cuda-agent optimize` needs bubblewrap: "
+                "apt-get install bubblewrap",
+                err=True,
+            )
     req = OptimizeRequest(
-        target=f"{demo_assets.EXAMPLE}::{demo_assets.CLASS}", cwd=dest,
-        model=f"replay:{demo_assets.replay_path(dev)}", device=dev, inputs=demo_assets.INPUTS[dev],
-        allow_unsafe=unsafe_no_sandbox, shell=shell,
+        target=f"{demo_assets.EXAMPLE}::{demo_assets.CLASS}",
+        cwd=dest,
+        model=f"replay:{demo_assets.replay_path(dev)}",
+        device=dev,
+        inputs=demo_assets.INPUTS[dev],
+        allow_unsafe=unsafe_no_sandbox,
+        shell=shell,
     )
     if not json_out:
-        typer.echo(f"demo: optimizing {demo_assets.EXAMPLE}::{demo_assets.CLASS} in {dest} on {dev} "
-                   "with a recorded session (the harness runs for real)", err=batch)
+        typer.echo(
+            f"demo: optimizing {demo_assets.EXAMPLE}::{demo_assets.CLASS} in {dest} on {dev} "
+            "with a recorded session (the harness runs for real)",
+            err=batch,
+        )
     opts = ReviewOptions(yes, no_apply, patch, False, False, batch, json_out, plain)
     raise typer.Exit(run_and_review(req, opts))

@@ -21,8 +21,11 @@ def optimize_all(base: Any, opts: Any) -> int:
 
     entries, pyproject = repo_targets(base.cwd)
     if not entries:
-        where = f"{pyproject} has no [tool.cuda-agent] targets" if pyproject else \
-            f"no pyproject.toml at or above {base.cwd} (up to the git root)"
+        where = (
+            f"{pyproject} has no [tool.cuda-agent] targets"
+            if pyproject
+            else f"no pyproject.toml at or above {base.cwd} (up to the git root)"
+        )
         raise BadInput(f"optimize --all has no targets: {where}", TARGETS_HINT)
     root = pyproject.parent if pyproject else base.cwd
     configured = load_config({}, cwd=root).data_dir
@@ -36,8 +39,12 @@ def optimize_all(base: Any, opts: Any) -> int:
         if done is not None:
             skipped += 1
             results.append(done)
-            _emit(opts, done, f"[{i}/{len(entries)}] {entry.target}: finished before "
-                  f"({done.get('status')}), skipped; its session is {done.get('session_id')}")
+            _emit(
+                opts,
+                done,
+                f"[{i}/{len(entries)}] {entry.target}: finished before "
+                f"({done.get('status')}), skipped; its session is {done.get('session_id')}",
+            )
             continue
         typer.echo(f"[{i}/{len(entries)}] {entry.target}", err=True)
         got: dict[str, Any] = {}
@@ -59,8 +66,10 @@ def optimize_all(base: Any, opts: Any) -> int:
         typer.echo(json.dumps(total))
     else:
         counts = ", ".join(f"reward {k}: {v}" for k, v in total["by_reward"].items())
-        typer.echo(f"{total['correct']} of {total['targets']} target(s) have a correct kernel ({counts}); "
-                   f"{total['skipped']} skipped as finished before; ${total['cost_usd']:.2f}")
+        typer.echo(
+            f"{total['correct']} of {total['targets']} target(s) have a correct kernel ({counts}); "
+            f"{total['skipped']} skipped as finished before; ${total['cost_usd']:.2f}"
+        )
     return int(total["exit_code"])
 
 

@@ -23,8 +23,9 @@ def page(text: str, env: Mapping[str, str] | None = None) -> bool:
     if command is None:
         return False
     try:
-        proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE,
-                                env=dict(os.environ if env is None else env))
+        proc = subprocess.Popen(
+            command, shell=True, stdin=subprocess.PIPE, env=dict(os.environ if env is None else env)
+        )
     except OSError:
         return False
     assert proc.stdin is not None

@@ -44,12 +44,14 @@ def harness_line(tool: str, result: HarnessResult) -> str:
     t = result.timings
     if tool == "Verify" or not t:
         return f"{tool}: correct"
-    return (f"{tool}: {t.candidate_us:.1f} µs — {t.speedup_vs_eager:.2f}x vs eager, "
-            f"{t.speedup_vs_compile:.2f}x vs torch.compile (reward {result.reward})")
+    return (
+        f"{tool}: {t.candidate_us:.1f} µs — {t.speedup_vs_eager:.2f}x vs eager, "
+        f"{t.speedup_vs_compile:.2f}x vs torch.compile (reward {result.reward})"
+    )
 
 
 def stop_line(reason: str, detail: str = "") -> str:
-    """"stopped: max_turns 3 from pyproject.toml"; other reasons keep their detail after a dash."""
+    """ "stopped: max_turns 3 from pyproject.toml"; other reasons keep their detail after a dash."""
     if detail.startswith(reason + " "):
         return f"stopped: {detail}"
     return f"stopped: {reason}" + (f" — {detail}" if detail else "")
@@ -97,7 +99,7 @@ class ProgressState:
         elif kind == "harness_result":
             from cuda_agent_cli.harness.result import HarnessResult
 
-            result = HarnessResult.from_json(event.result)   # the event keeps the JSON object of the transcript
+            result = HarnessResult.from_json(event.result)  # the event keeps the JSON object of the transcript
             line = harness_line(event.tool, result)
             t = result.timings
             if event.best and t:
@@ -170,6 +172,7 @@ class PlainProgress:
 
 # ---------------------------------------------------------------- the review
 
+
 def speedup_table(best: HarnessResult | None, device: str) -> Table:
     """eager, torch.compile and the kernel: time, speedup; method and GPU in the caption."""
     t = best.timings if best else None
@@ -191,8 +194,9 @@ def method_line(best: HarnessResult | None) -> str:
     if best is None or best.timings is None:
         return ""
     t, env = best.timings, best.environment
-    return (f"method: {t.method or '?'}; {t.trials} trials; torch {env.get('torch', '?')}"
-            + (f", CUDA {env['cuda']}" if env.get("cuda") else ""))
+    return f"method: {t.method or '?'}; {t.trials} trials; torch {env.get('torch', '?')}" + (
+        f", CUDA {env['cuda']}" if env.get("cuda") else ""
+    )
 
 
 def reward_line(best: HarnessResult | None) -> str:
@@ -213,8 +217,10 @@ def summary_line(outcome: Any) -> str:
     t = best.timings if best else None
     parts = [outcome.target]
     if t:
-        parts.append(f"{t.speedup_vs_eager:.2f}x vs eager, {t.speedup_vs_compile:.2f}x vs torch.compile "
-                     f"(reward {outcome.reward})")
+        parts.append(
+            f"{t.speedup_vs_eager:.2f}x vs eager, {t.speedup_vs_compile:.2f}x vs torch.compile "
+            f"(reward {outcome.reward})"
+        )
     elif best:
         parts.append(f"correct, not timed (reward {outcome.reward})")
     plan = outcome.plan
@@ -226,8 +232,7 @@ def summary_line(outcome: Any) -> str:
     return " · ".join(parts)
 
 
-_DIFF_STYLES = (("diff --git", "bold"), ("+++", "bold"), ("---", "bold"), ("@@", "cyan"),
-                ("+", "green"), ("-", "red"))
+_DIFF_STYLES = (("diff --git", "bold"), ("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
 
 
 def diff_text(patch: str) -> Text:
@@ -250,8 +255,9 @@ def render_diff(console: Console, patch: str, paged: bool) -> None:
             buffer = io.StringIO()
             # Console.color_system names one of the systems the constructor takes.
             system = cast(Literal["auto", "standard", "256", "truecolor", "windows"], console.color_system)
-            Console(file=buffer, force_terminal=True, color_system=system,
-                    width=console.width).print(diff_text(patch), soft_wrap=True, end="")
+            Console(file=buffer, force_terminal=True, color_system=system, width=console.width).print(
+                diff_text(patch), soft_wrap=True, end=""
+            )
             shown = buffer.getvalue()
         if pager.page(shown):
             return
@@ -280,8 +286,13 @@ def render_review(console: Console, outcome: Any, paged: bool = False) -> None:
     from cuda_agent_cli.writeback.diff import diff_stats
 
     files, added, removed = diff_stats(plan.changes)
-    console.print(Text(f"{files} files, +{added} -{removed} lines in {plan.repo_root}"
-                       + (" (opening the pager; q returns here)" if paged else ":")), soft_wrap=True)
+    console.print(
+        Text(
+            f"{files} files, +{added} -{removed} lines in {plan.repo_root}"
+            + (" (opening the pager; q returns here)" if paged else ":")
+        ),
+        soft_wrap=True,
+    )
     render_diff(console, plan.patch, paged)
 
 
@@ -295,12 +306,16 @@ def confirm(console: Console, question: str) -> bool:
 
 
 def summary_lines(outcome: Any, applied: Any = None, patch_path: str | None = None) -> list[str]:
-    lines = [f"session {outcome.session_id} · {outcome.turns} turns · ${outcome.cost_usd:.3f} · "
-             f"transcript {outcome.transcript}"]
+    lines = [
+        f"session {outcome.session_id} · {outcome.turns} turns · ${outcome.cost_usd:.3f} · "
+        f"transcript {outcome.transcript}"
+    ]
     if applied is not None:
         if applied.commit:
-            lines.append(f"committed {applied.commit[:10]} on new branch {applied.branch} (you are on it now; "
-                         f"`git checkout {applied.previous_branch or '-'}` goes back)")
+            lines.append(
+                f"committed {applied.commit[:10]} on new branch {applied.branch} (you are on it now; "
+                f"`git checkout {applied.previous_branch or '-'}` goes back)"
+            )
         else:
             lines.append(f"wrote {len(applied.written)} files (not committed)")
         lines.extend(applied.notes)

@@ -35,10 +35,23 @@ def sessions(
         return
     rows = [("ID", "KIND", "DATE", "TARGET", "STATUS", "TURNS", "COST", "VS EAGER", "VS COMPILE")]
     for s in found:
-        rows.append((s.session_id, s.kind, s.created.replace("T", " "), s.target or "-", s.status, str(s.turns),
-                     f"${s.cost_usd:.4f}", _speedup(s.best_speedup_vs_eager), _speedup(s.best_speedup_vs_compile)))
+        rows.append(
+            (
+                s.session_id,
+                s.kind,
+                s.created.replace("T", " "),
+                s.target or "-",
+                s.status,
+                str(s.turns),
+                f"${s.cost_usd:.4f}",
+                _speedup(s.best_speedup_vs_eager),
+                _speedup(s.best_speedup_vs_compile),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         typer.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
-    typer.echo("resume one with `cuda-agent optimize --resume ID` or, for a chat, `cuda-agent chat --resume ID` "
-               "(--continue takes the latest)")
+    typer.echo(
+        "resume one with `cuda-agent optimize --resume ID` or, for a chat, `cuda-agent chat --resume ID` "
+        "(--continue takes the latest)"
+    )

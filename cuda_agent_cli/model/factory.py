@@ -14,7 +14,7 @@ TOOL_PROTOCOL_ENV = "CUDA_AGENT_TOOL_PROTOCOL"
 
 
 def parse_tool_protocol(value: str | None) -> bool | None:
-    """"native" -> True, "text" -> False, "auto"/None -> None (decide from the model)."""
+    """ "native" -> True, "text" -> False, "auto"/None -> None (decide from the model)."""
     if value is None or value == "":
         return None
     key = value.strip().lower()
@@ -50,7 +50,7 @@ def make_model(
     if model_string.startswith(REPLAY_PREFIX):
         from cuda_agent_cli.model.replay import ReplayModel
 
-        path = model_string[len(REPLAY_PREFIX):]
+        path = model_string[len(REPLAY_PREFIX) :]
         if not path:
             raise ModelConfigError("replay: needs a file", "pass --model replay:PATH/TO/FILE.jsonl")
         return ReplayModel.from_file(path)

@@ -42,7 +42,9 @@ def reply_tool(name: str, arguments: dict[str, Any] | str, content: str | None =
     return FakeReply(content=content, tool_calls=[{"name": name, "arguments": arguments}], **kw)
 
 
-def reply_error(status: int, message: str, code: str | None = None, retry_after: float | None = None, **kw: Any) -> FakeReply:
+def reply_error(
+    status: int, message: str, code: str | None = None, retry_after: float | None = None, **kw: Any
+) -> FakeReply:
     headers = {"retry-after": str(retry_after)} if retry_after is not None else {}
     return FakeReply(status=status, error_message=message, error_code=code, headers=headers, **kw)
 
@@ -163,13 +165,23 @@ def _stream_chunks(reply: FakeReply, n: int, model: str, include_usage: bool) ->
     # Several small pieces, like a real server, so clients must join deltas.
     step = max(1, len(text) // 3)
     for start in range(0, len(text), step):
-        yield chunk({"content": text[start:start + step]})
+        yield chunk({"content": text[start : start + step]})
     for i, call in enumerate(reply.tool_calls):
         full = _tool_call_json(i, n, call)
         args = full["function"]["arguments"]
         half = len(args) // 2
-        yield chunk({"tool_calls": [{"index": i, "id": full["id"], "type": "function",
-                                     "function": {"name": full["function"]["name"], "arguments": args[:half]}}]})
+        yield chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": i,
+                        "id": full["id"],
+                        "type": "function",
+                        "function": {"name": full["function"]["name"], "arguments": args[:half]},
+                    }
+                ]
+            }
+        )
         yield chunk({"tool_calls": [{"index": i, "function": {"arguments": args[half:]}}]})
     yield chunk({}, "tool_calls" if reply.tool_calls else "stop")
     if include_usage:
@@ -220,8 +232,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         model = str(body.get("model") or "fake")
         if reply.status != 200:
-            err = {"message": reply.error_message or f"error {reply.status}", "type": "invalid_request_error",
-                   "param": None, "code": reply.error_code}
+            err = {
+                "message": reply.error_message or f"error {reply.status}",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": reply.error_code,
+            }
             self._send_json(reply.status, {"error": err}, reply.headers)
             return
         if not body.get("stream"):

@@ -164,7 +164,9 @@ class LiteLLMModel:
         try:
             # The provider's usage object carries cache reads and writes, priced differently.
             p, c = self._litellm.cost_per_token(
-                model=self.name, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                model=self.name,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
                 usage_object=raw_usage,
             )
             return float(p) + float(c)
@@ -196,8 +198,11 @@ class LiteLLMModel:
                 limit = min(self.max_retries, 1) if unreachable and not self._reached else self.max_retries
                 if attempt > limit:
                     where = f" at {self.api_base}" if unreachable and self.api_base else ""
-                    hint = ("check that the server is running and --api-base is right" if unreachable and not self._reached
-                            else "check the server or your rate limits, then rerun with --resume or --continue")
+                    hint = (
+                        "check that the server is running and --api-base is right"
+                        if unreachable and not self._reached
+                        else "check the server or your rate limits, then rerun with --resume or --continue"
+                    )
                     raise ModelUnavailable(
                         f"{self.name}: {reason}{where} after {attempt} attempts: {_short(exc)}", hint
                     ) from None
@@ -212,7 +217,9 @@ class LiteLLMModel:
         lt = self._litellm
         if self._forced or not self.native_tools or not tools:
             return False
-        if isinstance(exc, lt.ContextWindowExceededError) or not isinstance(exc, (lt.BadRequestError, lt.UnprocessableEntityError)):
+        if isinstance(exc, lt.ContextWindowExceededError) or not isinstance(
+            exc, (lt.BadRequestError, lt.UnprocessableEntityError)
+        ):
             return False
         if "tool" not in str(exc).lower() or _mentions_context_limit(str(exc)):
             return False
@@ -229,12 +236,18 @@ class LiteLLMModel:
         host = host or _host_of(self.api_base) or f"the {self.provider} API"
         if why == "unresolvable":
             problem = f"cannot reach {host}: the name does not resolve"
-            hint = ("check the network connection" if not self.api_base
-                    else "check the host name in --api-base and the network connection")
+            hint = (
+                "check the network connection"
+                if not self.api_base
+                else "check the host name in --api-base and the network connection"
+            )
         elif why == "refused":
             problem = f"cannot reach {host}: the connection was refused"
-            hint = "check that the server is running and --api-base is right" if self.api_base else \
-                "check the network connection (a proxy or firewall may be refusing it)"
+            hint = (
+                "check that the server is running and --api-base is right"
+                if self.api_base
+                else "check the network connection (a proxy or firewall may be refusing it)"
+            )
         else:
             problem = f"cannot reach {host}: no route to the host"
             hint = "check the network connection"
@@ -248,8 +261,10 @@ class LiteLLMModel:
         if isinstance(exc, lt.ContextWindowExceededError) or (
             isinstance(exc, lt.BadRequestError) and _mentions_context_limit(str(exc))
         ):
-            raise ContextOverflow(f"{self.name}: the conversation exceeds the model's context window: {_short(exc)}",
-                                  "lower --context-tokens or use a model with a larger window") from None
+            raise ContextOverflow(
+                f"{self.name}: the conversation exceeds the model's context window: {_short(exc)}",
+                "lower --context-tokens or use a model with a larger window",
+            ) from None
         if isinstance(exc, lt.RateLimitError):
             return "rate limited"
         if isinstance(exc, (lt.InternalServerError, lt.APIError)) and _mentions_connection(str(exc)):
@@ -259,14 +274,18 @@ class LiteLLMModel:
         if isinstance(exc, (lt.ServiceUnavailableError, lt.InternalServerError, lt.BadGatewayError)):
             return "server error"
         if isinstance(exc, (lt.AuthenticationError, lt.PermissionDeniedError)):
-            raise EnvironmentMissing(f"{self.name}: the provider rejected the credentials: {_short(exc)}",
-                                     self._key_hint()) from None
+            raise EnvironmentMissing(
+                f"{self.name}: the provider rejected the credentials: {_short(exc)}", self._key_hint()
+            ) from None
         if isinstance(exc, lt.NotFoundError):
-            raise ModelConfigError(f"{self.name}: the provider does not know this model: {_short(exc)}",
-                                   "check the model name (and --api-base for a local server)") from None
+            raise ModelConfigError(
+                f"{self.name}: the provider does not know this model: {_short(exc)}",
+                "check the model name (and --api-base for a local server)",
+            ) from None
         if isinstance(exc, (lt.BadRequestError, lt.UnprocessableEntityError)):
-            raise ModelConfigError(f"{self.name}: the provider refused the request: {_short(exc)}",
-                                   "check the model string and --api-base") from None
+            raise ModelConfigError(
+                f"{self.name}: the provider refused the request: {_short(exc)}", "check the model string and --api-base"
+            ) from None
         if isinstance(exc, lt.APIError):
             return "API error"
         raise exc
@@ -355,7 +374,9 @@ class LiteLLMModel:
             text, tool_calls = parse_text_tool_calls(text, index)
         if usage is None:
             usage = Usage(self.count_tokens(kwargs["messages"]), max(1, len(text) // 4))
-        return AssistantTurn(content=text or None, tool_calls=tool_calls, usage=usage, cost_usd=self._cost(usage, raw_usage))
+        return AssistantTurn(
+            content=text or None, tool_calls=tool_calls, usage=usage, cost_usd=self._cost(usage, raw_usage)
+        )
 
 
 def _native_call(slot: dict[str, str], index: int) -> ToolCall:
@@ -364,7 +385,9 @@ def _native_call(slot: dict[str, str], index: int) -> ToolCall:
     try:
         args = json.loads(raw)
     except json.JSONDecodeError as exc:
-        return ToolCall(cid, slot["name"], {}, error=f"{slot['name']}: arguments are not valid JSON ({exc.msg} at char {exc.pos}).")
+        return ToolCall(
+            cid, slot["name"], {}, error=f"{slot['name']}: arguments are not valid JSON ({exc.msg} at char {exc.pos})."
+        )
     if not isinstance(args, dict):
         return ToolCall(cid, slot["name"], {}, error=f"{slot['name']}: arguments must be a JSON object.")
     return ToolCall(cid, slot["name"], args)
@@ -383,8 +406,13 @@ def _causes(exc: BaseException) -> list[BaseException]:
 
 
 _NO_ROUTE = frozenset({101, 113})  # ENETUNREACH, EHOSTUNREACH
-_RESOLVE_WORDS = ("name or service not known", "temporary failure in name resolution",
-                  "nodename nor servname", "no address associated with hostname", "getaddrinfo failed")
+_RESOLVE_WORDS = (
+    "name or service not known",
+    "temporary failure in name resolution",
+    "nodename nor servname",
+    "no address associated with hostname",
+    "getaddrinfo failed",
+)
 
 
 def unreachable_cause(exc: BaseException) -> tuple[str, str | None] | None:

@@ -28,14 +28,14 @@ def parse_replay_line(line: str, where: str) -> AssistantTurn:
         raise ModelConfigError(f"{where}: expected a JSON object, got {type(obj).__name__}", hint)
     content = obj.get("content")
     if content is not None and not isinstance(content, str):
-        raise ModelConfigError(f"{where}: \"content\" must be a string or null", hint)
+        raise ModelConfigError(f'{where}: "content" must be a string or null', hint)
     raw_calls = obj.get("tool_calls") or []
     if not isinstance(raw_calls, list):
-        raise ModelConfigError(f"{where}: \"tool_calls\" must be a list", hint)
+        raise ModelConfigError(f'{where}: "tool_calls" must be a list', hint)
     calls: list[ToolCall] = []
     for i, c in enumerate(raw_calls):
         if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"]:
-            raise ModelConfigError(f"{where}: tool_calls[{i}] needs a string \"name\"", hint)
+            raise ModelConfigError(f'{where}: tool_calls[{i}] needs a string "name"', hint)
         args = c.get("arguments", {})
         if not isinstance(args, dict):
             raise ModelConfigError(f"{where}: tool_calls[{i}].arguments must be an object", hint)

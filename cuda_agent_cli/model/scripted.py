@@ -10,8 +10,13 @@ from cuda_agent_cli.model.base import AssistantTurn, TextCallback, ToolCall, Usa
 Step = Union[AssistantTurn, BaseException, Callable[[Sequence[dict[str, Any]]], AssistantTurn]]
 
 
-def turn(content: str | None = None, *calls: tuple[str, dict[str, Any]], cost: float = 0.0,
-         prompt_tokens: int = 0, completion_tokens: int = 0) -> AssistantTurn:
+def turn(
+    content: str | None = None,
+    *calls: tuple[str, dict[str, Any]],
+    cost: float = 0.0,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+) -> AssistantTurn:
     """Shorthand: turn("thinking", ("Read", {"file_path": "model.py"}))."""
     return AssistantTurn(
         content=content,
@@ -25,8 +30,13 @@ class ScriptedModel:
     """Each complete() takes the next step: a turn, an exception to raise, or a function of the
     messages. After the script, it answers `final_text` with no tool call."""
 
-    def __init__(self, steps: Sequence[Step], name: str = "scripted", context_window: int | None = None,
-                 final_text: str = "Done.") -> None:
+    def __init__(
+        self,
+        steps: Sequence[Step],
+        name: str = "scripted",
+        context_window: int | None = None,
+        final_text: str = "Done.",
+    ) -> None:
         self.steps = list(steps)
         self.name = name
         self.context_window = context_window

@@ -98,16 +98,25 @@ def parse_call_json(raw: str, tools: dict[str, dict[str, Any]], call_id: str | N
     try:
         obj = json.loads(body)
     except json.JSONDecodeError as exc:
-        return ToolCall(cid, "?", {}, error=f"Malformed tool call: not valid JSON ({exc.msg} at char {exc.pos}). "
-                        f'Write exactly {OPEN}{{"name": "<tool>", "arguments": {{...}}}}{CLOSE}.')
+        return ToolCall(
+            cid,
+            "?",
+            {},
+            error=f"Malformed tool call: not valid JSON ({exc.msg} at char {exc.pos}). "
+            f'Write exactly {OPEN}{{"name": "<tool>", "arguments": {{...}}}}{CLOSE}.',
+        )
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-        return ToolCall(cid, "?", {}, error='Malformed tool call: expected a JSON object with a string "name" '
-                        'and an object "arguments".')
+        return ToolCall(
+            cid,
+            "?",
+            {},
+            error='Malformed tool call: expected a JSON object with a string "name" and an object "arguments".',
+        )
     name = obj["name"]
     try:
         args = _decode_arguments(obj.get("arguments", obj.get("parameters", {})))
     except json.JSONDecodeError as exc:
-        return ToolCall(cid, name, {}, error=f"{name}: \"arguments\" is a string that is not valid JSON ({exc.msg}).")
+        return ToolCall(cid, name, {}, error=f'{name}: "arguments" is a string that is not valid JSON ({exc.msg}).')
     error = validate_arguments(name, args, tools)
     return ToolCall(cid, name, args if isinstance(args, dict) else {}, error=error)
 
@@ -126,7 +135,7 @@ def render_tool_instructions(tools: Sequence[dict[str, Any]]) -> str:
         "# Calling tools",
         "You call tools by writing a block like this, one block per call, and nothing after your last block:",
         f'{OPEN}{{"name": "Read", "arguments": {{"file_path": "model.py"}}}}{CLOSE}',
-        "The content must be one JSON object with \"name\" and \"arguments\". Results come back in "
+        'The content must be one JSON object with "name" and "arguments". Results come back in '
         "<tool_result> blocks in the next message. When the work is finished, answer without any tool call.",
         "",
         "Available tools:",
@@ -200,16 +209,16 @@ class CallBlockFilter:
                 end = self._pending.find(CLOSE)
                 if end < 0:
                     # Keep only what could still be the start of the closing tag.
-                    self._pending = self._pending[-(len(CLOSE) - 1):]
+                    self._pending = self._pending[-(len(CLOSE) - 1) :]
                     return
-                self._pending = self._pending[end + len(CLOSE):]
+                self._pending = self._pending[end + len(CLOSE) :]
                 self._inside = False
                 continue
             start = self._pending.find(OPEN)
             if start >= 0:
                 if start:
                     self._sink(self._pending[:start])
-                self._pending = self._pending[start + len(OPEN):]
+                self._pending = self._pending[start + len(OPEN) :]
                 self._inside = True
                 continue
             # Emit all but a tail that might be the beginning of "<tool_call>".
@@ -220,7 +229,7 @@ class CallBlockFilter:
                     break
             if len(self._pending) > keep:
                 self._sink(self._pending[: len(self._pending) - keep])
-                self._pending = self._pending[len(self._pending) - keep:]
+                self._pending = self._pending[len(self._pending) - keep :]
             return
 
     def flush(self) -> None:

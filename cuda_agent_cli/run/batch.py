@@ -76,8 +76,15 @@ class Progress:
             return
         self.done[(entry.key(), source)] = result
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"spec": entry.key(), "target": entry.target, "inputs": entry.inputs,
-                           "source_sha256": source, "result": result})
+        line = json.dumps(
+            {
+                "spec": entry.key(),
+                "target": entry.target,
+                "inputs": entry.inputs,
+                "source_sha256": source,
+                "result": result,
+            }
+        )
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
             f.flush()
@@ -95,13 +102,23 @@ def summary(results: list[dict[str, Any]], skipped: int) -> dict[str, Any]:
             key = "none" if r.get("reward") is None else str(r["reward"])
         counts[key] = counts.get(key, 0) + 1
         if r.get("status") not in ("improved", "correct"):
-            failures.append({"target": r.get("target"), "status": r.get("status"),
-                             "reason": r.get("error") or r.get("stop_detail") or r.get("stop_reason")})
+            failures.append(
+                {
+                    "target": r.get("target"),
+                    "status": r.get("status"),
+                    "reason": r.get("error") or r.get("stop_detail") or r.get("stop_reason"),
+                }
+            )
     correct = sum(r.get("status") in ("improved", "correct") for r in results)
     return {
-        "summary": True, "targets": len(results), "ran": len(results) - skipped, "skipped": skipped,
-        "improved": sum(r.get("status") == "improved" for r in results), "correct": correct,
-        "by_reward": dict(sorted(counts.items())), "failures": failures,
+        "summary": True,
+        "targets": len(results),
+        "ran": len(results) - skipped,
+        "skipped": skipped,
+        "improved": sum(r.get("status") == "improved" for r in results),
+        "correct": correct,
+        "by_reward": dict(sorted(counts.items())),
+        "failures": failures,
         "cost_usd": round(sum(float(r.get("cost_usd") or 0.0) for r in results), 6),
         "exit_code": 0 if correct == len(results) else 1,
     }

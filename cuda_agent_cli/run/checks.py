@@ -38,8 +38,10 @@ def check_model(model: str | None, api_base: str | None = None) -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         known, missing = describe_model(model, api_base)
     if not known:
-        raise ModelConfigError(f"unknown model `{model}`",
-                               "use a litellm model string such as anthropic/claude-sonnet-4-5 or openai/gpt-4.1")
+        raise ModelConfigError(
+            f"unknown model `{model}`",
+            "use a litellm model string such as anthropic/claude-sonnet-4-5 or openai/gpt-4.1",
+        )
     if missing:
         raise EnvironmentMissing(f"{', '.join(missing)} is not set for {model}", f"export {missing[0]}=...")
 
@@ -49,8 +51,10 @@ def check_limits(cfg: Config) -> None:
     for name, unit in (("max_turns", ""), ("max_cost", " USD"), ("timeout", " s")):
         value = getattr(cfg, name)
         if value is not None and value <= 0:
-            raise BadInput(f"{name} {value:g}{unit} {cfg.origin_phrase(name)} leaves no room for a single turn",
-                           f"give a positive {name}" + (" (or leave it out for no limit)" if name != "max_turns" else ""))
+            raise BadInput(
+                f"{name} {value:g}{unit} {cfg.origin_phrase(name)} leaves no room for a single turn",
+                f"give a positive {name}" + (" (or leave it out for no limit)" if name != "max_turns" else ""),
+            )
 
 
 def check_api_base(api_base: str | None) -> None:
@@ -64,8 +68,10 @@ def check_api_base(api_base: str | None) -> None:
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ModelConfigError(f"--api-base {api_base} is not an http:// or https:// URL",
-                               "write it like --api-base http://localhost:8000/v1")
+        raise ModelConfigError(
+            f"--api-base {api_base} is not an http:// or https:// URL",
+            "write it like --api-base http://localhost:8000/v1",
+        )
 
 
 def captured_block(task: Task, command: str) -> str:
@@ -85,11 +91,13 @@ def check_input_devices(call: CallSpec, cfg: Config, what: str) -> None:
     verb = "recorded" if what == "--capture" else "puts"
     if len(named) > 1:
         (d1, l1), (d2, l2) = sorted(named.items())[:2]
-        raise InputSpecError(f"{what} {verb} {l1} on {d1} but {l2} on {d2}; a session runs on one device",
-                             "name the same device for every tensor (or none, to use --device)")
+        raise InputSpecError(
+            f"{what} {verb} {l1} on {d1} but {l2} on {d2}; a session runs on one device",
+            "name the same device for every tensor (or none, to use --device)",
+        )
     if not named or cfg.device is None:
         return
-    (device, label), = named.items()
+    ((device, label),) = named.items()
     if device == cfg.device:
         return
     origin = cfg.origin("device")

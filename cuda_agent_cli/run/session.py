@@ -48,8 +48,8 @@ class OptimizeRequest:
     allow_unsafe: bool = False
     shell: bool = True  # False: no shell tools, so no sandbox is needed (the bundled demo)
     apply: ApplyIntent | None = None  # None: review only, nothing to refuse early
-    brief: str | None = None          # more for the first message: why this session runs (check --fix)
-    start_from: Path | None = None    # a kernel folder (model_new.py, kernels/) the new workspace starts with
+    brief: str | None = None  # more for the first message: why this session runs (check --fix)
+    start_from: Path | None = None  # a kernel folder (model_new.py, kernels/) the new workspace starts with
 
     @property
     def resuming(self) -> bool:
@@ -60,19 +60,19 @@ class OptimizeRequest:
 class OptimizeOutcome:
     session_id: str
     transcript: Path
-    status: str                       # improved | correct | failed
+    status: str  # improved | correct | failed
     stop_reason: str
     turns: int
     cost_usd: float
     device: str
     policy: str
     target: str
-    best: dict[str, Any] | None       # the best harness result, as recorded (its JSON object)
-    best_dir: Path | None             # the snapshot of its files in the session store
+    best: dict[str, Any] | None  # the best harness result, as recorded (its JSON object)
+    best_dir: Path | None  # the snapshot of its files in the session store
     best_files: list[str] = field(default_factory=list)
     plan: WriteBackPlan | None = None  # when there is a correct kernel
     sandbox_banner: str | None = None
-    stop_detail: str = ""             # e.g. "max_turns 3 from pyproject.toml"
+    stop_detail: str = ""  # e.g. "max_turns 3 from pyproject.toml"
     inputs: dict[str, Any] | None = None  # inputs_json of the call the kernel was made for
 
     @property
@@ -128,8 +128,11 @@ def _check_paths(req: OptimizeRequest, data_dir: Path | None) -> None:
     from cuda_agent_cli.config import user_data_dir
     from cuda_agent_cli.workspace import cache_dir
 
-    preflight.check_store((data_dir or user_data_dir()) / "sessions", "data dir",
-                          "set XDG_DATA_HOME (or data_dir in the config) to a folder you can write to")
+    preflight.check_store(
+        (data_dir or user_data_dir()) / "sessions",
+        "data dir",
+        "set XDG_DATA_HOME (or data_dir in the config) to a folder you can write to",
+    )
     preflight.check_store(cache_dir(), "cache dir", "set XDG_CACHE_HOME to a folder you can write to")
     if req.target and "::" in req.target and req.apply is not None:
         from cuda_agent_cli.writeback.refusal import check_paths_early
@@ -151,8 +154,7 @@ class _Start:
     state: SessionState | None  # None: a new session, made once the task is known to be good
 
 
-def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None,
-            stage: Callable[[str], None]) -> _Start:
+def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None, stage: Callable[[str], None]) -> _Start:
     from cuda_agent_cli.agent.session import resume_session
     from cuda_agent_cli.run.settings import load_task, refuse_changes_on_resume
     from cuda_agent_cli.task.inputs import call_from_json
@@ -160,13 +162,17 @@ def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None,
 
     state = resume_session(req.resume if req.resume else None, data_dir)
     saved = load_task(state.session_dir)
-    refuse_changes_on_resume(state.session_id, saved, device=req.device, policy=req.policy,
-                             inputs=req.inputs, capture=req.capture)
+    refuse_changes_on_resume(
+        state.session_id, saved, device=req.device, policy=req.policy, inputs=req.inputs, capture=req.capture
+    )
     cfg = cfg.with_session(saved.session_layer())
     _check_before_model(req, cfg)
     stage(f"resuming session {state.session_id}")
-    task = as_written(resolve_task(saved.target, Path(saved.cwd),
-                                   inputs=call_from_json(saved.call) if saved.explicit_inputs else None))
+    task = as_written(
+        resolve_task(
+            saved.target, Path(saved.cwd), inputs=call_from_json(saved.call) if saved.explicit_inputs else None
+        )
+    )
     return _Start(cfg, task, saved.target, saved.device, saved.policy, state)
 
 
@@ -238,20 +244,37 @@ def run_optimize(
     stage = on_stage or (lambda _msg: None)
     data_dir = _data_dir(req, data_dir)
     _check_paths(req, data_dir)
-    cfg = load_config({"model": req.model, "api_base": req.api_base, "device": req.device, "policy": req.policy,
-                       "max_turns": req.max_turns, "max_cost": req.max_cost, "timeout": req.timeout}, cwd=req.cwd)
+    cfg = load_config(
+        {
+            "model": req.model,
+            "api_base": req.api_base,
+            "device": req.device,
+            "policy": req.policy,
+            "max_turns": req.max_turns,
+            "max_cost": req.max_cost,
+            "timeout": req.timeout,
+        },
+        cwd=req.cwd,
+    )
     start = _resume(req, cfg, data_dir, stage) if req.resuming else _new(req, cfg, stage)
     task = start.task
     if req.apply is not None:
         from cuda_agent_cli.writeback.refusal import refuse_before_session
 
-        refuse_before_session(task.file, task.target.repo_root, commit=req.apply.commit,
-                              allow_dirty=req.apply.allow_dirty)
+        refuse_before_session(
+            task.file, task.target.repo_root, commit=req.apply.commit, allow_dirty=req.apply.allow_dirty
+        )
     return _run_agent(req, start, data_dir, stage, sink, cancel)
 
 
-def _run_agent(req: OptimizeRequest, start: _Start, data_dir: Path | None, stage: Callable[[str], None],
-               sink: Callable[[Any], None] | None, cancel: Any) -> OptimizeOutcome:
+def _run_agent(
+    req: OptimizeRequest,
+    start: _Start,
+    data_dir: Path | None,
+    stage: Callable[[str], None],
+    sink: Callable[[Any], None] | None,
+    cancel: Any,
+) -> OptimizeOutcome:
     from cuda_agent_cli.actions import ActionContext, make_toolbox
     from cuda_agent_cli.agent.loop import Limits, run_agent
     from cuda_agent_cli.agent.prompts import build_system_prompt, task_message
@@ -272,36 +295,64 @@ def _run_agent(req: OptimizeRequest, start: _Start, data_dir: Path | None, stage
         workspace = create_workspace(state.session_dir, task.reference_source, model_new, kernels)
         harness = Harness(workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol)
         device = harness.device
-        save_task(state.session_dir, SavedTask(
-            target=start.target_text, cwd=str(req.cwd), call=call_to_json(task.call),
-            explicit_inputs=not task.uses_module_inputs, device=device, policy=policy,
-            model=cfg.model, api_base=cfg.api_base))
+        save_task(
+            state.session_dir,
+            SavedTask(
+                target=start.target_text,
+                cwd=str(req.cwd),
+                call=call_to_json(task.call),
+                explicit_inputs=not task.uses_module_inputs,
+                device=device,
+                policy=policy,
+                model=cfg.model,
+                api_base=cfg.api_base,
+            ),
+        )
     else:
         workspace = open_workspace(state.session_dir)
         harness = Harness(workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol)
         device = harness.device
 
-    sandbox = open_sandbox(SandboxPolicy.optimize(workspace.root, list(workspace.locked)),
-                           req.allow_unsafe or not req.shell)
+    sandbox = open_sandbox(
+        SandboxPolicy.optimize(workspace.root, list(workspace.locked)), req.allow_unsafe or not req.shell
+    )
     toolbox = make_toolbox(ActionContext(sandbox, harness=harness), shell=req.shell)
     model = make_model(cfg.model, cfg.api_base)
-    limits = Limits(max_turns=cfg.max_turns, max_cost=cfg.max_cost, timeout=cfg.timeout,
-                    context_tokens=cfg.context_tokens,
-                    origins={name: cfg.origin_phrase(name) for name in ("max_turns", "max_cost", "timeout")})
-    settings = {"device": device, "policy": policy, "max_turns": cfg.max_turns, "max_cost": cfg.max_cost,
-                "timeout": cfg.timeout, "inputs": task.call.describe(), "command": "optimize"}
-    notes = (f"Inputs: {task.call.describe()}. Device: {device}. Policy: {policy}."
-             if not task.uses_module_inputs else None)
+    limits = Limits(
+        max_turns=cfg.max_turns,
+        max_cost=cfg.max_cost,
+        timeout=cfg.timeout,
+        context_tokens=cfg.context_tokens,
+        origins={name: cfg.origin_phrase(name) for name in ("max_turns", "max_cost", "timeout")},
+    )
+    settings = {
+        "device": device,
+        "policy": policy,
+        "max_turns": cfg.max_turns,
+        "max_cost": cfg.max_cost,
+        "timeout": cfg.timeout,
+        "inputs": task.call.describe(),
+        "command": "optimize",
+    }
+    notes = (
+        f"Inputs: {task.call.describe()}. Device: {device}. Policy: {policy}." if not task.uses_module_inputs else None
+    )
     if req.brief:
         notes = f"{notes}\n\n{req.brief}" if notes else req.brief
     stage("running the agent")
     try:
         result = run_agent(
-            model, toolbox, state=state,
+            model,
+            toolbox,
+            state=state,
             prompt=None if start.state is not None else task_message(task.target.display, task.reference_source, notes),
             system_prompt=build_system_prompt(device=device, policy=policy, gpu=harness.environment().get("gpu")),
-            target=start.target_text, settings=settings, workspace_root=workspace.root,
-            limits=limits, sink=sink, cancel=cancel,
+            target=start.target_text,
+            settings=settings,
+            workspace_root=workspace.root,
+            limits=limits,
+            sink=sink,
+            cancel=cancel,
         )
     finally:
         toolbox.close()
@@ -309,10 +360,19 @@ def _run_agent(req: OptimizeRequest, start: _Start, data_dir: Path | None, stage
     best = result.best.result if result.best else None
     best_dir = Path(result.best.snapshot) if result.best and result.best.snapshot else None
     outcome = OptimizeOutcome(
-        session_id=result.session_id, transcript=result.transcript, status="failed",
-        stop_reason=result.stop_reason, turns=result.turns, cost_usd=result.cost_usd, device=device,
-        policy=policy, target=task.target.display, best=best, best_dir=best_dir,
-        sandbox_banner=sandbox.banner if req.shell else None, stop_detail=result.detail,
+        session_id=result.session_id,
+        transcript=result.transcript,
+        status="failed",
+        stop_reason=result.stop_reason,
+        turns=result.turns,
+        cost_usd=result.cost_usd,
+        device=device,
+        policy=policy,
+        target=task.target.display,
+        best=best,
+        best_dir=best_dir,
+        sandbox_banner=sandbox.banner if req.shell else None,
+        stop_detail=result.detail,
         inputs=inputs_json(task.call),
     )
     typed = outcome.result
@@ -332,8 +392,15 @@ def _start_files(folder: Path | None) -> tuple[str | None, dict[str, str]]:
         return None, {}
     model_new = folder / "model_new.py"
     kernels = folder / "kernels"
-    files = {p.name: p.read_text(errors="replace") for p in sorted(kernels.iterdir())
-             if p.is_file() and not p.is_symlink() and not p.name.startswith(".")} if kernels.is_dir() else {}
+    files = (
+        {
+            p.name: p.read_text(errors="replace")
+            for p in sorted(kernels.iterdir())
+            if p.is_file() and not p.is_symlink() and not p.name.startswith(".")
+        }
+        if kernels.is_dir()
+        else {}
+    )
     return (model_new.read_text(errors="replace") if model_new.is_file() else None), files
 
 
@@ -346,7 +413,6 @@ def candidate_files(best_dir: Path) -> dict[str, str]:
     if kernels.is_dir():
         for p in sorted(kernels.rglob("*")):
             # .keep and other dot files only hold the folder in the template.
-            if (p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts
-                    and not p.name.startswith(".")):
+            if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts and not p.name.startswith("."):
                 out[p.relative_to(best_dir).as_posix()] = p.read_text(errors="replace")
     return out

@@ -24,8 +24,8 @@ class SavedTask:
 
     target: str
     cwd: str
-    call: dict[str, Any]          # task/inputs.py call_to_json of the call optimized for
-    explicit_inputs: bool         # --inputs or --capture, not the module's get_inputs()
+    call: dict[str, Any]  # task/inputs.py call_to_json of the call optimized for
+    explicit_inputs: bool  # --inputs or --capture, not the module's get_inputs()
     device: str
     policy: str
     model: str | None
@@ -45,13 +45,27 @@ def load_task(session_dir: Path) -> SavedTask:
     if not path.is_file():
         raise BadInput(f"session {session_dir.name} was not started by optimize", "resume it with `cuda-agent chat`")
     data = json.loads(path.read_text())
-    return SavedTask(target=data["target"], cwd=data["cwd"], call=data["call"],
-                     explicit_inputs=bool(data["explicit_inputs"]), device=data["device"], policy=data["policy"],
-                     model=data.get("model"), api_base=data.get("api_base"))
+    return SavedTask(
+        target=data["target"],
+        cwd=data["cwd"],
+        call=data["call"],
+        explicit_inputs=bool(data["explicit_inputs"]),
+        device=data["device"],
+        policy=data["policy"],
+        model=data.get("model"),
+        api_base=data.get("api_base"),
+    )
 
 
-def refuse_changes_on_resume(session_id: str, saved: SavedTask, *, device: str | None, policy: str | None,
-                             inputs: str | None, capture: str | None) -> None:
+def refuse_changes_on_resume(
+    session_id: str,
+    saved: SavedTask,
+    *,
+    device: str | None,
+    policy: str | None,
+    inputs: str | None,
+    capture: str | None,
+) -> None:
     """--resume with a flag that would change what the session was started with: one line, exit 2."""
     changed: list[str] = []
     if device is not None and device != saved.device:
@@ -60,6 +74,8 @@ def refuse_changes_on_resume(session_id: str, saved: SavedTask, *, device: str |
         changed.append(f"--policy {policy}")
     changed += [flag for flag, value in (("--inputs", inputs), ("--capture", capture)) if value is not None]
     if changed:
-        raise BadInput(f"{' and '.join(changed)} cannot change resumed session {session_id}, which runs "
-                       f"{saved.target} on {saved.device} with policy {saved.policy}",
-                       "drop the flag to continue it as it is, or start a new session with it")
+        raise BadInput(
+            f"{' and '.join(changed)} cannot change resumed session {session_id}, which runs "
+            f"{saved.target} on {saved.device} with policy {saved.policy}",
+            "drop the flag to continue it as it is, or start a new session with it",
+        )

@@ -42,8 +42,15 @@ def capture_call(
         env["CUDA_AGENT_CAPTURE_OUT"] = str(out)
         try:
             proc = subprocess.run(
-                command, shell=True, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                capture_output=True, text=True, timeout=timeout, start_new_session=True,
+                command,
+                shell=True,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                start_new_session=True,
             )
         except subprocess.TimeoutExpired:
             raise InputSpecError(
@@ -59,8 +66,9 @@ def capture_call(
             )
         record = json.loads(out.read_text())
     if "error" in record:
-        raise InputSpecError(f"--capture: {record['error']}",
-                             "add get_inputs()/get_init_inputs() to the module or use --inputs")
+        raise InputSpecError(
+            f"--capture: {record['error']}", "add get_inputs()/get_init_inputs() to the module or use --inputs"
+        )
     return call_from_json(record["call"])
 
 

@@ -56,8 +56,11 @@ def _wrap(cls: type, out: str) -> None:
             try:
                 if isinstance(init_desc, dict):
                     raise TypeError(init_desc["error"])
-                record["call"] = {"source": "capture", "init": init_desc,
-                                  "args": describe_call(args, kwargs, "forward")}
+                record["call"] = {
+                    "source": "capture",
+                    "init": init_desc,
+                    "args": describe_call(args, kwargs, "forward"),
+                }
             except TypeError as exc:
                 record = {"error": str(exc)}
             _write(out, record)
@@ -89,5 +92,8 @@ def install(target_file: str, class_name: str, out: str) -> None:
 
 
 if __name__ == "sitecustomize":
-    install(os.environ["CUDA_AGENT_CAPTURE_TARGET"], os.environ["CUDA_AGENT_CAPTURE_CLASS"],
-            os.environ["CUDA_AGENT_CAPTURE_OUT"])
+    install(
+        os.environ["CUDA_AGENT_CAPTURE_TARGET"],
+        os.environ["CUDA_AGENT_CAPTURE_CLASS"],
+        os.environ["CUDA_AGENT_CAPTURE_OUT"],
+    )

@@ -27,8 +27,10 @@ def describe(value: Any, where: str) -> dict[str, Any]:
         return {kind: [describe(v, f"{where}[{i}]") for i, v in enumerate(value)]}
     if isinstance(value, torch.dtype):
         raise TypeError(f"{where} is a torch.dtype ({value}); pass dtypes through get_init_inputs()")
-    raise TypeError(f"{where} is a {type(value).__module__}.{type(value).__qualname__}, "
-                    "which cannot be described as a shape and dtype")
+    raise TypeError(
+        f"{where} is a {type(value).__module__}.{type(value).__qualname__}, "
+        "which cannot be described as a shape and dtype"
+    )
 
 
 def describe_call(args: list[Any] | tuple[Any, ...], kwargs: dict[str, Any], what: str) -> list[dict[str, Any]]:

@@ -23,12 +23,27 @@ from typing import Any, Union, cast
 from cuda_agent_cli.errors import InputSpecError
 
 DTYPES: dict[str, str] = {
-    "float16": "float16", "half": "float16", "fp16": "float16", "f16": "float16",
-    "bfloat16": "bfloat16", "bf16": "bfloat16",
-    "float32": "float32", "float": "float32", "fp32": "float32", "f32": "float32",
-    "float64": "float64", "double": "float64", "fp64": "float64", "f64": "float64",
-    "int8": "int8", "uint8": "uint8", "int16": "int16",
-    "int32": "int32", "int": "int32", "int64": "int64", "long": "int64",
+    "float16": "float16",
+    "half": "float16",
+    "fp16": "float16",
+    "f16": "float16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float32": "float32",
+    "float": "float32",
+    "fp32": "float32",
+    "f32": "float32",
+    "float64": "float64",
+    "double": "float64",
+    "fp64": "float64",
+    "f64": "float64",
+    "int8": "int8",
+    "uint8": "uint8",
+    "int16": "int16",
+    "int32": "int32",
+    "int": "int32",
+    "int64": "int64",
+    "long": "int64",
     "bool": "bool",
 }
 FLOAT_DTYPES = {"float16", "bfloat16", "float32", "float64"}
@@ -93,6 +108,7 @@ class CallSpec:
     def signature_lines(self, forward_params: tuple[str, ...] = ()) -> list[str]:
         """`forward(x: float32[8,384], eps=1e-05)` and `__init__(384)`: what a call is made of,
         positional arguments labelled with the forward signature's names where it gives them."""
+
         def part(i: int, a: Arg, names: tuple[str, ...]) -> str:
             if a.name:
                 return f"{a.name}={_describe_value(a.value)}"
@@ -145,6 +161,7 @@ def _describe_arg(arg: Arg) -> str:
 
 
 # ---------------------------------------------------------------- parsing
+
 
 def split_top_level(text: str, sep: str) -> list[str]:
     """Split on `sep` where it is not inside brackets, parentheses or quotes."""
@@ -264,9 +281,9 @@ def parse_inputs_spec(text: str) -> CallSpec:
         if not stripped:
             continue
         if stripped.startswith("init:"):
-            init = parse_args(stripped[len("init:"):])
+            init = parse_args(stripped[len("init:") :])
         elif forward is None:
-            forward = parse_args(stripped[len("forward:"):] if stripped.startswith("forward:") else stripped)
+            forward = parse_args(stripped[len("forward:") :] if stripped.startswith("forward:") else stripped)
         else:
             raise InputSpecError(
                 "--inputs has more than one part for forward arguments",
@@ -278,6 +295,7 @@ def parse_inputs_spec(text: str) -> CallSpec:
 
 
 # ---------------------------------------------------------------- JSON form (capture, manifest)
+
 
 def value_to_json(value: Value) -> Any:
     if isinstance(value, TensorSpec):
@@ -297,14 +315,17 @@ def value_to_json(value: Value) -> Any:
 def value_from_json(obj: Any) -> Value:
     if not isinstance(obj, dict) or len(obj) != 1:
         raise InputSpecError(f"malformed input description {obj!r}", "record the call again with --capture")
-    (kind, body), = obj.items()
+    ((kind, body),) = obj.items()
     if kind == "tensor":
         rng = body.get("range") or [None, None]
         if body.get("dtype") not in DTYPES:
-            raise InputSpecError(f"tensors of dtype {body.get('dtype')} are not supported",
-                                 f"use one of {', '.join(sorted(set(DTYPES.values())))}")
-        return TensorSpec(DTYPES[body["dtype"]], tuple(int(d) for d in body["shape"]),
-                          body.get("device"), rng[0], rng[1])
+            raise InputSpecError(
+                f"tensors of dtype {body.get('dtype')} are not supported",
+                f"use one of {', '.join(sorted(set(DTYPES.values())))}",
+            )
+        return TensorSpec(
+            DTYPES[body["dtype"]], tuple(int(d) for d in body["shape"]), body.get("device"), rng[0], rng[1]
+        )
     if kind in ("list", "tuple"):
         items = tuple(value_from_json(v) for v in body)
         if kind == "tuple" and not any(isinstance(v, (TensorSpec, ListSpec)) for v in items):
@@ -336,6 +357,7 @@ def call_from_json(obj: dict[str, Any]) -> CallSpec:
 
 # ---------------------------------------------------------------- Python source (generated model.py)
 
+
 def value_to_python(value: Value) -> str:
     """A Python expression that makes `value` (tensors on the CPU; the harness moves them)."""
     if isinstance(value, TensorSpec):
@@ -354,4 +376,3 @@ def value_to_python(value: Value) -> str:
         inner = ", ".join(value_to_python(v) for v in value.items)
         return f"[{inner}]" if value.kind == "list" else f"({inner}{',' if len(value.items) == 1 else ''})"
     return repr(value)
-

@@ -72,7 +72,9 @@ def _build(torch: Any, v: dict[str, Any]) -> Any:
         if dt.is_floating_point:
             return torch.randn(t["shape"], dtype=dt)
         lo, hi = t.get("range") or [0, 2]
-        return torch.randint(int(lo), int(hi), t["shape"], dtype=dt) if dt != torch.bool else torch.rand(t["shape"]) < 0.5
+        return (
+            torch.randint(int(lo), int(hi), t["shape"], dtype=dt) if dt != torch.bool else torch.rand(t["shape"]) < 0.5
+        )
     if "list" in v:
         return [_build(torch, x) for x in v["list"]]
     if "tuple" in v:
@@ -101,8 +103,11 @@ def probe(req: dict[str, Any], out: _Probe) -> NoReturn:
         out.done(error="import", detail=f"{req['module']} is a namespace package, not a module file")
     result["file"] = os.path.realpath(mod_file)
     cls = getattr(mod, req["class"], None)
-    modules = sorted(n for n, v in vars(mod).items()
-                     if isinstance(v, type) and issubclass(v, torch.nn.Module) and v.__module__ == mod.__name__)
+    modules = sorted(
+        n
+        for n, v in vars(mod).items()
+        if isinstance(v, type) and issubclass(v, torch.nn.Module) and v.__module__ == mod.__name__
+    )
     if cls is None:
         out.done(error="class", detail="", candidates=modules)
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
@@ -127,8 +132,11 @@ def probe(req: dict[str, Any], out: _Probe) -> NoReturn:
             try:
                 init = list(mod.get_init_inputs()) if callable(getattr(mod, "get_init_inputs", None)) else []
                 args = list(mod.get_inputs())
-                call = {"source": "get_inputs", "init": describe_call(init, {}, "get_init_inputs()"),
-                        "args": describe_call(args, {}, "get_inputs()")}
+                call = {
+                    "source": "get_inputs",
+                    "init": describe_call(init, {}, "get_init_inputs()"),
+                    "args": describe_call(args, {}, "get_inputs()"),
+                }
             except TypeError as exc:
                 out.done(error="inputs", detail=str(exc))
             except BaseException as exc:
@@ -148,8 +156,9 @@ def probe(req: dict[str, Any], out: _Probe) -> NoReturn:
             model = cls(*pos, **kw)
     except BaseException as exc:
         out.done(error="construct", detail=_last_line(exc))
-    result["parameters"] = [[n, str(t.dtype).replace("torch.", ""), list(t.shape)]
-                            for n, t in model.state_dict().items()]
+    result["parameters"] = [
+        [n, str(t.dtype).replace("torch.", ""), list(t.shape)] for n, t in model.state_dict().items()
+    ]
     sensitive = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
     result["training_sensitive"] = any(isinstance(m, sensitive) for m in model.modules())
     out.done(ok=True)

@@ -25,7 +25,6 @@ def defines_conflicting_names(source: str, class_name: str) -> bool:
     return ("Model" in names and class_name != "Model") or "ModelNew" in names
 
 
-
 def _split(args: tuple[Arg, ...]) -> tuple[list[Arg], list[Arg]]:
     return [a for a in args if a.name is None], [a for a in args if a.name is not None]
 
@@ -63,8 +62,11 @@ def reference_source(task: Task) -> str:
             f"from {t.module_name} import {cls} as _Reference\n"
         )
         if task.uses_module_inputs:
-            parts.append(f"from {t.module_name} import get_inputs, get_init_inputs\n" if _has_init_inputs(task)
-                         else f"from {t.module_name} import get_inputs\n")
+            parts.append(
+                f"from {t.module_name} import get_inputs, get_init_inputs\n"
+                if _has_init_inputs(task)
+                else f"from {t.module_name} import get_inputs\n"
+            )
         parts.append(f"\n# The class, from {task.file}:{task.class_start}\n{quoted}\n")
         base = "_Reference"
         needs_wrapper = True
@@ -84,10 +86,7 @@ def reference_source(task: Task) -> str:
         if init_named:
             # KernelBench builds Model(*get_init_inputs()); keyword constructor arguments are bound here.
             kw = ", ".join(f"{a.name}={value_to_python(a.value)}" for a in init_named)
-            parts.append(
-                "\n    def __init__(self, *args):\n"
-                f"        super().__init__(*args, {kw})\n"
-            )
+            parts.append(f"\n    def __init__(self, *args):\n        super().__init__(*args, {kw})\n")
     if not task.uses_module_inputs:
         init_pos = _split(task.call.init)[0]
         parts.append("\n\ndef get_init_inputs():\n")

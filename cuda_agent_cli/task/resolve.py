@@ -22,8 +22,10 @@ from cuda_agent_cli.task.inputs import Arg, CallSpec, call_from_json, call_to_js
 from cuda_agent_cli.task.reference import defines_conflicting_names, reference_source
 from cuda_agent_cli.task.target import TARGET_HINT, Target, Task, parse_target
 
-INPUTS_HINT = ("add get_inputs() (and get_init_inputs()) to the module, pass --inputs "
-               "\"x=float32[8,1024]\", or --capture \"python your_script.py\"")
+INPUTS_HINT = (
+    "add get_inputs() (and get_init_inputs()) to the module, pass --inputs "
+    '"x=float32[8,1024]", or --capture "python your_script.py"'
+)
 
 
 def _run_probe(target: Target, call: CallSpec | None, timeout: float) -> dict[str, Any]:
@@ -43,17 +45,26 @@ def _run_probe(target: Target, call: CallSpec | None, timeout: float) -> dict[st
         try:
             proc = subprocess.run(
                 [sys.executable, "-m", "cuda_agent_cli.task.probe", str(req_path), str(out_path)],
-                cwd=target.repo_root, env=env, stdin=subprocess.DEVNULL,
-                capture_output=True, text=True, timeout=timeout, start_new_session=True,
+                cwd=target.repo_root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                start_new_session=True,
             )
         except subprocess.TimeoutExpired:
-            raise TargetError(f"importing {target.display} took more than {timeout:.0f} s",
-                              "make module import cheap, or move slow work under `if __name__ == \"__main__\":`") from None
+            raise TargetError(
+                f"importing {target.display} took more than {timeout:.0f} s",
+                'make module import cheap, or move slow work under `if __name__ == "__main__":`',
+            ) from None
         if not out_path.is_file():
             tail = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
-            raise TargetError(f"importing {target.display} crashed the interpreter (exit {proc.returncode})"
-                              + (f": {tail[-1][:300]}" if tail else ""), "run `python -c \"import "
-                              f"{target.module_name}\"` in the repository to see why")
+            raise TargetError(
+                f"importing {target.display} crashed the interpreter (exit {proc.returncode})"
+                + (f": {tail[-1][:300]}" if tail else ""),
+                f'run `python -c "import {target.module_name}"` in the repository to see why',
+            )
         answer: dict[str, Any] = json.loads(out_path.read_text())
         return answer
 
@@ -63,17 +74,22 @@ def _probe_error(target: Target, r: dict[str, Any]) -> Exception:
     name = target.class_name
     if kind == "torch":
         from cuda_agent_cli.errors import EnvironmentMissing
+
         return EnvironmentMissing(f"cannot import torch: {detail}", "pip install torch")
     if kind == "import":
-        return TargetError(f"cannot import {target.module_name} from {target.repo_root}: {detail}",
-                           "make the module importable from the repository root (missing dependency or path?)")
+        return TargetError(
+            f"cannot import {target.module_name} from {target.repo_root}: {detail}",
+            "make the module importable from the repository root (missing dependency or path?)",
+        )
     if kind == "class":
         cands = r.get("candidates") or []
         hint = f"classes there: {', '.join(cands)}" if cands else "check the class name (it is case-sensitive)"
         return TargetError(f"{target.module_name} has no class `{name}`", hint)
     if kind == "not_module":
-        return TargetError(f"`{name}` in {target.module_name} is a {detail}, not a torch.nn.Module subclass",
-                           "point at the nn.Module class to optimize")
+        return TargetError(
+            f"`{name}` in {target.module_name} is a {detail}, not a torch.nn.Module subclass",
+            "point at the nn.Module class to optimize",
+        )
     if kind == "source":
         return TargetError(f"cannot read the source of {name}: {detail}", "the class must be defined in a .py file")
     if kind == "no_inputs":
@@ -81,11 +97,14 @@ def _probe_error(target: Target, r: dict[str, Any]) -> Exception:
     if kind == "inputs":
         return InputSpecError(f"inputs of {name} cannot be described: {detail}", INPUTS_HINT)
     if kind == "get_inputs":
-        return InputSpecError(f"get_inputs()/get_init_inputs() of {target.module_name} failed: {detail}",
-                              "fix them, or pass --inputs")
+        return InputSpecError(
+            f"get_inputs()/get_init_inputs() of {target.module_name} failed: {detail}", "fix them, or pass --inputs"
+        )
     if kind == "construct":
-        return TargetError(f"{name} fails to construct: {detail}",
-                           "give constructor arguments with get_init_inputs() or --inputs \"...; init: ARGS\"")
+        return TargetError(
+            f"{name} fails to construct: {detail}",
+            'give constructor arguments with get_init_inputs() or --inputs "...; init: ARGS"',
+        )
     return TargetError(f"cannot load {target.display}: {kind} {detail}", TARGET_HINT)
 
 
@@ -116,8 +135,9 @@ def resolve_task(
         raise _probe_error(target, r)
     file = Path(r["file"])
     source = file.read_text()
-    final_call = positional_where_possible(call_from_json(r["call"]) if call is None else call,
-                                           tuple(r.get("forward_params") or ()))
+    final_call = positional_where_possible(
+        call_from_json(r["call"]) if call is None else call, tuple(r.get("forward_params") or ())
+    )
     task = Task(
         target=target,
         file=file,
@@ -149,10 +169,10 @@ def positional_where_possible(call: CallSpec, forward_params: tuple[str, ...]) -
 
 
 def _with_file(target: Target, file: Path) -> Target:
-    return Target(target.text, target.class_name, target.module_name, file.resolve(),
-                  target.import_paths, target.repo_root)
+    return Target(
+        target.text, target.class_name, target.module_name, file.resolve(), target.import_paths, target.repo_root
+    )
 
 
 def _with_reference(task: Task) -> Task:
     return replace(task, reference_source=reference_source(task))
-

@@ -4,6 +4,7 @@
 class is checked later by the probe (task/probe.py), in a subprocess started in the user's
 repository (task/resolve.py).
 """
+
 from __future__ import annotations
 
 import re
@@ -21,12 +22,12 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class Target:
     """Where the class lives and how Python finds it."""
 
-    text: str                 # as the user wrote it
+    text: str  # as the user wrote it
     class_name: str
-    module_name: str          # dotted import name
-    file: Path | None         # the module file (None until probed for the pkg.module form)
+    module_name: str  # dotted import name
+    file: Path | None  # the module file (None until probed for the pkg.module form)
     import_paths: tuple[Path, ...]  # sys.path entries, first wins
-    repo_root: Path           # git root, else the nearest pyproject.toml's folder, else import root
+    repo_root: Path  # git root, else the nearest pyproject.toml's folder, else import root
 
     @property
     def display(self) -> str:
@@ -47,8 +48,8 @@ class Task:
     call: CallSpec
     forward_params: tuple[str, ...]
     class_source: str
-    class_start: int          # 1-based first line of the class statement (decorators included)
-    class_end: int            # 1-based last line
+    class_start: int  # 1-based first line of the class statement (decorators included)
+    class_end: int  # 1-based last line
     module_source: str
     module_sha256: str
     standalone: bool
@@ -69,6 +70,7 @@ def snake_case(name: str) -> str:
 
 
 # ---------------------------------------------------------------- target parsing (pure)
+
 
 def find_repo_root(start: Path) -> Path | None:
     """The nearest folder at or above `start` that holds .git."""

@@ -45,8 +45,9 @@ def detect_device() -> str:
     exe = shutil.which("nvidia-smi")
     if exe:
         try:
-            out = subprocess.run([exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                                 text=True, timeout=5)
+            out = subprocess.run(
+                [exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=5
+            )
             names = [n.strip() for n in out.stdout.splitlines() if n.strip()]
             if out.returncode == 0 and names:
                 return f"cuda ({names[0]})"
@@ -128,8 +129,13 @@ class ChatApp(App[int]):
         Binding("ctrl+end", "scroll_conversation(2)", "Bottom", priority=True, show=False),
     ]
 
-    def __init__(self, runtime: Any, initial: list[str] | None = None, detect: Callable[[], str] = detect_device,
-                 banner: str | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Any,
+        initial: list[str] | None = None,
+        detect: Callable[[], str] = detect_device,
+        banner: str | None = None,
+    ) -> None:
         super().__init__()
         self.runtime = runtime
         self.initial = list(initial or [])
@@ -204,8 +210,13 @@ class ChatApp(App[int]):
         for wid in self.LAYOUT:
             self.query_one(wid).display = not small
         if small:
-            msg.update(Text(f"The terminal is {w}x{h}; {self.NAME} needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\n"
-                            "Make the window larger (the session keeps running).", style="bold yellow"))
+            msg.update(
+                Text(
+                    f"The terminal is {w}x{h}; {self.NAME} needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\n"
+                    "Make the window larger (the session keeps running).",
+                    style="bold yellow",
+                )
+            )
 
     # -- parts mounted after the first frame -----------------------------------------------------
     def on_ready(self) -> None:
@@ -273,10 +284,20 @@ class ChatApp(App[int]):
         rt = self.runtime
         budget = rt.context_budget or 1
         cost = rt.state.cost_usd + sum(v for k, v in self._session_costs.items() if k != rt.session_id)
-        self.query_one("#status", Static).update(render.status_text(
-            model=rt.model_string, device=self.device_label, mode=rt.permissions.mode,
-            context_pct=100.0 * rt.context_tokens / budget, tokens=self.tokens, cost=cost,
-            best=rt.ledger.best_verified_speedup(), busy=self.busy, queued=len(self.queue), banner=self.banner))
+        self.query_one("#status", Static).update(
+            render.status_text(
+                model=rt.model_string,
+                device=self.device_label,
+                mode=rt.permissions.mode,
+                context_pct=100.0 * rt.context_tokens / budget,
+                tokens=self.tokens,
+                cost=cost,
+                best=rt.ledger.best_verified_speedup(),
+                busy=self.busy,
+                queued=len(self.queue),
+                banner=self.banner,
+            )
+        )
 
     # -- history (resume) ------------------------------------------------------------------------
     def _load_history(self) -> None:
@@ -289,8 +310,13 @@ class ChatApp(App[int]):
         self._older = []
         path = rt.state.transcript_path
         if not path.is_file():
-            self.notice(Text.assemble(("cuda-agent chat", "bold"), f" over {rt.root.name}/ · session {rt.session_id} · "
-                                      "/help for commands, Esc interrupts, Ctrl+C twice quits"))
+            self.notice(
+                Text.assemble(
+                    ("cuda-agent chat", "bold"),
+                    f" over {rt.root.name}/ · session {rt.session_id} · "
+                    "/help for commands, Esc interrupts, Ctrl+C twice quits",
+                )
+            )
             return
         items: list[HistoryItem] = []
         calls: dict[str, HistoryItem] = {}
@@ -323,8 +349,13 @@ class ChatApp(App[int]):
             rt.context_tokens = estimate_tokens(rt.state.messages)
         self._older = items[:-HISTORY_PAGE] if len(items) > HISTORY_PAGE else []
         widgets = [item.widget() for item in items[-HISTORY_PAGE:]]
-        widgets.append(Notice(f"resumed session {rt.session_id}: {rt.state.turns} turns, "
-                              f"{len(rt.ledger.candidates)} candidates in the ledger", "info"))
+        widgets.append(
+            Notice(
+                f"resumed session {rt.session_id}: {rt.state.turns} turns, "
+                f"{len(rt.ledger.candidates)} candidates in the ledger",
+                "info",
+            )
+        )
         conv = self.conversation
         self._older_marker = Notice("", "info")
         conv.mount(self._older_marker)
@@ -447,8 +478,7 @@ class ChatApp(App[int]):
                     await self.add(self._md)
                 # A long reply goes into several widgets, split between paragraphs outside code
                 # fences, so each frame renders a small piece again, not the whole reply.
-                cut = (split_point(self._md_source, text)
-                       if len(self._md_source) + len(text) > MD_SPLIT_CHARS else None)
+                cut = split_point(self._md_source, text) if len(self._md_source) + len(text) > MD_SPLIT_CHARS else None
                 head, text = (text, "") if cut is None else (text[:cut], text[cut:])
                 if head:
                     self._md_source += head
@@ -601,8 +631,12 @@ class ChatApp(App[int]):
         options: list[Option] = []
         if text.startswith("/") and " " not in text and "\n" not in text:
             for c in commands.completions(text):
-                options.append(Option(Text.assemble((f"/{c.name} ", "bold"), (c.usage + "  ", "cyan"),
-                                                    (c.description, "dim")), id=f"/{c.name} "))
+                options.append(
+                    Option(
+                        Text.assemble((f"/{c.name} ", "bold"), (c.usage + "  ", "cyan"), (c.description, "dim")),
+                        id=f"/{c.name} ",
+                    )
+                )
         else:
             partial = mentions.trailing_mention(text)
             if partial is not None:
@@ -633,7 +667,7 @@ class ChatApp(App[int]):
             new = choice
         else:
             partial = mentions.trailing_mention(text) or ""
-            new = text[:len(text) - len(partial) - 1] + choice + " "
+            new = text[: len(text) - len(partial) - 1] + choice + " "
         prompt.load_text(new)
         prompt.move_cursor(prompt.document.end)
         self._hide_completions()
@@ -747,8 +781,10 @@ class ChatApp(App[int]):
     def cmd_context(self, args: list[str], raw: str) -> None:
         rt = self.runtime
         pct = 100.0 * rt.context_tokens / (rt.context_budget or 1)
-        self.notice(f"context: about {rt.context_tokens:,} of {rt.context_budget:,} tokens ({pct:.0f}%); "
-                    f"{len(rt.state.messages)} messages, {rt.state.compactions} compactions. /compact frees room.")
+        self.notice(
+            f"context: about {rt.context_tokens:,} of {rt.context_budget:,} tokens ({pct:.0f}%); "
+            f"{len(rt.state.messages)} messages, {rt.state.compactions} compactions. /compact frees room."
+        )
 
     def cmd_model(self, args: list[str], raw: str) -> None:
         if not args:
@@ -815,8 +851,20 @@ class ChatApp(App[int]):
         for col in ("id", "kind", "date", "target", "status", "turns", "cost"):
             table.add_column(col)
         for s in found:
-            table.add_row(*(Text(v) for v in (s.session_id, s.kind, s.created.replace("T", " "), s.target[:40],
-                                                s.status, str(s.turns), f"${s.cost_usd:.4f}")))
+            table.add_row(
+                *(
+                    Text(v)
+                    for v in (
+                        s.session_id,
+                        s.kind,
+                        s.created.replace("T", " "),
+                        s.target[:40],
+                        s.status,
+                        str(s.turns),
+                        f"${s.cost_usd:.4f}",
+                    )
+                )
+            )
         self.add(Static(table, classes="notice"))
         self.notice("/resume ID opens a chat session")
 
@@ -827,9 +875,17 @@ class ChatApp(App[int]):
         if not args:
             raise BadInput("/resume needs a session id", "/sessions lists them")
         old = self.runtime
-        opts = ChatOptions(path=None, model=None, api_base=old.opts.api_base, mode=old.permissions.mode,
-                           resume=args[0], device=old.opts.device, policy=old.opts.policy,
-                           allow_unsafe=old.opts.allow_unsafe, data_dir=old.opts.data_dir)
+        opts = ChatOptions(
+            path=None,
+            model=None,
+            api_base=old.opts.api_base,
+            mode=old.permissions.mode,
+            resume=args[0],
+            device=old.opts.device,
+            policy=old.opts.policy,
+            allow_unsafe=old.opts.allow_unsafe,
+            data_dir=old.opts.data_dir,
+        )
         new = ChatRuntime(opts)
         old.close()
         self.runtime = new
@@ -870,8 +926,9 @@ class ChatApp(App[int]):
         self.runtime.permissions.ask = self.ask
 
         def run() -> Any:
-            return self.runtime.optimize(args, self.sink, self.cancel,
-                                         on_stage=lambda msg: self._post(self.notice, msg))
+            return self.runtime.optimize(
+                args, self.sink, self.cancel, on_stage=lambda msg: self._post(self.notice, msg)
+            )
 
         self.start_work("optimizing", run, self.review)
 
@@ -895,8 +952,11 @@ class ChatApp(App[int]):
                     self.notice(f"not applied: {exc.one_line()}", "error")
                 else:
                     if result.commit:
-                        self.notice(f"applied: committed {result.commit[:10]} on new branch {result.branch} "
-                                    f"({len(result.written)} files; /undo reverts it)", "success")
+                        self.notice(
+                            f"applied: committed {result.commit[:10]} on new branch {result.branch} "
+                            f"({len(result.written)} files; /undo reverts it)",
+                            "success",
+                        )
                     else:
                         self.notice(f"applied: wrote {len(result.written)} files (not committed)", "success")
                     for n in result.notes:

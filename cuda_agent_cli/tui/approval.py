@@ -55,14 +55,20 @@ def proposed_text(action: Action, args: dict[str, Any], old: str | None) -> tupl
         if name == "Write":
             return str(args.get("content", "")), None
         if name == "Edit":
-            new, _, _ = apply_edit(old or "", args["old_string"], args["new_string"],
-                                   bool(args.get("replace_all")), str(args.get("file_path")))
+            new, _, _ = apply_edit(
+                old or "",
+                args["old_string"],
+                args["new_string"],
+                bool(args.get("replace_all")),
+                str(args.get("file_path")),
+            )
             return new, None
         if name == "MultiEdit":
             text = old or ""
             for e in args.get("edits") or []:
-                text, _, _ = apply_edit(text, e["old_string"], e["new_string"], bool(e.get("replace_all")),
-                                        str(args.get("file_path")))
+                text, _, _ = apply_edit(
+                    text, e["old_string"], e["new_string"], bool(e.get("replace_all")), str(args.get("file_path"))
+                )
             return text, None
     except (ValueError, KeyError) as exc:
         return None, str(exc)
@@ -130,8 +136,7 @@ class ChatPermissions(Permissions):
         if decision.choice == "once":
             return None
         if decision.choice == "instruct" and decision.instruction.strip():
-            return (f"The user declined: {request.summary}. Their instruction instead: "
-                    f"{decision.instruction.strip()}")
+            return f"The user declined: {request.summary}. Their instruction instead: {decision.instruction.strip()}"
         return f"The user declined: {request.summary}. Ask them what to do instead, or try another approach."
 
     def pop_backup(self) -> list[FileBackup] | None:

@@ -42,8 +42,14 @@ def transcript_markdown(events: Iterable[Event], title: str) -> str:
                 out.append("")
         elif isinstance(ev, ToolFinished):
             text = ev.output if len(ev.output) <= MAX_OUTPUT else ev.output[:MAX_OUTPUT] + "\n[... cut ...]"
-            out += [f"<details><summary>{ev.name} {'failed' if ev.is_error else 'output'}</summary>", "",
-                    _fence(text), "", "</details>", ""]
+            out += [
+                f"<details><summary>{ev.name} {'failed' if ev.is_error else 'output'}</summary>",
+                "",
+                _fence(text),
+                "",
+                "</details>",
+                "",
+            ]
         elif isinstance(ev, HarnessResultEvent):
             r: dict[str, Any] = ev.result
             t = r.get("timings") or {}

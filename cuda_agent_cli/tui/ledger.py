@@ -19,7 +19,7 @@ class Candidate:
     session_id: str
     tool: str
     turn: int
-    result: dict[str, Any]   # the harness result's JSON object, as chat.json keeps it
+    result: dict[str, Any]  # the harness result's JSON object, as chat.json keeps it
     at: int | None = None  # events in the chat's transcript when it was judged: where its card goes
 
     def __post_init__(self) -> None:
@@ -49,8 +49,11 @@ def fmt_speedup(timings: Timings | None, which: str) -> str:
     """`1.42x [1.38-1.47]`, or '-' when not timed."""
     if timings is None:
         return "-"
-    value, interval = ((timings.speedup_vs_eager, timings.speedup_vs_eager_interval) if which == "eager"
-                       else (timings.speedup_vs_compile, timings.speedup_vs_compile_interval))
+    value, interval = (
+        (timings.speedup_vs_eager, timings.speedup_vs_eager_interval)
+        if which == "eager"
+        else (timings.speedup_vs_compile, timings.speedup_vs_compile_interval)
+    )
     if interval is not None:
         return f"{value:.2f}x [{interval[0]:.2f}-{interval[1]:.2f}]"
     return f"{value:.2f}x"
@@ -90,13 +93,18 @@ class Ledger:
         out: list[tuple[str, ...]] = []
         for c in self.candidates:
             mark = "★" if c is best else ""
-            out.append((
-                f"{mark}{c.number}", c.tool, "yes" if c.compiled else "no",
-                "yes" if c.correct else ("-" if not c.compiled or c.tool == "Compile" else "no"),
-                str(c.reward) if c.reward is not None else "-",
-                fmt_speedup(c.timings, "eager"), fmt_speedup(c.timings, "compile"),
-                ", ".join(c.failed_checks()) or "-",
-            ))
+            out.append(
+                (
+                    f"{mark}{c.number}",
+                    c.tool,
+                    "yes" if c.compiled else "no",
+                    "yes" if c.correct else ("-" if not c.compiled or c.tool == "Compile" else "no"),
+                    str(c.reward) if c.reward is not None else "-",
+                    fmt_speedup(c.timings, "eager"),
+                    fmt_speedup(c.timings, "compile"),
+                    ", ".join(c.failed_checks()) or "-",
+                )
+            )
         return out
 
 

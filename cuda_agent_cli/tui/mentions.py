@@ -10,8 +10,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MENTION = re.compile(r"(?<![\w@])@([\w./\-]+)(?:#(\d+)(?:-(\d+))?)?")
-SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".pytest_cache",
-             ".tox", "build", "dist", ".cuda-agent"}
+SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".tox",
+    "build",
+    "dist",
+    ".cuda-agent",
+}
 MAX_FILES = 20_000
 MAX_MENTION_CHARS = 60_000
 
@@ -87,7 +98,7 @@ def expand(text: str, root: Path) -> tuple[str, list[str]]:
         if m.start is not None and lo > len(lines):
             problems.append(f"@{m.path}#{m.start} is past the end ({len(lines)} lines)")
             continue
-        body = "\n".join(lines[lo - 1:hi])[:MAX_MENTION_CHARS]
+        body = "\n".join(lines[lo - 1 : hi])[:MAX_MENTION_CHARS]
         where = f"{m.path} (lines {lo}-{hi})" if m.start is not None else m.path
         lang = path.suffix.lstrip(".")
         blocks.append(f"Contents of {where}:\n```{lang}\n{body}\n```")

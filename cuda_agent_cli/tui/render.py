@@ -39,8 +39,13 @@ def fmt_duration(seconds: float | None) -> str:
 
 def tool_header(name: str, args: dict[str, Any], status: str, duration: float | None, expanded: bool) -> Text:
     """`▸ Read  model.py  ✓ 12 ms`: the one line a tool call collapses to."""
-    marks = {"running": ("…", "yellow"), "ok": ("✓", "green"), "error": ("✗", "red"), "pending": ("·", "dim"),
-             "interrupted": ("■", "red")}
+    marks = {
+        "running": ("…", "yellow"),
+        "ok": ("✓", "green"),
+        "error": ("✗", "red"),
+        "pending": ("·", "dim"),
+        "interrupted": ("■", "red"),
+    }
     mark, style = marks.get(status, ("?", "dim"))
     line = Text()
     line.append("▾ " if expanded else "▸ ", style="dim")
@@ -93,7 +98,9 @@ def harness_card(tool: str, result: HarnessResult, best: bool = False, number: i
     # Every cell is a Text: details come from compiler and candidate output, never markup.
 
     def add(key: str | Text, value: Any) -> None:
-        grid.add_row(key if isinstance(key, Text) else Text(key), value if isinstance(value, Text) else Text(str(value)))
+        grid.add_row(
+            key if isinstance(key, Text) else Text(key), value if isinstance(value, Text) else Text(str(value))
+        )
 
     grid.add_column(style="dim")
     grid.add_column(overflow="fold")  # a long method or check detail folds, never ends in "…"
@@ -141,13 +148,19 @@ def speedup_table(best: HarnessResult | None, device: str) -> Table:
     if not t:
         table.add_row("kernel", "not timed", "-", "-")
     else:
+
         def spread(iv: tuple[float, float] | None) -> str:
             return f"{iv[0]:.2f}-{iv[1]:.2f}x" if iv is not None else "-"
 
-        table.add_row("eager PyTorch", f"{t.eager_us:.1f} µs", f"{t.speedup_vs_eager:.2f}x",
-                      spread(t.speedup_vs_eager_interval))
-        table.add_row("torch.compile", f"{t.compile_us:.1f} µs", f"{t.speedup_vs_compile:.2f}x",
-                      spread(t.speedup_vs_compile_interval))
+        table.add_row(
+            "eager PyTorch", f"{t.eager_us:.1f} µs", f"{t.speedup_vs_eager:.2f}x", spread(t.speedup_vs_eager_interval)
+        )
+        table.add_row(
+            "torch.compile",
+            f"{t.compile_us:.1f} µs",
+            f"{t.speedup_vs_compile:.2f}x",
+            spread(t.speedup_vs_compile_interval),
+        )
         table.add_row(Text("kernel", style="bold"), Text(f"{t.candidate_us:.1f} µs", style="bold"), "", "")
     return table
 
@@ -157,8 +170,11 @@ def review_facts(best: HarnessResult | None, device: str) -> Text:
     env = best.environment if best else {}
     out = Text()
     out.append(f"method: {t.method if t else 'not timed'}\n")
-    out.append(f"GPU: {env.get('gpu') or 'none (' + device + ')'} · torch {env.get('torch', '?')}"
-               + (f" · CUDA {env['cuda']}" if env.get("cuda") else "") + "\n")
+    out.append(
+        f"GPU: {env.get('gpu') or 'none (' + device + ')'} · torch {env.get('torch', '?')}"
+        + (f" · CUDA {env['cuda']}" if env.get("cuda") else "")
+        + "\n"
+    )
     out.append(f"reward: {best.reward if best else None}" + (" (uncertain)" if t and t.uncertain else "") + "\n")
     warnings = best.warnings if best else []
     if warnings:
@@ -208,8 +224,10 @@ def side_by_side(path: str, old: str | None, new: str) -> Table:
         left = a[i1:i2]
         right = b[j1:j2]
         for k in range(max(len(left), len(right))):
-            table.add_row(cell(left[k] if k < len(left) else None, "on #3c1f1f"),
-                          cell(right[k] if k < len(right) else None, "on #1f3c1f"))
+            table.add_row(
+                cell(left[k] if k < len(left) else None, "on #3c1f1f"),
+                cell(right[k] if k < len(right) else None, "on #1f3c1f"),
+            )
     return table
 
 
@@ -226,14 +244,25 @@ def approval_body(request: Any, side: bool) -> RenderableType:
     return Text(request.summary)
 
 
-def status_text(*, model: str, device: str, mode: str, context_pct: float, tokens: int, cost: float, best: str,
-                busy: str | None, queued: int, banner: str | None = None) -> Text:
+def status_text(
+    *,
+    model: str,
+    device: str,
+    mode: str,
+    context_pct: float,
+    tokens: int,
+    cost: float,
+    best: str,
+    busy: str | None,
+    queued: int,
+    banner: str | None = None,
+) -> Text:
     """model · device · mode · context % (amber at 70, red at 90) · tokens · cost · best."""
     out = Text(no_wrap=True, overflow="ellipsis")
     if banner:
         out.append(f"{banner}  ", style="bold red")
     if model.startswith("replay:"):
-        model = "replay:" + Path(model[len("replay:"):]).name  # the folder says nothing and takes the bar
+        model = "replay:" + Path(model[len("replay:") :]).name  # the folder says nothing and takes the bar
     out.append(model, style="bold")
     out.append(f" · {device}")
     out.append(" · ")

@@ -58,8 +58,9 @@ def is_chat(state: Any) -> bool:
 def latest_chat_session(data_dir: Path | None) -> Any:
     from cuda_agent_cli.agent.session import SessionNotFound, _session_dirs, load_session_dir, sessions_root
 
-    dirs = sorted(_session_dirs(sessions_root(data_dir)), key=lambda p: (p / "transcript.jsonl").stat().st_mtime,
-                  reverse=True)
+    dirs = sorted(
+        _session_dirs(sessions_root(data_dir)), key=lambda p: (p / "transcript.jsonl").stat().st_mtime, reverse=True
+    )
     for d in dirs:
         state = load_session_dir(d)
         if is_chat(state):
@@ -109,8 +110,10 @@ class ChatRuntime:
         if opts.resume or opts.continue_latest:
             self.state = load_session(opts.resume, opts.data_dir) if opts.resume else latest_chat_session(opts.data_dir)
             if not is_chat(self.state):
-                raise BadInput(f"session {self.state.session_id} is an optimize session, not a chat",
-                               f"resume it with `cuda-agent optimize --resume {self.state.session_id}`")
+                raise BadInput(
+                    f"session {self.state.session_id} is an optimize session, not a chat",
+                    f"resume it with `cuda-agent optimize --resume {self.state.session_id}`",
+                )
             saved_settings = self.state.meta.get("settings") or {}
         saved_repo = Path(saved_settings["repo"]) if saved_settings.get("repo") else None
         root = Path(opts.path or saved_repo or Path.cwd()).expanduser().resolve()
@@ -119,17 +122,28 @@ class ChatRuntime:
         if opts.path is not None and saved_repo is not None and root != saved_repo.resolve():
             # As optimize's --resume (run/settings.py): what the session was started over cannot
             # change; its transcript's edits and commands were made in that repository.
-            raise BadInput(f"{opts.path} cannot change resumed chat session {self.state.session_id}, which works "
-                           f"in {saved_repo}", "drop the path to continue it there, or start a new chat in it")
+            raise BadInput(
+                f"{opts.path} cannot change resumed chat session {self.state.session_id}, which works in {saved_repo}",
+                "drop the path to continue it there, or start a new chat in it",
+            )
         self.root = root
-        self.cfg = load_config({"model": opts.model, "api_base": opts.api_base, "device": opts.device,
-                                "policy": opts.policy, "permission_mode": opts.mode}, cwd=root)
+        self.cfg = load_config(
+            {
+                "model": opts.model,
+                "api_base": opts.api_base,
+                "device": opts.device,
+                "policy": opts.policy,
+                "permission_mode": opts.mode,
+            },
+            cwd=root,
+        )
         if saved_settings:
             # A flag wins, otherwise the session's own model and API base (Config.with_session, as
             # optimize's --resume). The permission mode is not carried over: each start asks
             # for it again (--mode), so a resumed chat never runs with fewer approvals unasked.
-            self.cfg = self.cfg.with_session({"model": saved_settings.get("model"),
-                                              "api_base": saved_settings.get("api_base")})
+            self.cfg = self.cfg.with_session(
+                {"model": saved_settings.get("model"), "api_base": saved_settings.get("api_base")}
+            )
         self.model_string: str = self.cfg.model or ""
         self.api_base: str | None = self.cfg.api_base
         from cuda_agent_cli.run.checks import check_model
@@ -172,18 +186,29 @@ class ChatRuntime:
             return
         self.optimize_sessions = [str(s) for s in data.get("optimize_sessions") or []]
         started = data.get("optimize_started")
-        self.optimize_started = {str(k): v for k, v in started.items() if isinstance(v, dict)} \
-            if isinstance(started, dict) else {}
+        self.optimize_started = (
+            {str(k): v for k, v in started.items() if isinstance(v, dict)} if isinstance(started, dict) else {}
+        )
         for row in data.get("ledger") or []:
             if isinstance(row, dict) and isinstance(row.get("result"), dict):
                 at = row.get("at")
-                self.ledger.add(str(row.get("session_id", "")), str(row.get("tool", "")), int(row.get("turn") or 0),
-                                row["result"], at if isinstance(at, int) else None)
+                self.ledger.add(
+                    str(row.get("session_id", "")),
+                    str(row.get("tool", "")),
+                    int(row.get("turn") or 0),
+                    row["result"],
+                    at if isinstance(at, int) else None,
+                )
 
     def _save_chat_file(self) -> None:
-        data = {"optimize_sessions": self.optimize_sessions, "optimize_started": self.optimize_started,
-                "ledger": [{"session_id": c.session_id, "tool": c.tool, "turn": c.turn, "result": c.result,
-                            "at": c.at} for c in self.ledger.candidates]}
+        data = {
+            "optimize_sessions": self.optimize_sessions,
+            "optimize_started": self.optimize_started,
+            "ledger": [
+                {"session_id": c.session_id, "tool": c.tool, "turn": c.turn, "result": c.result, "at": c.at}
+                for c in self.ledger.candidates
+            ],
+        }
         tmp = self.chat_file.with_suffix(".tmp")
         self.state.session_dir.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(data))
@@ -209,8 +234,14 @@ class ChatRuntime:
         from cuda_agent_cli.agent.events import SessionStarted
         from cuda_agent_cli.agent.transcript import TranscriptWriter
 
-        event = SessionStarted(self.session_id, f"chat {self.root}", self.model_string, str(self.root),
-                               self.settings(), self.system_prompt())
+        event = SessionStarted(
+            self.session_id,
+            f"chat {self.root}",
+            self.model_string,
+            str(self.root),
+            self.settings(),
+            self.system_prompt(),
+        )
         self.state.apply(event)
         with TranscriptWriter(self.state.transcript_path) as writer:
             writer(event)
@@ -224,14 +255,22 @@ class ChatRuntime:
         self.ensure_started()
         if session_id not in self.optimize_sessions:
             self.optimize_sessions.append(session_id)
-            self.optimize_started[session_id] = {"at": self.events_written(), "target": target,
-                                                 "after": len(self.ledger.candidates)}
+            self.optimize_started[session_id] = {
+                "at": self.events_written(),
+                "target": target,
+                "after": len(self.ledger.candidates),
+            }
             self._save_chat_file()
 
     # -- turns -----------------------------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
-        return {"command": CHAT_COMMAND, "repo": str(self.root), "model": self.model_string,
-                "api_base": self.api_base, "mode": self.permissions.mode}
+        return {
+            "command": CHAT_COMMAND,
+            "repo": str(self.root),
+            "model": self.model_string,
+            "api_base": self.api_base,
+            "mode": self.permissions.mode,
+        }
 
     def send(self, text: str, sink: Callable[[Any], None] | None, cancel: Any) -> Any:
         """One user message and the agent's work on it; Interrupted when `cancel` is set."""
@@ -239,13 +278,24 @@ class ChatRuntime:
         from cuda_agent_cli.tui.mentions import expand
 
         prompt, _ = expand(text, self.root)
-        limits = Limits(max_turns=self.cfg.max_turns, max_cost=self.cfg.max_cost, timeout=None,
-                        context_tokens=self.cfg.context_tokens)
+        limits = Limits(
+            max_turns=self.cfg.max_turns,
+            max_cost=self.cfg.max_cost,
+            timeout=None,
+            context_tokens=self.cfg.context_tokens,
+        )
         return run_agent(
-            self.model, self.toolbox, state=self.state, prompt=prompt,
+            self.model,
+            self.toolbox,
+            state=self.state,
+            prompt=prompt,
             system_prompt=self.system_prompt(),
-            target=f"chat {self.root}", settings=self.settings(), workspace_root=self.root, limits=limits,
-            sink=sink, cancel=cancel,
+            target=f"chat {self.root}",
+            settings=self.settings(),
+            workspace_root=self.root,
+            limits=limits,
+            sink=sink,
+            cancel=cancel,
         )
 
     def set_model(self, name: str) -> None:
@@ -276,8 +326,9 @@ class ChatRuntime:
         if span is None:
             return "nothing to compact yet"
         start, end = span
-        summary = build_summary(msgs[start:end], None, self.state.best.to_json() if self.state.best else None,
-                                self.state.harness_results)
+        summary = build_summary(
+            msgs[start:end], None, self.state.best.to_json() if self.state.best else None, self.state.harness_results
+        )
         before = estimate_tokens(msgs)
         after = estimate_tokens(msgs[:start] + [{"role": "user", "content": summary}] + msgs[end:])
         event = Compacted(start, end, summary, before, after)
@@ -293,14 +344,26 @@ class ChatRuntime:
         return bash.run({"command": command}, self.toolbox.ctx)
 
     # -- optimize inside the chat ----------------------------------------------------------------
-    def optimize(self, args: list[str], sink: Callable[[Any], None] | None, cancel: Any,
-                 on_stage: Callable[[str], None] | None = None) -> Any:
+    def optimize(
+        self,
+        args: list[str],
+        sink: Callable[[Any], None] | None,
+        cancel: Any,
+        on_stage: Callable[[str], None] | None = None,
+    ) -> Any:
         from cuda_agent_cli.run.session import OptimizeRequest, run_optimize
 
         fields = parse_optimize_args(args)
-        req = OptimizeRequest(target=fields["target"], cwd=self.root, model=self.model_string, api_base=self.api_base,
-                              device=fields["device"] or self.opts.device, policy=fields["policy"] or self.opts.policy,
-                              inputs=fields["inputs"], allow_unsafe=self.opts.allow_unsafe)
+        req = OptimizeRequest(
+            target=fields["target"],
+            cwd=self.root,
+            model=self.model_string,
+            api_base=self.api_base,
+            device=fields["device"] or self.opts.device,
+            policy=fields["policy"] or self.opts.policy,
+            inputs=fields["inputs"],
+            allow_unsafe=self.opts.allow_unsafe,
+        )
         outcome = run_optimize(req, sink=sink, on_stage=on_stage, data_dir=self.opts.data_dir, cancel=cancel)
         self.device = outcome.device
         return outcome
@@ -310,9 +373,16 @@ class ChatRuntime:
         from cuda_agent_cli.writeback.apply import apply_plan
 
         result = apply_plan(plan, commit=plan.in_git, allow_dirty=False)
-        self.undo_stack.append(UndoEntry("apply", f"the kernel for {plan.module_rel}", commit=result.commit,
-                                         branch=result.branch, written=list(result.written),
-                                         plan=None if result.commit else plan))
+        self.undo_stack.append(
+            UndoEntry(
+                "apply",
+                f"the kernel for {plan.module_rel}",
+                commit=result.commit,
+                branch=result.branch,
+                written=list(result.written),
+                plan=None if result.commit else plan,
+            )
+        )
         return result
 
     def harness_for_last(self) -> tuple[Any, str]:
@@ -327,8 +397,9 @@ class ChatRuntime:
         sid = self.optimize_sessions[-1]
         session_dir = sessions_root(self.opts.data_dir) / sid
         task = load_task(session_dir)
-        harness = Harness(open_workspace(session_dir), device=task.device, policy=task.policy,
-                          atol=self.cfg.atol, rtol=self.cfg.rtol)
+        harness = Harness(
+            open_workspace(session_dir), device=task.device, policy=task.policy, atol=self.cfg.atol, rtol=self.cfg.rtol
+        )
         return harness, sid
 
     # -- undo ------------------------------------------------------------------------------------
@@ -353,8 +424,10 @@ class ChatRuntime:
         if entry.kind == "apply" and entry.commit:
             sha = revert_commit(self.root, entry.commit)
             self.undo_stack.pop()
-            return (f"reverted commit {entry.commit[:10]} ({entry.what}) with commit {sha[:10]} on "
-                    f"{entry.branch}; files: {', '.join(entry.written)}")
+            return (
+                f"reverted commit {entry.commit[:10]} ({entry.what}) with commit {sha[:10]} on "
+                f"{entry.branch}; files: {', '.join(entry.written)}"
+            )
         if entry.kind == "apply" and entry.plan is not None:
             from cuda_agent_cli.writeback.diff import FileChange
 

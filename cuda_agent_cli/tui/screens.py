@@ -114,8 +114,9 @@ class ReviewScreen(Screen[bool]):
             yield Static(render.speedup_table(o.result, o.device), id="review-table")
             yield Static(render.review_facts(o.result, o.device), id="review-facts")
             where = f"branch {plan.branch}" if plan.in_git else "no git: files are written, not committed"
-            yield Static(Text(f"{files} files, +{added} -{removed} lines in {plan.repo_root} ({where})"),
-                         id="review-stats")
+            yield Static(
+                Text(f"{files} files, +{added} -{removed} lines in {plan.repo_root} ({where})"), id="review-stats"
+            )
             yield Static(render.diff_view(plan.patch), id="review-diff")
         if self.refused:
             keys = f"n: close — {self.refused}"
@@ -141,8 +142,11 @@ class HelpScreen(ModalScreen[None]):
         cmds.add_column("what it does")
         cmds.add_column("while busy", justify="center")
         for c in COMMANDS:
-            cmds.add_row(Text(f"/{c.name} {c.usage}".rstrip()), Text(c.description),
-                         Text("yes", "green") if c.while_busy else Text("waits", "yellow"))
+            cmds.add_row(
+                Text(f"/{c.name} {c.usage}".rstrip()),
+                Text(c.description),
+                Text("yes", "green") if c.while_busy else Text("waits", "yellow"),
+            )
         keys = Table(title="Keys", title_justify="left", title_style="bold", box=None, padding=(0, 2, 0, 0))
         keys.add_column("key", style="bold", no_wrap=True)
         keys.add_column("what it does")

@@ -71,12 +71,20 @@ class OptimizeApp(ChatApp):
     LEDGER_OPEN = True
     BINDINGS = [Binding("q", "close", "Close", show=False)]
 
-    def __init__(self, req: Any, runtime: TaskRuntime, *, ask: bool, refused: str | None = None,
-                 detect: Callable[[], str] = detect_device, banner: str | None = None) -> None:
+    def __init__(
+        self,
+        req: Any,
+        runtime: TaskRuntime,
+        *,
+        ask: bool,
+        refused: str | None = None,
+        detect: Callable[[], str] = detect_device,
+        banner: str | None = None,
+    ) -> None:
         super().__init__(runtime, detect=detect, banner=banner)
         self.req = req
         self.ask_to_apply = ask  # False with --yes (apply without asking): no review screen
-        self.refused = refused   # why y cannot apply (--no-apply), shown on the review screen
+        self.refused = refused  # why y cannot apply (--no-apply), shown on the review screen
         self.outcome: Any = None
         self.error: BaseException | None = None
         self.decision: bool | None = None
@@ -91,8 +99,13 @@ class OptimizeApp(ChatApp):
     def start(self) -> None:
         self.query_one("#too-small").display = False
         target = self.req.target or f"session {self.req.resume or '(the latest)'}"
-        self.notice(Text.assemble(("cuda-agent optimize", "bold"), f" {target} · the agent works in its own "
-                                  "workspace; nothing is written into the repository before the review"))
+        self.notice(
+            Text.assemble(
+                ("cuda-agent optimize", "bold"),
+                f" {target} · the agent works in its own "
+                "workspace; nothing is written into the repository before the review",
+            )
+        )
         self.refresh_status()
         self.set_interval(1 / 30, self._flush_text)
         self._check_size()
@@ -107,8 +120,9 @@ class OptimizeApp(ChatApp):
         from cuda_agent_cli.run.session import run_optimize
 
         try:
-            return run_optimize(self.req, sink=self.sink, on_stage=lambda msg: self._post(self.notice, msg),
-                       cancel=self.cancel)
+            return run_optimize(
+                self.req, sink=self.sink, on_stage=lambda msg: self._post(self.notice, msg), cancel=self.cancel
+            )
         except BaseException as exc:
             self.error = exc  # the command reports it once the screen is gone
             raise

@@ -118,7 +118,9 @@ class HarnessCard(Static):
     def __init__(self, tool: str, result: dict[str, Any], best: bool, number: int | None) -> None:
         from cuda_agent_cli.harness.result import HarnessResult
 
-        super().__init__(render.harness_card(tool, HarnessResult.from_json(result), best, number), classes="harness-card")
+        super().__init__(
+            render.harness_card(tool, HarnessResult.from_json(result), best, number), classes="harness-card"
+        )
         self.result = result
         self.best = best
 

@@ -76,47 +76,95 @@ def build_plan(
     root, in_git = (repo, True) if repo is not None else (fallback_root.resolve(), False)
     folder = kernel_folder(root, module_file, class_snake)
     integration: dict[str, Any] = dict(
-        repo_root=root, module_file=module_file, module_source=module_source, class_name=class_name,
-        class_snake=class_snake, class_end=class_end, display=display, session_id=session_id,
-        candidate_files=candidate_files, binding_files=binding_files, verified=verified)
+        repo_root=root,
+        module_file=module_file,
+        module_source=module_source,
+        class_name=class_name,
+        class_snake=class_snake,
+        class_end=class_end,
+        display=display,
+        session_id=session_id,
+        candidate_files=candidate_files,
+        binding_files=binding_files,
+        verified=verified,
+    )
     # Read what is there now, so a second apply diffs against the first instead of overwriting.
     probe = plan_integration(**integration)
-    on_disk = [p.relative_to(root).as_posix() for p in sorted((root / folder).rglob("*"))
-               if p.is_file() and "__pycache__" not in p.parts] if (root / folder).is_dir() else []
+    on_disk = (
+        [
+            p.relative_to(root).as_posix()
+            for p in sorted((root / folder).rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts
+        ]
+        if (root / folder).is_dir()
+        else []
+    )
     existing = _read_existing(root, sorted({c.path for c in probe[1:]} | set(on_disk)) + [MANIFEST_PATH])
     changes = plan_integration(**integration, existing={**existing, probe[0].path: module_source})
     stale = [rel for rel in existing if rel.startswith(folder + "/") and rel not in {c.path for c in changes}]
-    manifest_entry = manifest_record(manifest_entry, module_source=module_source, class_name=class_name,
-                                     module_rel=changes[0].path, folder=folder, changes=changes)
+    manifest_entry = manifest_record(
+        manifest_entry,
+        module_source=module_source,
+        class_name=class_name,
+        module_rel=changes[0].path,
+        folder=folder,
+        changes=changes,
+    )
     manifest_text = updated_manifest(existing.get(MANIFEST_PATH), manifest_entry)
     changes.append(FileChange(MANIFEST_PATH, manifest_text, existing.get(MANIFEST_PATH)))
     for rel in stale:
         # Kernel files of an earlier apply that this candidate lacks would still be compiled in.
         changes.append(FileChange(rel, None, existing[rel]))
     eager, comp = manifest_entry.get("speedup_vs_eager"), manifest_entry.get("speedup_vs_compile")
-    speeds = (f" ({eager:.2f}x vs eager, {comp:.2f}x vs torch.compile)"
-              if isinstance(eager, (int, float)) and isinstance(comp, (int, float)) else "")
-    msg = (f"cuda-agent: {class_name} runs a verified {verified.device} kernel{speeds}"
-           + f"\n\nSession {session_id}. Calls that match the verified inputs use the kernel in "
-           f"{folder}/; all others run the original code. Details in {MANIFEST_PATH}.\n")
+    speeds = (
+        f" ({eager:.2f}x vs eager, {comp:.2f}x vs torch.compile)"
+        if isinstance(eager, (int, float)) and isinstance(comp, (int, float))
+        else ""
+    )
+    msg = (
+        f"cuda-agent: {class_name} runs a verified {verified.device} kernel{speeds}"
+        + f"\n\nSession {session_id}. Calls that match the verified inputs use the kernel in "
+        f"{folder}/; all others run the original code. Details in {MANIFEST_PATH}.\n"
+    )
     return WriteBackPlan(
-        repo_root=root, in_git=in_git, module_rel=changes[0].path,
+        repo_root=root,
+        in_git=in_git,
+        module_rel=changes[0].path,
         module_sha256=hashlib.sha256(module_source.encode()).hexdigest(),
-        changes=[c for c in changes if c.changed], patch=unified_patch([c for c in changes if c.changed]),
+        changes=[c for c in changes if c.changed],
+        patch=unified_patch([c for c in changes if c.changed]),
         branch=branch_name(class_snake, session_id, root) if in_git else None,
-        commit_message=msg, folder=folder)
+        commit_message=msg,
+        folder=folder,
+    )
 
 
-def manifest_record(entry: dict[str, Any], *, module_source: str, class_name: str, module_rel: str,
-                    folder: str, changes: list[FileChange]) -> dict[str, Any]:
+def manifest_record(
+    entry: dict[str, Any],
+    *,
+    module_source: str,
+    class_name: str,
+    module_rel: str,
+    folder: str,
+    changes: list[FileChange],
+) -> dict[str, Any]:
     """The manifest entry completed with what check and build compare against: where the kernel
     lives, the reference's fingerprint, and the hash of every file the folder will hold."""
     fp = class_fingerprint(module_source, class_name)
-    files = {c.path[len(folder) + 1:]: text_sha256(c.new) for c in changes
-             if c.path.startswith(folder + "/") and c.new is not None}
-    head = {"target": entry.get("target"), "class": entry.get("class", class_name), "module": entry.get("module"),
-            "module_file": module_rel, "folder": folder,
-            "reference_sha256": fp.sha256 if fp else None, "signature": fp.signature if fp else None}
+    files = {
+        c.path[len(folder) + 1 :]: text_sha256(c.new)
+        for c in changes
+        if c.path.startswith(folder + "/") and c.new is not None
+    }
+    head = {
+        "target": entry.get("target"),
+        "class": entry.get("class", class_name),
+        "module": entry.get("module"),
+        "module_file": module_rel,
+        "folder": folder,
+        "reference_sha256": fp.sha256 if fp else None,
+        "signature": fp.signature if fp else None,
+    }
     if entry.get("inputs_source") == "get_inputs" and fp is not None:
         head["inputs_sha256"] = fp.inputs_sha256
     rest = {k: v for k, v in entry.items() if k not in head and k != "files"}
@@ -132,8 +180,10 @@ def check_can_apply(plan: WriteBackPlan, *, commit: bool, allow_dirty: bool) -> 
     module = plan.repo_root / plan.module_rel
     current = hashlib.sha256(module.read_bytes()).hexdigest() if module.is_file() else None
     if current != plan.module_sha256:
-        raise WriteBackRefused(f"{plan.module_rel} changed since the session read it",
-                               "run optimize again on the current version (or save this diff with --patch FILE)")
+        raise WriteBackRefused(
+            f"{plan.module_rel} changed since the session read it",
+            "run optimize again on the current version (or save this diff with --patch FILE)",
+        )
     if not plan.in_git:
         return []
     dirty = dirty_paths(plan.repo_root, [c.path for c in plan.changes])
@@ -155,7 +205,11 @@ def apply_plan(plan: WriteBackPlan, *, commit: bool, allow_dirty: bool) -> Apply
         # Committing would sweep the user's pending edits of these files into our commit.
         result.notes.append(f"not committed: {', '.join(dirty)} had uncommitted changes (--allow-dirty)")
         return result
-    info = commit_on_new_branch(plan.repo_root, [c.path for c in plan.changes], plan.commit_message,
-                                plan.branch or f"cuda-agent/{int(time.time())}")
+    info = commit_on_new_branch(
+        plan.repo_root,
+        [c.path for c in plan.changes],
+        plan.commit_message,
+        plan.branch or f"cuda-agent/{int(time.time())}",
+    )
     result.branch, result.commit, result.previous_branch = info.branch, info.commit, info.previous_branch
     return result

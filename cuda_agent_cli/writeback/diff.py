@@ -50,8 +50,11 @@ def file_diff(change: FileChange, context: int = 3) -> str:
     elif change.is_deleted:
         header.append("deleted file mode 100644\n")
         b_name = "/dev/null"
-    body = list(difflib.unified_diff(_lines(change.old or ""), _lines(change.new or ""),
-                                     fromfile=a_name, tofile=b_name, n=context))
+    body = list(
+        difflib.unified_diff(
+            _lines(change.old or ""), _lines(change.new or ""), fromfile=a_name, tofile=b_name, n=context
+        )
+    )
     for i, line in enumerate(body[:3]):
         # difflib writes "-1,0" / "+1,0" for an empty side; git expects "0,0".
         if line.startswith("@@"):

@@ -21,8 +21,8 @@ _SKIP_PARTS = {"__pycache__", "build"}
 
 @dataclass(frozen=True)
 class ClassFingerprint:
-    sha256: str          # the class's syntax tree, without docstrings
-    signature: str       # "forward(self, x) ; __init__(self, dim=768)"
+    sha256: str  # the class's syntax tree, without docstrings
+    signature: str  # "forward(self, x) ; __init__(self, dim=768)"
     inputs_sha256: str | None  # get_inputs()/get_init_inputs() of the module, when it has them
 
 
@@ -30,9 +30,13 @@ def _without_docstrings(node: ast.AST) -> ast.AST:
     node = copy.deepcopy(node)
     for n in ast.walk(node):
         body = getattr(n, "body", None)
-        if (isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
+        if (
+            isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             n.body = body[1:] or [ast.Pass()]
     return node
 
@@ -45,8 +49,10 @@ def _digest(nodes: list[ast.AST]) -> str:
 
 
 def _method_signature(cls: ast.ClassDef, name: str) -> str | None:
-    fn = next((n for n in reversed(cls.body)
-               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name), None)
+    fn = next(
+        (n for n in reversed(cls.body) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name),
+        None,
+    )
     if fn is None:
         return None
     ret = f" -> {ast.unparse(fn.returns)}" if fn.returns is not None else ""
@@ -71,8 +77,10 @@ def class_fingerprint(module_source: str, class_name: str) -> ClassFingerprint |
 
 def integration_present(module_source: str, class_name: str) -> bool:
     """Whether the module still hands `class_name` to its loader (the lines apply adds)."""
-    return any("_cuda_agent_runpy.run_path" in line and f'["install"]({class_name})' in line
-               for line in module_source.splitlines())
+    return any(
+        "_cuda_agent_runpy.run_path" in line and f'["install"]({class_name})' in line
+        for line in module_source.splitlines()
+    )
 
 
 def text_sha256(text: str) -> str:
@@ -105,7 +113,7 @@ def unpatched_candidates(source: str, class_name: str) -> list[str]:
     start = end - 4
     if not lines[start].startswith("# cuda-agent:"):
         return [source]
-    before, after = lines[:start], lines[end + 1:]
+    before, after = lines[:start], lines[end + 1 :]
     if len(before) >= 2 and not before[-1].strip() and not before[-2].strip():
         before = before[:-2]
     out = ["".join(before + after)]

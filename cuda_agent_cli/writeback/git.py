@@ -128,7 +128,9 @@ def changed_files(root: Path, ref: str) -> set[str]:
     try:
         repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")
     except git.GitCommandError:
-        raise BadInput(f"--changed-since {ref}: no such commit, branch or tag", "pass a ref git knows (e.g. origin/main)") from None
+        raise BadInput(
+            f"--changed-since {ref}: no such commit, branch or tag", "pass a ref git knows (e.g. origin/main)"
+        ) from None
     names = repo.git.diff("--name-only", ref, "--").splitlines()
     names += repo.git.ls_files("--others", "--exclude-standard").splitlines()
     prefix = Path(repo.working_tree_dir).resolve()
@@ -158,8 +160,9 @@ def revert_commit(root: Path, sha: str) -> str:
         raise WriteBackRefused(f"commit {sha[:10]} is not in {root}", "it may have been removed already") from None
     dirty = dirty_paths(root, touched) if touched else []
     if dirty:
-        raise WriteBackRefused(f"uncommitted changes in {', '.join(dirty[:3])}",
-                               "commit or stash them first, then undo again")
+        raise WriteBackRefused(
+            f"uncommitted changes in {', '.join(dirty[:3])}", "commit or stash them first, then undo again"
+        )
     args = ["revert", "--no-edit", sha]
     if not _has_identity(repo):
         args = ["-c", "user.name=cuda-agent", "-c", "user.email=cuda-agent@localhost", *args]
@@ -171,8 +174,9 @@ def revert_commit(root: Path, sha: str) -> str:
             repo.git.revert("--abort")
         except git.GitCommandError:
             pass
-        raise WriteBackRefused(f"git revert {sha[:10]} failed: {detail[-1] if detail else exc}",
-                               "revert it by hand") from None
+        raise WriteBackRefused(
+            f"git revert {sha[:10]} failed: {detail[-1] if detail else exc}", "revert it by hand"
+        ) from None
     return str(repo.head.commit.hexsha)
 
 

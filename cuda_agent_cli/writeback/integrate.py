@@ -63,8 +63,7 @@ def verified_json(v: Verified, class_snake: str) -> str:
 
 def loader_source(display: str, class_name: str, session_id: str) -> str:
     text = resources.files("cuda_agent_cli.writeback").joinpath("loader_template.py").read_text()
-    return (text.replace("__DISPLAY__", display).replace("__CLASS__", class_name)
-            .replace("__SESSION__", session_id))
+    return text.replace("__DISPLAY__", display).replace("__CLASS__", class_name).replace("__SESSION__", session_id)
 
 
 def extension_binding(binding_cpp: str) -> str:
@@ -106,9 +105,12 @@ def patch_module(source: str, class_name: str, class_snake: str, class_end: int,
     for i, line in enumerate(lines):
         if install in line and "_cuda_agent_runpy.run_path" in line:
             start = i
-            while start > 0 and (lines[start - 1].startswith(("import runpy as _cuda_agent_runpy",
-                                                              "from pathlib import Path as _CudaAgentPath"))
-                                 or lines[start - 1].startswith("# ")):
+            while start > 0 and (
+                lines[start - 1].startswith(
+                    ("import runpy as _cuda_agent_runpy", "from pathlib import Path as _CudaAgentPath")
+                )
+                or lines[start - 1].startswith("# ")
+            ):
                 start -= 1
                 if lines[start].startswith(MARKER):
                     break

@@ -128,8 +128,8 @@ def migrate_entry(entry: dict[str, Any], version: int) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Manifest:
-    version: int                     # the version the file was written in
-    kernels: list[dict[str, Any]]    # migrated to the current version
+    version: int  # the version the file was written in
+    kernels: list[dict[str, Any]]  # migrated to the current version
 
 
 def load_manifest(text: str, *, hint: str = "fix or remove it") -> Manifest:
@@ -142,8 +142,10 @@ def load_manifest(text: str, *, hint: str = "fix or remove it") -> Manifest:
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise BadInput(f"{MANIFEST_PATH}: `version` must be a positive integer, got {version!r}", hint)
     if version > MANIFEST_VERSION:
-        raise BadInput(f"{MANIFEST_PATH} is format version {version}, newer than this cuda-agent reads "
-                       f"({MANIFEST_VERSION})", "upgrade cuda-agent")
+        raise BadInput(
+            f"{MANIFEST_PATH} is format version {version}, newer than this cuda-agent reads ({MANIFEST_VERSION})",
+            "upgrade cuda-agent",
+        )
     kernels = data.get("kernel", [])
     if not isinstance(kernels, list) or not all(isinstance(k, dict) for k in kernels):
         raise BadInput(f"{MANIFEST_PATH}: `kernel` must be an array of tables ([[kernel]])", hint)

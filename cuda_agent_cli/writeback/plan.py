@@ -71,15 +71,34 @@ def binding_files(binding_dir: Path | None) -> dict[str, str]:
     return {name: (base / name).read_text() for name in BINDING_FILES}
 
 
-def plan_for_session(task: Task, files: dict[str, str], binding_dir: Path | None, device: str, policy: str,
-                     best: HarnessResult, session_id: str) -> WriteBackPlan:
+def plan_for_session(
+    task: Task,
+    files: dict[str, str],
+    binding_dir: Path | None,
+    device: str,
+    policy: str,
+    best: HarnessResult,
+    session_id: str,
+) -> WriteBackPlan:
     """Every change applying the session's best kernel would make, computed without writing."""
-    verified = Verified(device=device, call=task.call, forward_params=task.forward_params,
-                        parameters=task.parameters, training_sensitive=task.training_sensitive)
+    verified = Verified(
+        device=device,
+        call=task.call,
+        forward_params=task.forward_params,
+        parameters=task.parameters,
+        training_sensitive=task.training_sensitive,
+    )
     return build_plan(
-        module_file=task.file, module_source=task.module_source, class_name=task.target.class_name,
-        class_snake=task.class_snake, class_end=task.class_end, display=task.target.display,
-        session_id=session_id, candidate_files=files, binding_files=binding_files(binding_dir),
-        verified=verified, manifest_entry=manifest_entry(task, device, policy, best, session_id),
+        module_file=task.file,
+        module_source=task.module_source,
+        class_name=task.target.class_name,
+        class_snake=task.class_snake,
+        class_end=task.class_end,
+        display=task.target.display,
+        session_id=session_id,
+        candidate_files=files,
+        binding_files=binding_files(binding_dir),
+        verified=verified,
+        manifest_entry=manifest_entry(task, device, policy, best, session_id),
         fallback_root=task.target.repo_root,
     )

@@ -35,8 +35,10 @@ def check_repository(module_file: Path, repo_root: Path | None, commit: bool) ->
     for folder in dict.fromkeys(folders):
         problem = cannot_write_in(folder)
         if problem:
-            raise BadInput(f"applying the kernel would fail: {problem}",
-                           "make the repository writable, or pass --no-apply (with --patch FILE to keep the diff)")
+            raise BadInput(
+                f"applying the kernel would fail: {problem}",
+                "make the repository writable, or pass --no-apply (with --patch FILE to keep the diff)",
+            )
 
 
 def refuse_before_session(module_file: Path, fallback_root: Path, *, commit: bool, allow_dirty: bool) -> None:

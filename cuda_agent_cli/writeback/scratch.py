@@ -24,9 +24,9 @@ _ANON = ["-c", "user.name=cuda-agent", "-c", "user.email=cuda-agent@localhost"]
 
 @dataclass
 class ScratchTree:
-    root: Path           # the scratch worktree: the same paths as the user's repository
-    base: str            # the commit its files started from
-    repo: Any            # git.Repo of the scratch worktree
+    root: Path  # the scratch worktree: the same paths as the user's repository
+    base: str  # the commit its files started from
+    repo: Any  # git.Repo of the scratch worktree
 
     def _git(self, *args: str) -> str:
         ident = [] if _has_identity(self.repo) else _ANON
@@ -84,8 +84,10 @@ def scratch_tree(root: Path, *, with_working_tree: bool) -> Iterator[ScratchTree
         repo.git.worktree("add", "--detach", str(tree), head)
     except git.GitCommandError as exc:
         shutil.rmtree(holder, ignore_errors=True)
-        raise WriteBackRefused(f"cannot make a scratch copy of {top}: {(exc.stderr or str(exc)).strip()}",
-                               "check that the repository is writable (git worktree add)") from None
+        raise WriteBackRefused(
+            f"cannot make a scratch copy of {top}: {(exc.stderr or str(exc)).strip()}",
+            "check that the repository is writable (git worktree add)",
+        ) from None
     try:
         scratch = ScratchTree(tree, head, git.Repo(tree))
         if with_working_tree:
@@ -120,4 +122,3 @@ def new_branch(root: Path, commit: str, prefix: str = "cuda-agent/check-fix") ->
         name, n = f"{base}-{n}", n + 1
     repo.git.branch(name, commit)
     return name
-

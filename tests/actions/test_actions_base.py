@@ -35,10 +35,11 @@ EXPECTED = {
     "Edit": {"file_path", "old_string", "new_string", "replace_all"},
     "MultiEdit": {"file_path", "edits"},
     "Glob": {"pattern", "path"},
-    "Grep": {"pattern", "path", "glob", "type", "output_mode", "-i", "-n", "-A", "-B", "-C",
-             "head_limit", "multiline"},
+    "Grep": {"pattern", "path", "glob", "type", "output_mode", "-i", "-n", "-A", "-B", "-C", "head_limit", "multiline"},
     "NotebookEdit": {"notebook_path", "cell_id", "new_source", "cell_type", "edit_mode"},
-    "Compile": set(), "Verify": set(), "Profile": set(),
+    "Compile": set(),
+    "Verify": set(),
+    "Profile": set(),
 }
 
 
@@ -62,18 +63,21 @@ def test_schemas_are_in_openai_function_format(tmp_path: Path) -> None:
         assert s["type"] == "function" and s["function"]["parameters"]["type"] == "object"
 
 
-@pytest.mark.parametrize("name,args,needle", [
-    ("Read", {}, "missing required parameter `file_path`"),
-    ("Read", {"file_path": 3}, "`file_path` must be a string"),
-    ("Read", {"file_path": "x", "offset": 0}, "`offset` must be at least 1"),
-    ("Read", {"file_path": "x", "lines": 5}, "unknown parameter `lines`"),
-    ("Bash", {"command": "true", "timeout": 700000}, "at most 600000"),
-    ("Grep", {"pattern": "x", "output_mode": "lines"}, "must be one of"),
-    ("MultiEdit", {"file_path": "a", "edits": []}, "at least 1"),
-    ("MultiEdit", {"file_path": "a", "edits": [{"old_string": "a"}]}, "missing required parameter `new_string`"),
-    ("Edit", {"file_path": "a", "old_string": "x", "new_string": "y", "replace_all": "yes"}, "must be a boolean"),
-    ("Frobnicate", {}, "unknown tool `Frobnicate`"),
-])
+@pytest.mark.parametrize(
+    "name,args,needle",
+    [
+        ("Read", {}, "missing required parameter `file_path`"),
+        ("Read", {"file_path": 3}, "`file_path` must be a string"),
+        ("Read", {"file_path": "x", "offset": 0}, "`offset` must be at least 1"),
+        ("Read", {"file_path": "x", "lines": 5}, "unknown parameter `lines`"),
+        ("Bash", {"command": "true", "timeout": 700000}, "at most 600000"),
+        ("Grep", {"pattern": "x", "output_mode": "lines"}, "must be one of"),
+        ("MultiEdit", {"file_path": "a", "edits": []}, "at least 1"),
+        ("MultiEdit", {"file_path": "a", "edits": [{"old_string": "a"}]}, "missing required parameter `new_string`"),
+        ("Edit", {"file_path": "a", "old_string": "x", "new_string": "y", "replace_all": "yes"}, "must be a boolean"),
+        ("Frobnicate", {}, "unknown tool `Frobnicate`"),
+    ],
+)
 def test_bad_calls_come_back_as_precise_errors(tmp_path: Path, name: str, args: dict, needle: str) -> None:
     r = make_toolbox_for(tmp_path).call(name, args)
     assert r.is_error and needle in r.output, r.output

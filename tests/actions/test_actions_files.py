@@ -33,6 +33,7 @@ def root(tb: Toolbox) -> Path:
 
 # --- Read ---------------------------------------------------------------------------------------
 
+
 def test_read_numbers_lines_like_cat_n(tb: Toolbox) -> None:
     r = tb.call("Read", {"file_path": "model_new.py"})
     assert not r.is_error
@@ -76,6 +77,7 @@ def test_read_accepts_absolute_paths_and_refuses_secrets(tb: Toolbox) -> None:
 
 # --- Write --------------------------------------------------------------------------------------
 
+
 def test_write_creates_kernels_with_parents_and_overwrites(tb: Toolbox) -> None:
     r = tb.call("Write", {"file_path": "kernels/sub/add.cu", "content": "a\nb\n"})
     assert not r.is_error and "Created kernels/sub/add.cu (2 lines)" in r.output
@@ -86,15 +88,18 @@ def test_write_creates_kernels_with_parents_and_overwrites(tb: Toolbox) -> None:
     assert not tb.call("Write", {"file_path": "scratch/notes.md", "content": "plan\n"}).is_error
 
 
-@pytest.mark.parametrize("path,reason", [
-    ("model.py", "locked"),
-    ("binding_registry.h", "locked"),
-    ("SKILL.md", "locked"),
-    ("kernels/../model.py", "locked"),
-    ("setup.py", "only kernels, model_new.py, scratch"),
-    ("../escape.txt", "outside"),
-    ("/etc/cuda-agent-test", "outside"),
-])
+@pytest.mark.parametrize(
+    "path,reason",
+    [
+        ("model.py", "locked"),
+        ("binding_registry.h", "locked"),
+        ("SKILL.md", "locked"),
+        ("kernels/../model.py", "locked"),
+        ("setup.py", "only kernels, model_new.py, scratch"),
+        ("../escape.txt", "outside"),
+        ("/etc/cuda-agent-test", "outside"),
+    ],
+)
 def test_write_refuses_everything_outside_the_writable_areas(tb: Toolbox, path: str, reason: str) -> None:
     r = tb.call("Write", {"file_path": path, "content": "pwned"})
     assert r.is_error and reason in r.output, r.output
@@ -156,8 +161,16 @@ def test_read_rules_allow_toolchain_headers_but_not_home(tb: Toolbox) -> None:
 
 # --- Edit ---------------------------------------------------------------------------------------
 
+
 def test_edit_replaces_a_unique_match_and_shows_the_result(tb: Toolbox) -> None:
-    r = tb.call("Edit", {"file_path": "model_new.py", "old_string": "    pass", "new_string": "    def forward(self, x):\n        return x"})
+    r = tb.call(
+        "Edit",
+        {
+            "file_path": "model_new.py",
+            "old_string": "    pass",
+            "new_string": "    def forward(self, x):\n        return x",
+        },
+    )
     assert not r.is_error and "1 occurrence" in r.output and "def forward" in r.output
     assert "return x" in (root(tb) / "model_new.py").read_text()
 
@@ -167,7 +180,9 @@ def test_edit_refuses_an_ambiguous_match_and_lists_the_lines(tb: Toolbox) -> Non
     r = tb.call("Edit", {"file_path": "kernels/k.cu", "old_string": " = 0;", "new_string": " = 1;"})
     assert r.is_error and "occurs 3 times" in r.output and "lines 1, 2, 3" in r.output
     assert (root(tb) / "kernels" / "k.cu").read_text().count("= 0") == 3
-    r = tb.call("Edit", {"file_path": "kernels/k.cu", "old_string": " = 0;", "new_string": " = 1;", "replace_all": True})
+    r = tb.call(
+        "Edit", {"file_path": "kernels/k.cu", "old_string": " = 0;", "new_string": " = 1;", "replace_all": True}
+    )
     assert not r.is_error and "3 occurrences" in r.output
     assert (root(tb) / "kernels" / "k.cu").read_text() == "int a = 1;\nint b = 1;\nint c = 1;\n"
 
@@ -176,9 +191,14 @@ def test_edit_miss_points_at_the_closest_region_with_line_numbers(tb: Toolbox) -
     body = "".join(f"// filler {i}\n" for i in range(40))
     body += "__global__ void relu(float* x, int n) {\n  int i = threadIdx.x;\n}\n"
     (root(tb) / "kernels" / "relu.cu").write_text(body)
-    r = tb.call("Edit", {"file_path": "kernels/relu.cu",
-                         "old_string": "__global__ void relu(float *x, int n) {\n  int i = threadIdx.y;",
-                         "new_string": "X"})
+    r = tb.call(
+        "Edit",
+        {
+            "file_path": "kernels/relu.cu",
+            "old_string": "__global__ void relu(float *x, int n) {\n  int i = threadIdx.y;",
+            "new_string": "X",
+        },
+    )
     assert r.is_error and "was not found" in r.output
     assert "lines 41-42" in r.output and "    41\t__global__ void relu(float* x, int n) {" in r.output
 
@@ -205,35 +225,57 @@ def test_edit_with_empty_old_string_creates_a_file(tb: Toolbox) -> None:
 def test_edit_keeps_crlf_line_endings(tb: Toolbox) -> None:
     p = root(tb) / "kernels" / "win.cpp"
     p.write_bytes(b"int a;\r\nint b;\r\n")
-    assert not tb.call("Edit", {"file_path": "kernels/win.cpp", "old_string": "int b;", "new_string": "int c;"}).is_error
+    assert not tb.call(
+        "Edit", {"file_path": "kernels/win.cpp", "old_string": "int b;", "new_string": "int c;"}
+    ).is_error
     assert p.read_bytes() == b"int a;\r\nint c;\r\n"
 
 
 # --- MultiEdit ----------------------------------------------------------------------------------
 
+
 def test_multiedit_applies_in_order(tb: Toolbox) -> None:
-    r = tb.call("MultiEdit", {"file_path": "model_new.py", "edits": [
-        {"old_string": "class ModelNew:", "new_string": "class ModelNew(torch.nn.Module):"},
-        {"old_string": "torch.nn.Module", "new_string": "nn.Module"},
-        {"old_string": "import torch", "new_string": "import torch\nfrom torch import nn"},
-    ]})
+    r = tb.call(
+        "MultiEdit",
+        {
+            "file_path": "model_new.py",
+            "edits": [
+                {"old_string": "class ModelNew:", "new_string": "class ModelNew(torch.nn.Module):"},
+                {"old_string": "torch.nn.Module", "new_string": "nn.Module"},
+                {"old_string": "import torch", "new_string": "import torch\nfrom torch import nn"},
+            ],
+        },
+    )
     assert not r.is_error and "Applied 3 edits" in r.output
-    assert (root(tb) / "model_new.py").read_text() == "import torch\nfrom torch import nn\n\nclass ModelNew(nn.Module):\n    pass\n"
+    assert (
+        root(tb) / "model_new.py"
+    ).read_text() == "import torch\nfrom torch import nn\n\nclass ModelNew(nn.Module):\n    pass\n"
 
 
 def test_multiedit_is_atomic(tb: Toolbox) -> None:
     before = (root(tb) / "model_new.py").read_text()
-    r = tb.call("MultiEdit", {"file_path": "model_new.py", "edits": [
-        {"old_string": "import torch", "new_string": "import numpy"},
-        {"old_string": "does not exist", "new_string": "x"},
-    ]})
+    r = tb.call(
+        "MultiEdit",
+        {
+            "file_path": "model_new.py",
+            "edits": [
+                {"old_string": "import torch", "new_string": "import numpy"},
+                {"old_string": "does not exist", "new_string": "x"},
+            ],
+        },
+    )
     assert r.is_error and "edit 2 of 2 failed" in r.output and "no edit was applied" in r.output
     assert (root(tb) / "model_new.py").read_text() == before
 
 
 def test_multiedit_can_create_a_file(tb: Toolbox) -> None:
-    r = tb.call("MultiEdit", {"file_path": "kernels/m.cu", "edits": [
-        {"old_string": "", "new_string": "int a = 0;\n"}, {"old_string": "0", "new_string": "1"}]})
+    r = tb.call(
+        "MultiEdit",
+        {
+            "file_path": "kernels/m.cu",
+            "edits": [{"old_string": "", "new_string": "int a = 0;\n"}, {"old_string": "0", "new_string": "1"}],
+        },
+    )
     assert not r.is_error and (root(tb) / "kernels" / "m.cu").read_text() == "int a = 1;\n"
 
 

@@ -22,9 +22,18 @@ class Outcome:
 
 
 def _result(compiled: bool, correct: bool, reward: int | None, timings: dict | None = None) -> dict[str, Any]:
-    return {"compiled": compiled, "correct": correct, "reward": reward, "device": "cpu", "policy": "strict",
-            "errors": [] if compiled else ["kernels/relu.cu:3: error: expected ';'"], "warnings": [],
-            "checks": [], "timings": timings, "environment": {"gpu": None, "torch": "2.13", "cuda": None}}
+    return {
+        "compiled": compiled,
+        "correct": correct,
+        "reward": reward,
+        "device": "cpu",
+        "policy": "strict",
+        "errors": [] if compiled else ["kernels/relu.cu:3: error: expected ';'"],
+        "warnings": [],
+        "checks": [],
+        "timings": timings,
+        "environment": {"gpu": None, "torch": "2.13", "cuda": None},
+    }
 
 
 class FakeHarness:
@@ -41,8 +50,15 @@ class FakeHarness:
 
     def profile(self) -> Outcome:
         self.calls.append("profile")
-        t = {"eager_us": 100.0, "compile_us": 80.0, "candidate_us": 50.0, "speedup_vs_eager": 2.0,
-             "speedup_vs_compile": 1.6, "method": "cuda-events", "trials": 100}
+        t = {
+            "eager_us": 100.0,
+            "compile_us": 80.0,
+            "candidate_us": 50.0,
+            "speedup_vs_eager": 2.0,
+            "speedup_vs_compile": 1.6,
+            "method": "cuda-events",
+            "trials": 100,
+        }
         return Outcome(_result(True, True, 3, t), "1.60x faster than torch.compile, 2.00x than eager")
 
 
@@ -54,8 +70,11 @@ class BrokenHarness(FakeHarness):
 def _toolbox(tmp_path: Path, harness: Any):
     ws = tmp_path / "ws"
     (ws / "kernels").mkdir(parents=True)
-    sb = Sandbox(SandboxPolicy.optimize(ws, [], sandbox_uid=None, sandbox_gid=None),
-                 SandboxStatus(False, "unit tests"), enabled=False)
+    sb = Sandbox(
+        SandboxPolicy.optimize(ws, [], sandbox_uid=None, sandbox_gid=None),
+        SandboxStatus(False, "unit tests"),
+        enabled=False,
+    )
     return make_toolbox(ActionContext(sb, harness=harness))
 
 

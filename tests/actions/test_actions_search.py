@@ -21,7 +21,7 @@ def _ws(tmp_path: Path) -> Path:
         "model.py": "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n",
         "model_new.py": "import cuda_extension\nclass ModelNew:\n    def forward(self, x):\n        return cuda_extension.relu(x)\n",
         "kernels/relu.cu": "// relu\n#include <cuda.h>\n__global__ void relu_kernel(float* x, int n) {\n  int i = threadIdx.x;\n  if (i < n) x[i] = fmaxf(x[i], 0.f);\n}\nvoid launch() {}\n",
-        "kernels/relu_binding.cpp": "#include \"../binding_registry.h\"\n// RELU binding\nvoid register_relu() {}\n",
+        "kernels/relu_binding.cpp": '#include "../binding_registry.h"\n// RELU binding\nvoid register_relu() {}\n',
         "kernels/sub-x.cu": "__global__ void other() {}\n",
         "kernels/sub/deep.cu": "__global__ void deep() {}\n",
         "notes/readme.md": "Relu kernels live in kernels/.\n",
@@ -48,27 +48,33 @@ ENGINES = [pytest.param(False, id="python")] + ([pytest.param(True, id="ripgrep"
 
 # (arguments, expected output) — the same for both engines
 CASES = [
-    ({"pattern": "__global__"},
-     "Found 3 files\nkernels/relu.cu\nkernels/sub/deep.cu\nkernels/sub-x.cu"),
-    ({"pattern": "relu", "-i": True, "output_mode": "count"},
-     "kernels/relu.cu:2\nkernels/relu_binding.cpp:2\nmodel.py:1\nmodel_new.py:1\nnotes/readme.md:1"),
-    ({"pattern": "threadIdx", "output_mode": "content"},
-     "kernels/relu.cu:4:  int i = threadIdx.x;"),
-    ({"pattern": "threadIdx", "output_mode": "content", "-n": False},
-     "kernels/relu.cu:  int i = threadIdx.x;"),
-    ({"pattern": "forward", "output_mode": "content", "-B": 1, "glob": "*.py"},
-     "model.py-2-class Model(torch.nn.Module):\nmodel.py:3:    def forward(self, x):\n--\n"
-     "model_new.py-2-class ModelNew:\nmodel_new.py:3:    def forward(self, x):"),
-    ({"pattern": "int i", "output_mode": "content", "-C": 1, "path": "kernels"},
-     "kernels/relu.cu-3-__global__ void relu_kernel(float* x, int n) {\nkernels/relu.cu:4:  int i = threadIdx.x;\n"
-     "kernels/relu.cu-5-  if (i < n) x[i] = fmaxf(x[i], 0.f);"),
+    ({"pattern": "__global__"}, "Found 3 files\nkernels/relu.cu\nkernels/sub/deep.cu\nkernels/sub-x.cu"),
+    (
+        {"pattern": "relu", "-i": True, "output_mode": "count"},
+        "kernels/relu.cu:2\nkernels/relu_binding.cpp:2\nmodel.py:1\nmodel_new.py:1\nnotes/readme.md:1",
+    ),
+    ({"pattern": "threadIdx", "output_mode": "content"}, "kernels/relu.cu:4:  int i = threadIdx.x;"),
+    ({"pattern": "threadIdx", "output_mode": "content", "-n": False}, "kernels/relu.cu:  int i = threadIdx.x;"),
+    (
+        {"pattern": "forward", "output_mode": "content", "-B": 1, "glob": "*.py"},
+        "model.py-2-class Model(torch.nn.Module):\nmodel.py:3:    def forward(self, x):\n--\n"
+        "model_new.py-2-class ModelNew:\nmodel_new.py:3:    def forward(self, x):",
+    ),
+    (
+        {"pattern": "int i", "output_mode": "content", "-C": 1, "path": "kernels"},
+        "kernels/relu.cu-3-__global__ void relu_kernel(float* x, int n) {\nkernels/relu.cu:4:  int i = threadIdx.x;\n"
+        "kernels/relu.cu-5-  if (i < n) x[i] = fmaxf(x[i], 0.f);",
+    ),
     ({"pattern": "include", "type": "cpp"}, "Found 1 file\nkernels/relu_binding.cpp"),
-    ({"pattern": "void", "glob": "*.{cu,cpp}", "output_mode": "count", "head_limit": 2},
-     "kernels/relu.cu:2\nkernels/relu_binding.cpp:1\n[2 more lines not shown (head_limit=2)]"),
-    ({"pattern": r"relu_kernel\(float\* x,\s+int n\) \{\n\s+int i", "multiline": True, "output_mode": "content"},
-     "kernels/relu.cu:3:__global__ void relu_kernel(float* x, int n) {\nkernels/relu.cu:4:  int i = threadIdx.x;"),
-    ({"pattern": "forward", "path": "model.py", "output_mode": "content"},
-     "model.py:3:    def forward(self, x):"),
+    (
+        {"pattern": "void", "glob": "*.{cu,cpp}", "output_mode": "count", "head_limit": 2},
+        "kernels/relu.cu:2\nkernels/relu_binding.cpp:1\n[2 more lines not shown (head_limit=2)]",
+    ),
+    (
+        {"pattern": r"relu_kernel\(float\* x,\s+int n\) \{\n\s+int i", "multiline": True, "output_mode": "content"},
+        "kernels/relu.cu:3:__global__ void relu_kernel(float* x, int n) {\nkernels/relu.cu:4:  int i = threadIdx.x;",
+    ),
+    ({"pattern": "forward", "path": "model.py", "output_mode": "content"}, "model.py:3:    def forward(self, x):"),
     ({"pattern": "no such text anywhere"}, "No matches found"),
 ]
 

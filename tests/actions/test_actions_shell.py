@@ -16,8 +16,11 @@ from cuda_agent_cli.sandbox import Sandbox, SandboxPolicy, SandboxStatus
 def tb(tmp_path: Path):
     ws = tmp_path / "ws"
     (ws / "kernels").mkdir(parents=True)
-    sb = Sandbox(SandboxPolicy.optimize(ws, [], sandbox_uid=None, sandbox_gid=None),
-                 SandboxStatus(False, "unit tests"), enabled=False)
+    sb = Sandbox(
+        SandboxPolicy.optimize(ws, [], sandbox_uid=None, sandbox_gid=None),
+        SandboxStatus(False, "unit tests"),
+        enabled=False,
+    )
     sb.prepare()
     box = make_toolbox(ActionContext(sb))
     yield box
@@ -53,8 +56,9 @@ def test_timeout_kills_the_whole_process_group(tb: Toolbox) -> None:
 
 
 def test_background_shell_ids_incremental_output_and_filter(tb: Toolbox) -> None:
-    r = tb.call("Bash", {"command": "for i in 1 2 3; do echo line$i; echo noise$i; sleep 0.3; done",
-                         "run_in_background": True})
+    r = tb.call(
+        "Bash", {"command": "for i in 1 2 3; do echo line$i; echo noise$i; sleep 0.3; done", "run_in_background": True}
+    )
     assert r.data["bash_id"] == "bash_1" and "bash_1" in r.output
     second = tb.call("Bash", {"command": "sleep 30", "run_in_background": True})
     assert second.data["bash_id"] == "bash_2"
@@ -90,8 +94,11 @@ def test_failed_background_command_reports_its_exit_code(tb: Toolbox) -> None:
 def test_close_kills_background_shells(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    sb = Sandbox(SandboxPolicy.optimize(ws, [], sandbox_uid=None, sandbox_gid=None),
-                 SandboxStatus(False, "unit tests"), enabled=False)
+    sb = Sandbox(
+        SandboxPolicy.optimize(ws, [], sandbox_uid=None, sandbox_gid=None),
+        SandboxStatus(False, "unit tests"),
+        enabled=False,
+    )
     box = make_toolbox(ActionContext(sb))
     box.call("Bash", {"command": "sleep 60", "run_in_background": True})
     proc = box.ctx.shells.get("bash_1").proc
@@ -129,7 +136,9 @@ def test_a_flood_of_output_does_not_exhaust_memory(tb: Toolbox) -> None:
     assert r.output.rstrip().endswith("END")
 
 
-def test_timeout_defaults_to_two_minutes_and_is_given_in_milliseconds(tb: Toolbox, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_timeout_defaults_to_two_minutes_and_is_given_in_milliseconds(
+    tb: Toolbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from cuda_agent_cli.actions import shell
 
     seen: list[float] = []

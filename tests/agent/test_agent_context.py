@@ -31,8 +31,10 @@ def test_budget_never_exceeds_the_models_window():
 def _conversation(turns: int) -> list[dict]:
     msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": "task"}]
     for i in range(turns):
-        calls = [{"id": f"c{i}a", "type": "function", "function": {"name": "Read", "arguments": "{}"}},
-                 {"id": f"c{i}b", "type": "function", "function": {"name": "Read", "arguments": "{}"}}]
+        calls = [
+            {"id": f"c{i}a", "type": "function", "function": {"name": "Read", "arguments": "{}"}},
+            {"id": f"c{i}b", "type": "function", "function": {"name": "Read", "arguments": "{}"}},
+        ]
         msgs.append({"role": "assistant", "content": f"t{i}", "tool_calls": calls})
         msgs += [{"role": "tool", "tool_call_id": c["id"], "content": "r"} for c in calls]
     return msgs
@@ -51,22 +53,54 @@ def test_span_keeps_head_and_recent_turns_and_never_splits_calls():
 
 def test_summary_keeps_rules_best_results_and_files():
     removed = [
-        {"role": "assistant", "content": "first try", "tool_calls": [
-            {"id": "1", "type": "function", "function": {"name": "Write", "arguments": json.dumps({"file_path": "kernels/a.cu", "content": "x"})}}]},
+        {
+            "role": "assistant",
+            "content": "first try",
+            "tool_calls": [
+                {
+                    "id": "1",
+                    "type": "function",
+                    "function": {
+                        "name": "Write",
+                        "arguments": json.dumps({"file_path": "kernels/a.cu", "content": "x"}),
+                    },
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "1", "content": "ok"},
-        {"role": "assistant", "content": "profiling now", "tool_calls": [
-            {"id": "2", "type": "function", "function": {"name": "Profile", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": "profiling now",
+            "tool_calls": [{"id": "2", "type": "function", "function": {"name": "Profile", "arguments": "{}"}}],
+        },
     ]
-    result = {"compiled": True, "correct": True, "reward": 3, "checks": [],
-              "timings": {"speedup_vs_eager": 2.5, "speedup_vs_compile": 1.25, "candidate_us": 12.0}}
-    failed = {"compiled": True, "correct": False, "reward": -1, "errors": ["max abs error 0.5"],
-              "checks": [{"name": "correctness", "passed": False, "detail": ""}]}
+    result = {
+        "compiled": True,
+        "correct": True,
+        "reward": 3,
+        "checks": [],
+        "timings": {"speedup_vs_eager": 2.5, "speedup_vs_compile": 1.25, "candidate_us": 12.0},
+    }
+    failed = {
+        "compiled": True,
+        "correct": False,
+        "reward": -1,
+        "errors": ["max abs error 0.5"],
+        "checks": [{"name": "correctness", "passed": False, "detail": ""}],
+    }
     best = {"turn": 4, "tool": "Profile", "reward": 3, "result": result}
-    text = build_summary(removed, "strict", best, [{"turn": 4, "tool": "Profile", "result": result},
-                                                   {"turn": 6, "tool": "Verify", "result": failed}])
+    text = build_summary(
+        removed,
+        "strict",
+        best,
+        [{"turn": 4, "tool": "Profile", "result": result}, {"turn": 6, "tool": "Verify", "result": failed}],
+    )
     assert "strict" in text and "torch compute ops" in text
     assert "Best result so far: turn 4 Profile, reward 3 (2.50x vs eager, 1.25x vs torch.compile" in text
-    assert "turn 6 Verify: compiled, NOT correct, reward -1; failed checks: correctness; first error: max abs error 0.5" in text
+    assert (
+        "turn 6 Verify: compiled, NOT correct, reward -1; failed checks: correctness; first error: max abs error 0.5"
+        in text
+    )
     assert "kernels/a.cu" in text and "Profile x1" in text and "profiling now" in text
     # A second compaction keeps the history lines of the first summary.
     again = build_summary([{"role": "user", "content": text}], "strict", best, [])

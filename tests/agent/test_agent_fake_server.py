@@ -47,13 +47,34 @@ class FileJudgedHarness:
         src = (self.root / "model_new.py").read_text() if (self.root / "model_new.py").is_file() else ""
         correct = "class ModelNew" in src
         fast = "fused" in src
-        timings = {"eager_us": 20.0, "compile_us": 15.0, "candidate_us": 10.0 if fast else 19.0,
-                   "speedup_vs_eager": 2.0 if fast else 1.05, "speedup_vs_compile": 1.5 if fast else 0.8,
-                   "method": "events", "trials": 50} if (timed and correct) else None
+        timings = (
+            {
+                "eager_us": 20.0,
+                "compile_us": 15.0,
+                "candidate_us": 10.0 if fast else 19.0,
+                "speedup_vs_eager": 2.0 if fast else 1.05,
+                "speedup_vs_compile": 1.5 if fast else 0.8,
+                "method": "events",
+                "trials": 50,
+            }
+            if (timed and correct)
+            else None
+        )
         reward = (3 if fast else 1) if (timed and correct) else (None if correct else -1)
-        return Outcome({"compiled": True, "correct": correct, "reward": reward, "device": "cpu", "policy": "strict",
-                        "errors": [], "warnings": [], "checks": [], "timings": timings,
-                        "environment": {"gpu": None, "torch": "2.13", "cuda": None}})
+        return Outcome(
+            {
+                "compiled": True,
+                "correct": correct,
+                "reward": reward,
+                "device": "cpu",
+                "policy": "strict",
+                "errors": [],
+                "warnings": [],
+                "checks": [],
+                "timings": timings,
+                "environment": {"gpu": None, "torch": "2.13", "cuda": None},
+            }
+        )
 
     def compile(self) -> Outcome:
         return self._result(False)
@@ -72,7 +93,9 @@ def toolbox(tmp_path):
 
     root = tmp_path / "workspace"
     (root / "kernels").mkdir(parents=True)
-    (root / "model.py").write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n")
+    (root / "model.py").write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
+    )
     sandbox = open_sandbox(SandboxPolicy.optimize(root, ["model.py"]), allow_unsafe=True)
     box = make_toolbox(ActionContext(sandbox, harness=FileJudgedHarness(root)))
     yield box, root
@@ -110,9 +133,17 @@ def test_native_session_with_real_tools_retry_and_malformed_calls(toolbox, tmp_p
     events: list[Event] = []
     with FakeOpenAIServer(script) as srv:
         state = new_session(data_dir=tmp_path / "data")
-        result = run_agent(_model(srv), box, state=state, prompt="Optimize model.py::Model", system_prompt="SKILL",
-                           target="model.py::Model", settings={"policy": "strict"}, workspace_root=root,
-                           sink=events.append)
+        result = run_agent(
+            _model(srv),
+            box,
+            state=state,
+            prompt="Optimize model.py::Model",
+            system_prompt="SKILL",
+            target="model.py::Model",
+            settings={"policy": "strict"},
+            workspace_root=root,
+            sink=events.append,
+        )
         requests = srv.requests
     assert result.stop_reason == "done" and result.turns == 10
     assert result.final_text == "The fused kernel is 1.5x faster than torch.compile."
@@ -130,7 +161,9 @@ def test_native_session_with_real_tools_retry_and_malformed_calls(toolbox, tmp_p
     assert (root / "model_new.py").read_text() == "broken"
     assert [e.best for e in events if isinstance(e, HarnessResultEvent)] == [True, True, False]
     # The Bash call ran in the sandbox for real.
-    assert "fused" not in _tool_msgs(requests[-1])[-1]["content"] and "broken" in _tool_msgs(requests[-1])[-1]["content"]
+    assert (
+        "fused" not in _tool_msgs(requests[-1])[-1]["content"] and "broken" in _tool_msgs(requests[-1])[-1]["content"]
+    )
     doc = result.to_json()
     assert doc["session_id"] == state.session_id and Path(doc["transcript"]).is_file()
 
@@ -138,16 +171,25 @@ def test_native_session_with_real_tools_retry_and_malformed_calls(toolbox, tmp_p
 def test_text_protocol_session_with_malformed_json_and_a_turn_budget(toolbox, tmp_path):
     box, root = toolbox
     script = [
-        reply_text('I will write it.\n<tool_call>{"name": "Write", "arguments": {"file_path": "model_new.py", '
-                   '"content": "class ModelNew: pass"}}</tool_call>'),
+        reply_text(
+            'I will write it.\n<tool_call>{"name": "Write", "arguments": {"file_path": "model_new.py", '
+            '"content": "class ModelNew: pass"}}</tool_call>'
+        ),
         reply_text('<tool_call>{"name": "Profile", "arguments": {}</tool_call>'),  # broken JSON
         reply_text('<tool_call>{"name": "Profile", "arguments": {}}</tool_call>'),
         reply_text('<tool_call>{"name": "Read", "arguments": {"file_path": "model_new.py"}}</tool_call>'),
     ]
     with FakeOpenAIServer(script) as srv:
         state = new_session(data_dir=tmp_path / "data")
-        result = run_agent(_model(srv, native_tools=False), box, state=state, prompt="go", system_prompt="SKILL",
-                           workspace_root=root, limits=Limits(max_turns=3))
+        result = run_agent(
+            _model(srv, native_tools=False),
+            box,
+            state=state,
+            prompt="go",
+            system_prompt="SKILL",
+            workspace_root=root,
+            limits=Limits(max_turns=3),
+        )
         requests = srv.requests
     assert result.stop_reason == "max_turns" and result.turns == 3 and len(requests) == 3
     assert all("tools" not in r for r in requests)
@@ -163,15 +205,30 @@ def test_text_protocol_session_with_malformed_json_and_a_turn_budget(toolbox, tm
 def test_compaction_when_the_server_reports_a_full_context(toolbox, tmp_path):
     box, root = toolbox
     script = [reply_tool("Profile", {}, prompt_tokens=500)]
-    script += [reply_tool("Write", {"file_path": f"kernels/k{i}.cpp", "content": f"// {i}"},
-                          content=f"step {i}", prompt_tokens=1000 + 400 * i) for i in range(10)]
+    script += [
+        reply_tool(
+            "Write",
+            {"file_path": f"kernels/k{i}.cpp", "content": f"// {i}"},
+            content=f"step {i}",
+            prompt_tokens=1000 + 400 * i,
+        )
+        for i in range(10)
+    ]
     script += [reply_text("done", prompt_tokens=900)]
     events: list[Event] = []
     with FakeOpenAIServer(script) as srv:
         state = new_session(data_dir=tmp_path / "data")
-        result = run_agent(_model(srv), box, state=state, prompt="the task", system_prompt="SKILL",
-                           settings={"policy": "hybrid"}, workspace_root=root,
-                           limits=Limits(context_tokens=4000), sink=events.append)
+        result = run_agent(
+            _model(srv),
+            box,
+            state=state,
+            prompt="the task",
+            system_prompt="SKILL",
+            settings={"policy": "hybrid"},
+            workspace_root=root,
+            limits=Limits(context_tokens=4000),
+            sink=events.append,
+        )
         requests = srv.requests
     compactions = [e for e in events if isinstance(e, Compacted)]
     assert result.stop_reason == "done" and compactions
@@ -211,8 +268,12 @@ def test_resume_after_the_process_is_killed_mid_turn(tmp_path):
     ]
     with FakeOpenAIServer(script) as srv:
         cfg = {"data": str(data), "sid": "killed-session", "api_base": srv.api_base, "ws": str(ws)}
-        child = subprocess.Popen([sys.executable, "-c", _CHILD, str(TESTS), json.dumps(cfg)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(TESTS), json.dumps(cfg)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + 90
             while len(srv.requests) < 3:  # the third request is the one held open

@@ -23,9 +23,17 @@ def test_a_real_model_reads_a_file_and_answers(tmp_path):
     model = make_model(os.environ["CUDA_AGENT_TEST_MODEL"], os.environ.get("CUDA_AGENT_TEST_API_BASE"))
     box = ToyBox(ws)
     state = new_session(data_dir=tmp_path / "data")
-    result = run_agent(model, box, state=state, system_prompt="You are a careful assistant. Use the tools.",
-                       prompt="Read notes.txt with the Read tool and reply with the launch configuration word only.",
-                       workspace_root=ws, limits=Limits(max_turns=6, max_cost=0.50, timeout=300))
+    result = run_agent(
+        model,
+        box,
+        state=state,
+        system_prompt="You are a careful assistant. Use the tools.",
+        prompt="Read notes.txt with the Read tool and reply with the launch configuration word only.",
+        workspace_root=ws,
+        limits=Limits(max_turns=6, max_cost=0.50, timeout=300),
+    )
     assert result.stop_reason == "done"
-    assert ("Read", {"file_path": "notes.txt"}) in [(n, {k: v for k, v in a.items() if k == "file_path"}) for n, a in box.calls]
+    assert ("Read", {"file_path": "notes.txt"}) in [
+        (n, {k: v for k, v in a.items() if k == "file_path"}) for n, a in box.calls
+    ]
     assert "PERIWINKLE" in (result.final_text or "").upper()

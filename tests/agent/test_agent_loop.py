@@ -27,17 +27,29 @@ def _run(model, box, ws, tmp_path, **kw):
     state = new_session(data_dir=tmp_path / "data")
     events: list[Event] = []
     kw.setdefault("prompt", "Make Model faster.")
-    result = run_agent(model, box, state=state, system_prompt="SYSTEM", target="m.py::Model",
-                       settings={"policy": "strict"}, workspace_root=ws, sink=events.append, fsync=False, **kw)
+    result = run_agent(
+        model,
+        box,
+        state=state,
+        system_prompt="SYSTEM",
+        target="m.py::Model",
+        settings={"policy": "strict"},
+        workspace_root=ws,
+        sink=events.append,
+        fsync=False,
+        **kw,
+    )
     return state, result, events
 
 
 def test_session_runs_tools_until_the_model_answers_without_a_call(ws, tmp_path):
-    model = ScriptedModel([
-        turn("writing", ("Write", {"file_path": "model_new.py", "content": "class ModelNew: pass"})),
-        turn(None, ("Read", {"file_path": "model_new.py"})),
-        turn("All done."),
-    ])
+    model = ScriptedModel(
+        [
+            turn("writing", ("Write", {"file_path": "model_new.py", "content": "class ModelNew: pass"})),
+            turn(None, ("Read", {"file_path": "model_new.py"})),
+            turn("All done."),
+        ]
+    )
     state, result, events = _run(model, ToyBox(ws), ws, tmp_path)
     assert result.stop_reason == "done" and result.final_text == "All done."
     assert result.turns == 3
@@ -53,12 +65,14 @@ def test_session_runs_tools_until_the_model_answers_without_a_call(ws, tmp_path)
 
 def test_malformed_calls_get_precise_errors_and_nothing_runs(ws, tmp_path):
     box = ToyBox(ws)
-    model = ScriptedModel([
-        turn(None, ("Write", {"file_path": "a.py"})),
-        turn(None, ("Delete", {"file_path": "a.py"})),
-        turn(None, ("Read", {"file_path": 3})),
-        turn("giving up"),
-    ])
+    model = ScriptedModel(
+        [
+            turn(None, ("Write", {"file_path": "a.py"})),
+            turn(None, ("Delete", {"file_path": "a.py"})),
+            turn(None, ("Read", {"file_path": 3})),
+            turn("giving up"),
+        ]
+    )
     state, result, events = _run(model, box, ws, tmp_path)
     errors = [e.output for e in events if isinstance(e, ToolFinished)]
     assert "missing required argument(s) content" in errors[0]
@@ -90,23 +104,37 @@ def test_the_stop_detail_says_where_the_limit_came_from(ws, tmp_path):
     stopped = [e for e in events if e.kind == "stopped"]
     assert stopped[-1].detail == "max_turns 3 from pyproject.toml"
     model = ScriptedModel([turn(None, ("Read", {"file_path": "x"}), cost=0.2) for _ in range(10)])
-    _, result, _ = _run(model, ToyBox(ws), ws, tmp_path, limits=Limits(max_cost=0.3, origins={"max_cost": "from --max-cost"}))
+    _, result, _ = _run(
+        model, ToyBox(ws), ws, tmp_path, limits=Limits(max_cost=0.3, origins={"max_cost": "from --max-cost"})
+    )
     assert result.detail == "max_cost $0.3 from --max-cost: spent $0.4000"
 
 
 def test_best_candidate_is_the_best_measured_not_the_last(ws, tmp_path):
     def write(v):
         return ("Write", {"file_path": "kernels/k.cpp", "content": f"// v{v}"})
-    model = ScriptedModel([
-        turn(None, write(1)), turn(None, ("Profile", {})),
-        turn(None, write(2)), turn(None, ("Profile", {})),
-        turn(None, write(3)), turn(None, ("Profile", {})),
-        turn(None, write(4)), turn(None, ("Profile", {})),
-    ])
-    box = ToyBox(ws, profiles=[harness_result(reward=1, eager=1.1, compile_=0.9),
-                               harness_result(reward=3, eager=2.0, compile_=1.5),
-                               harness_result(reward=3, eager=1.8, compile_=1.2),
-                               harness_result(correct=False)])
+
+    model = ScriptedModel(
+        [
+            turn(None, write(1)),
+            turn(None, ("Profile", {})),
+            turn(None, write(2)),
+            turn(None, ("Profile", {})),
+            turn(None, write(3)),
+            turn(None, ("Profile", {})),
+            turn(None, write(4)),
+            turn(None, ("Profile", {})),
+        ]
+    )
+    box = ToyBox(
+        ws,
+        profiles=[
+            harness_result(reward=1, eager=1.1, compile_=0.9),
+            harness_result(reward=3, eager=2.0, compile_=1.5),
+            harness_result(reward=3, eager=1.8, compile_=1.2),
+            harness_result(correct=False),
+        ],
+    )
     state, result, _ = _run(model, box, ws, tmp_path)
     assert result.best is not None and result.best.result["timings"]["speedup_vs_compile"] == 1.5
     snap = Path(result.best.snapshot)
@@ -123,10 +151,12 @@ def test_ctrl_c_keeps_everything_and_resume_continues(ws, tmp_path):
             raise KeyboardInterrupt
 
     box = ToyBox(ws, hook=hook)
-    model = ScriptedModel([
-        turn(None, ("Write", {"file_path": "model_new.py", "content": "v1"})),
-        turn(None, ("Read", {"file_path": "model_new.py"}), ("Read", {"file_path": "slow"})),
-    ])
+    model = ScriptedModel(
+        [
+            turn(None, ("Write", {"file_path": "model_new.py", "content": "v1"})),
+            turn(None, ("Read", {"file_path": "model_new.py"}), ("Read", {"file_path": "slow"})),
+        ]
+    )
     state = new_session(data_dir=tmp_path / "data")
     with pytest.raises(Interrupted) as exc:
         run_agent(model, box, state=state, prompt="go", system_prompt="S", workspace_root=ws, fsync=False)
@@ -222,8 +252,9 @@ def test_a_cancel_event_from_another_thread_stops_like_ctrl_c(ws, tmp_path):
 
     cancel = threading.Event()
     box = ToyBox(ws, hook=lambda name, args: cancel.set() if args.get("file_path") == "first" else None)
-    model = ScriptedModel([turn(None, ("Read", {"file_path": "first"}), ("Read", {"file_path": "second"})),
-                           turn("never asked")])
+    model = ScriptedModel(
+        [turn(None, ("Read", {"file_path": "first"}), ("Read", {"file_path": "second"})), turn("never asked")]
+    )
     state = new_session(data_dir=tmp_path / "data")
     with pytest.raises(Interrupted):
         run_agent(model, box, state=state, prompt="go", fsync=False, cancel=cancel)

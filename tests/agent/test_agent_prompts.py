@@ -4,18 +4,50 @@ from __future__ import annotations
 
 from cuda_agent_cli.agent.prompts import build_system_prompt, load_skill, task_message
 
-CHECKS = ("lock", "static", "compile", "import", "output_type", "aliasing", "inputs_unchanged", "correctness",
-          "relative_error", "nonconstant", "determinism", "precision_flags", "torch_ops", "extension_kernel",
-          "timed_outputs", "harness_integrity", "threads", "crash", "timeout", "speedup_review")
+CHECKS = (
+    "lock",
+    "static",
+    "compile",
+    "import",
+    "output_type",
+    "aliasing",
+    "inputs_unchanged",
+    "correctness",
+    "relative_error",
+    "nonconstant",
+    "determinism",
+    "precision_flags",
+    "torch_ops",
+    "extension_kernel",
+    "timed_outputs",
+    "harness_integrity",
+    "threads",
+    "crash",
+    "timeout",
+    "speedup_review",
+)
 
 
 def test_skill_explains_every_harness_check_and_the_binding_interface():
     skill = load_skill()
     missing = [c for c in CHECKS if f"`{c}`" not in skill]
     assert not missing, f"SKILL.md does not explain: {missing}"
-    for needle in ('#include "../binding_registry.h"', "REGISTER_BINDING", "void register_fn(pybind11::module&)",
-                   "import cuda_extension", "state_dict", "**strict**", "**hybrid**", "| 3 |", "| -1 |",
-                   "Hopper", "wgmma", "TMA", "mma.sync", "The CPU device"):
+    for needle in (
+        '#include "../binding_registry.h"',
+        "REGISTER_BINDING",
+        "void register_fn(pybind11::module&)",
+        "import cuda_extension",
+        "state_dict",
+        "**strict**",
+        "**hybrid**",
+        "| 3 |",
+        "| -1 |",
+        "Hopper",
+        "wgmma",
+        "TMA",
+        "mma.sync",
+        "The CPU device",
+    ):
         assert needle in skill, needle
 
 

@@ -27,8 +27,16 @@ def _session(data: Path, ws: Path, target: str, profile: dict | None = None, cos
     state = new_session(data_dir=data)
     steps = [turn(None, ("Profile", {}), cost=cost)] if profile else []
     steps.append(turn("done", cost=cost))
-    run_agent(ScriptedModel(steps), ToyBox(ws, profiles=[profile] if profile else []), state=state, prompt="go",
-              system_prompt="S", target=target, workspace_root=ws, fsync=False)
+    run_agent(
+        ScriptedModel(steps),
+        ToyBox(ws, profiles=[profile] if profile else []),
+        state=state,
+        prompt="go",
+        system_prompt="S",
+        target=target,
+        workspace_root=ws,
+        fsync=False,
+    )
     return state.session_id
 
 
@@ -92,12 +100,24 @@ def test_a_torn_last_line_is_ignored_and_repaired_on_the_next_write(two_sessions
 def test_cli_sessions_lists_and_prints_json(two_sessions, tmp_path):
     data, first, second = two_sessions
     env = {**os.environ, "CUDA_AGENT_DATA_DIR": str(data)}
-    out = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "sessions", "--json"],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "sessions", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=True,
+    )
     rows = json.loads(out.stdout)
     assert [r["session_id"] for r in rows] == [second, first]
     assert rows[1]["best_speedup_vs_compile"] == 1.4 and rows[1]["transcript"].endswith("transcript.jsonl")
-    table = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "sessions"],
-                           capture_output=True, text=True, env=env, cwd=tmp_path, check=True).stdout
+    table = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "sessions"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=True,
+    ).stdout
     line = next(ln for ln in table.splitlines() if ln.startswith(first))
     assert "a.py::A" in line and "done" in line and "2.50x" in line and "1.40x" in line

@@ -19,13 +19,43 @@ SUITE = Path(__file__).resolve().parents[1] / "bench_suite"
 
 def test_agent_bench_with_replay_sessions(tmp_path: Path, harness_cache_root: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
-    env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"),
-               XDG_CACHE_HOME=str(harness_cache_root))
+    env.update(
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_CACHE_HOME=str(harness_cache_root),
+    )
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "bench", "--suite", "kernelbench", "--root",
-                           str(SUITE), "--level", "1", "--tasks", "1,3,4", "--model", f"replay:{SUITE / 'agent'}",
-                           "--max-turns", "6", "--device", "cpu", "--out", str(out), "--trials", "5", "--plain"],
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent_cli",
+            "bench",
+            "--suite",
+            "kernelbench",
+            "--root",
+            str(SUITE),
+            "--level",
+            "1",
+            "--tasks",
+            "1,3,4",
+            "--model",
+            f"replay:{SUITE / 'agent'}",
+            "--max-turns",
+            "6",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--trials",
+            "5",
+            "--plain",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     records = {r["task"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     assert sorted(records) == ["level1/1_ReLU", "level1/3_RowSum", "level1/4_Square"]

@@ -25,21 +25,31 @@ def test_queued_builds_overlap_the_timing_and_are_reused(tmp_path: Path, harness
     for k in (1, 2, 3):
         (level / f"{k}_ReLU{k}.py").write_text((SUITE / "KernelBench" / "level1" / "1_ReLU.py").read_text())
         shutil.copytree(WORKDIR, tmp_path / "runs" / f"level_1_problem_{k}")
-    plan = plan_bench(BenchRequest(suite="kernelbench", root=tmp_path, out=tmp_path / "out", device="cpu",
-                                   solutions=tmp_path / "runs", trials=5, compile_ahead=1))
+    plan = plan_bench(
+        BenchRequest(
+            suite="kernelbench",
+            root=tmp_path,
+            out=tmp_path / "out",
+            device="cpu",
+            solutions=tmp_path / "runs",
+            trials=5,
+            compile_ahead=1,
+        )
+    )
     outcome = run_bench(plan)
     records = {r["task"]: r for r in outcome.records}
     assert [r["status"] for r in records.values()] == ["correct"] * 3, [r["error"] for r in records.values()]
     order = sorted(records.values(), key=lambda r: r["held"][0])
-    assert "compile_ahead" not in order[0]   # the slot's first task: nothing was queued before it
+    assert "compile_ahead" not in order[0]  # the slot's first task: nothing was queued before it
     ahead = [r for r in order[1:] if "compile_ahead" in r]
     assert ahead, "no task was built ahead"
     for r in ahead:
         a = r["compile_ahead"]
         assert a["error"] is None and [s["compiled"] for s in a["samples"]] == [True]
         # Built while another task's round held the slot, and scored only once built.
-        assert any(o["device_busy"][0][0] < a["end"] and a["start"] < o["device_busy"][-1][1]
-                   for o in order if o is not r)
+        assert any(
+            o["device_busy"][0][0] < a["end"] and a["start"] < o["device_busy"][-1][1] for o in order if o is not r
+        )
         assert r["device_busy"][0][0] >= a["end"]
         # The slot's round found the build done: no object compiled again.
         (compile_check,) = [c for c in r["best"]["checks"] if c["name"] == "compile"]

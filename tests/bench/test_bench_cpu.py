@@ -31,8 +31,24 @@ EXPECTED = {
 
 
 def bench_argv(out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "cuda_agent_cli", "bench", "--suite", "kernelbench", "--root", str(SUITE),
-            "--device", "cpu", "--out", str(out), "--trials", "5", "--plain", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "cuda_agent_cli",
+        "bench",
+        "--suite",
+        "kernelbench",
+        "--root",
+        str(SUITE),
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        "--trials",
+        "5",
+        "--plain",
+        *extra,
+    ]
 
 
 def env_for(tmp: Path, cache: Path) -> dict[str, str]:
@@ -50,8 +66,9 @@ def scored(tmp_path_factory: pytest.TempPathFactory, harness_cache_root: Path):
     tmp = tmp_path_factory.mktemp("bench")
     out, env = tmp / "out", env_for(tmp, harness_cache_root)
     argv = bench_argv(out, "--solutions", str(SUITE / "runs"))
-    first = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
+    first = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     results = out / "results.jsonl"
     deadline = time.monotonic() + 400
     while time.monotonic() < deadline and first.poll() is None and not lines(results):
@@ -88,7 +105,7 @@ def test_resume_after_a_kill_skips_finished_tasks(scored):
     assert f"{len(EXPECTED) - len(before)} task(s) to run" in second.stderr
     assert f"{len(before)} already finished" in second.stderr
     keys = [r["task"] for r in lines(out / "results.jsonl")]
-    assert sorted(keys) == sorted(EXPECTED)        # every task once: none of the finished ran again
+    assert sorted(keys) == sorted(EXPECTED)  # every task once: none of the finished ran again
     after = {r["task"]: r for r in lines(out / "results.jsonl")}
     assert all(after[k]["finished_at"] == r["finished_at"] for k, r in before.items())
 
@@ -111,8 +128,12 @@ def test_metrics_match_the_verdicts_worked_out_by_hand(scored):
         lo, hi = g["failures_as_one"]["ci95"]
         assert lo <= g["failures_as_one"]["value"] <= hi
         assert o[f"faster_than_{base}"] == (1 / 8 if s > 1.05 else 0.0)
-        assert o["fast_p"][base] == {"0": 1 / 8, "1": (1 / 8 if s > 1 else 0.0), "1.5": (1 / 8 if s > 1.5 else 0.0),
-                                     "2": (1 / 8 if s > 2 else 0.0)}
+        assert o["fast_p"][base] == {
+            "0": 1 / 8,
+            "1": (1 / 8 if s > 1 else 0.0),
+            "1.5": (1 / 8 if s > 1.5 else 0.0),
+            "2": (1 / 8 if s > 2 else 0.0),
+        }
     assert summary["levels"]["level2"]["geomean"]["eager"]["correct_only"]["value"] is None
     best = min(relu["speedup_vs_eager"], relu["speedup_vs_compile"])
     assert o["geomean"]["best"]["correct_only"]["value"] == pytest.approx(best)
@@ -134,8 +155,13 @@ def test_reports_show_our_numbers_beside_the_paper(scored):
 
 def test_rerun_failed_redoes_only_the_failures(scored):
     out, env, argv, _, _ = scored
-    proc = subprocess.run([*argv, "--rerun-failed", "--level", "1", "--tasks", "1-4"], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [*argv, "--rerun-failed", "--level", "1", "--tasks", "1-4"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "3 task(s) to run" in proc.stderr and "1 already finished" in proc.stderr
     keys = [r["task"] for r in lines(out / "results.jsonl")]
@@ -144,9 +170,28 @@ def test_rerun_failed_redoes_only_the_failures(scored):
 
 def test_bad_root_and_mixed_suite_versions(scored, tmp_path: Path):
     out, env, _, _, _ = scored
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "bench", "--suite", "kernelbench", "--root",
-                           str(tmp_path), "--solutions", str(SUITE / "runs"), "--device", "cpu", "--out",
-                           str(tmp_path / "o")], env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent_cli",
+            "bench",
+            "--suite",
+            "kernelbench",
+            "--root",
+            str(tmp_path),
+            "--solutions",
+            str(SUITE / "runs"),
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (err,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert "not a KernelBench checkout" in err and "level1/1_Name.py" in err
@@ -154,17 +199,40 @@ def test_bad_root_and_mixed_suite_versions(scored, tmp_path: Path):
     changed = tmp_path / "suite"
     subprocess.run(["cp", "-r", str(SUITE / "KernelBench"), str(changed)], check=True)
     (changed / "level1" / "1_ReLU.py").write_text((changed / "level1" / "1_ReLU.py").read_text() + "# v2\n")
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "bench", "--suite", "kernelbench", "--root",
-                           str(changed), "--solutions", str(SUITE / "runs"), "--device", "cpu", "--out", str(out)],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent_cli",
+            "bench",
+            "--suite",
+            "kernelbench",
+            "--root",
+            str(changed),
+            "--solutions",
+            str(SUITE / "runs"),
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "another version of the suite" in proc.stderr
 
 
 def verdict(record: dict) -> tuple:
     """What must not depend on the scheduler: correctness and the failed checks of every sample
     (rewards and speedups are timings, which differ from one run to the next)."""
-    return (record["status"], record["correct"], record["best_sample"],
-            [(s["sample"], s["correct"], s["failed_checks"]) for s in record["samples"]])
+    return (
+        record["status"],
+        record["correct"],
+        record["best_sample"],
+        [(s["sample"], s["correct"], s["failed_checks"]) for s in record["samples"]],
+    )
 
 
 def dying_worker(markers: Path, once: set[str], always: set[str]):
@@ -192,8 +260,18 @@ def test_ray_with_logical_gpus_gives_the_local_pool_verdicts(scored, tmp_path: P
 
     out = scored[0]
     local = {r["task"]: r for r in lines(out / "results.jsonl")}
-    plan = plan_bench(BenchRequest(suite="kernelbench", root=SUITE, out=tmp_path / "ray", device="cpu",
-                                   solutions=SUITE / "runs", trials=5, levels="1", tasks="1-3"))
+    plan = plan_bench(
+        BenchRequest(
+            suite="kernelbench",
+            root=SUITE,
+            out=tmp_path / "ray",
+            device="cpu",
+            solutions=SUITE / "runs",
+            trials=5,
+            levels="1",
+            tasks="1-3",
+        )
+    )
     assert len(plan.jobs) == 3
     for job in plan.jobs:  # the local run's candidate folders: their builds are reused
         job["work"] = str(out / "work" / job["task"]["key"])
@@ -208,13 +286,14 @@ def test_ray_with_logical_gpus_gives_the_local_pool_verdicts(scored, tmp_path: P
         # A task whose worker dies on every attempt is that task's error; the others still finish.
         doomed: dict[str, dict] = {}
         RayPool(None, task=dying_worker(markers, once=set(), always={"level1/3_RowSum"})).run_jobs(
-            plan.jobs[1:], lambda job, rec: doomed.setdefault(rec["task"], rec))
+            plan.jobs[1:], lambda job, rec: doomed.setdefault(rec["task"], rec)
+        )
     finally:
         ray.shutdown()
     assert (markers / "level1__2_ScaleShift").is_file()  # it did die once
     assert sorted(got) == ["level1/1_ReLU", "level1/2_ScaleShift", "level1/3_RowSum"]
     assert {k: verdict(r) for k, r in got.items()} == {k: verdict(local[k]) for k in got}
-    assert {r["gpu"] for r in got.values()} <= {"0", "1"}   # each task saw the one logical GPU Ray gave it
+    assert {r["gpu"] for r in got.values()} <= {"0", "1"}  # each task saw the one logical GPU Ray gave it
     assert verdict(doomed["level1/2_ScaleShift"]) == verdict(local["level1/2_ScaleShift"])
     dead = doomed["level1/3_RowSum"]
     assert dead["status"] == "error" and dead["correct"] is False
@@ -228,15 +307,39 @@ def test_ctrl_c_keeps_finished_results(tmp_path: Path, harness_cache_root: Path)
     runs.mkdir()
     for k in (1, 2):
         (root / f"{k}_Relu{k}.py").write_text((SUITE / "KernelBench" / "level1" / "1_ReLU.py").read_text())
-    (runs / "level_1_problem_1_sample_0_kernel.py").write_text((SUITE / "runs" / "level_1_problem_3_sample_0_kernel.py").read_text())
+    (runs / "level_1_problem_1_sample_0_kernel.py").write_text(
+        (SUITE / "runs" / "level_1_problem_3_sample_0_kernel.py").read_text()
+    )
     # Task 2's candidate builds a C++ extension, which takes a while: the interrupt lands then.
     (runs / "level_1_problem_2_sample_0_kernel.py").write_text(
-        (SUITE / "runs" / "level_1_problem_1_sample_0_kernel.py").read_text().replace("bench_suite_relu", "bench_ctrl_c"))
+        (SUITE / "runs" / "level_1_problem_1_sample_0_kernel.py")
+        .read_text()
+        .replace("bench_suite_relu", "bench_ctrl_c")
+    )
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "cuda_agent_cli", "bench", "--suite", "folder", "--root",
-                             str(tmp_path / "suite"), "--solutions", str(runs), "--device", "cpu", "--out", str(out),
-                             "--plain"], env=env_for(tmp_path, harness_cache_root), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent_cli",
+            "bench",
+            "--suite",
+            "folder",
+            "--root",
+            str(tmp_path / "suite"),
+            "--solutions",
+            str(runs),
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--plain",
+        ],
+        env=env_for(tmp_path, harness_cache_root),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not lines(out / "results.jsonl"):
         time.sleep(0.2)

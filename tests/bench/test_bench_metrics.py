@@ -8,9 +8,16 @@ from cuda_agent_cli.bench import metrics as m
 
 
 def rec(level, correct, se=None, sc=None, reward=None, **extra):
-    return {"task": f"t{level}{se}{sc}", "level": level, "correct": correct, "speedup_vs_eager": se,
-            "speedup_vs_compile": sc, "reward": reward if reward is not None else (-1 if not correct else 1),
-            "status": "correct" if correct else "failed", **extra}
+    return {
+        "task": f"t{level}{se}{sc}",
+        "level": level,
+        "correct": correct,
+        "speedup_vs_eager": se,
+        "speedup_vs_compile": sc,
+        "reward": reward if reward is not None else (-1 if not correct else 1),
+        "status": "correct" if correct else "failed",
+        **extra,
+    }
 
 
 # A: 2x eager, 1.5x compile; B: as fast as eager, half compile's speed; C failed; D: 4x eager, 8x compile.
@@ -24,8 +31,8 @@ RECORDS = [
 
 def test_shares_count_every_task_in_the_denominator():
     assert m.pass_rate(RECORDS) == 0.75
-    assert m.faster_than(RECORDS, "eager") == 0.5      # A and D; B is not faster
-    assert m.faster_than(RECORDS, "compile") == 0.5    # A (1.5) and D (8)
+    assert m.faster_than(RECORDS, "eager") == 0.5  # A and D; B is not faster
+    assert m.faster_than(RECORDS, "compile") == 0.5  # A (1.5) and D (8)
     assert m.pass_rate([]) is None
 
 
@@ -42,10 +49,10 @@ def test_fast_p_is_strictly_greater_and_fast_0_is_the_pass_rate():
 
 
 def test_geomeans_correct_only_and_with_failures_as_one():
-    assert m.geomean(m.speedup_values(RECORDS, "eager", False)) == pytest.approx(2.0)      # (2*1*4)^(1/3)
-    assert m.geomean(m.speedup_values(RECORDS, "eager", True)) == pytest.approx(2 ** 0.75)  # (2*1*4*1)^(1/4)
+    assert m.geomean(m.speedup_values(RECORDS, "eager", False)) == pytest.approx(2.0)  # (2*1*4)^(1/3)
+    assert m.geomean(m.speedup_values(RECORDS, "eager", True)) == pytest.approx(2**0.75)  # (2*1*4*1)^(1/4)
     assert m.geomean(m.speedup_values(RECORDS, "compile", False)) == pytest.approx(6 ** (1 / 3))
-    assert m.geomean(m.speedup_values(RECORDS, "compile", True)) == pytest.approx(6 ** 0.25)
+    assert m.geomean(m.speedup_values(RECORDS, "compile", True)) == pytest.approx(6**0.25)
     # Against the faster baseline: min(2, 1.5), min(1, 0.5), min(4, 8) = 1.5, 0.5, 4.
     assert m.geomean(m.speedup_values(RECORDS, "best", False)) == pytest.approx(3 ** (1 / 3))
     assert m.geomean([]) is None
@@ -66,11 +73,11 @@ def test_bootstrap_interval_is_deterministic_and_brackets_the_estimate():
 def test_pass_at_k():
     assert m.pass_at_k(2, 1, 1) == 0.5
     assert m.pass_at_k(2, 1, 2) == 1.0
-    assert m.pass_at_k(5, 2, 2) == pytest.approx(1 - 3 / 10)   # 1 - C(3,2)/C(5,2)
+    assert m.pass_at_k(5, 2, 2) == pytest.approx(1 - 3 / 10)  # 1 - C(3,2)/C(5,2)
     assert m.pass_at_k(3, 0, 1) == 0.0
     assert m.pass_at_k(3, 3, 2) == 1.0
-    assert m.pass_at_k(1, 1, 4) == 1.0   # k beyond n means every sample
-    assert m.pass_at_k(0, 0, 1) == 0.0   # no candidate at all
+    assert m.pass_at_k(1, 1, 4) == 1.0  # k beyond n means every sample
+    assert m.pass_at_k(0, 0, 1) == 0.0  # no candidate at all
 
 
 def test_rewards_costs_and_times():
@@ -87,9 +94,9 @@ def test_summary_per_level_and_overall():
     assert s["levels"]["level2"]["pass_rate"] == pytest.approx(1 / 3)
     o = s["overall"]
     assert (o["tasks"], o["correct"]) == (5, 3)
-    assert o["geomean"]["eager"]["failures_as_one"]["value"] == pytest.approx(8 ** 0.2)
+    assert o["geomean"]["eager"]["failures_as_one"]["value"] == pytest.approx(8**0.2)
     lo, hi = o["geomean"]["eager"]["failures_as_one"]["ci95"]
-    assert lo <= 8 ** 0.2 <= hi
+    assert lo <= 8**0.2 <= hi
     # pass@k: k = 1 and the largest sample count (2); the task with 2 samples has 1 correct.
     assert o["pass_at_k"]["1"] == pytest.approx((0.5 + 1 + 0 + 1 + 0) / 5)
     assert o["pass_at_k"]["2"] == pytest.approx((1 + 1 + 0 + 1 + 0) / 5)

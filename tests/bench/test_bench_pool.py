@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cuda_agent_cli.bench.runner import ATTEMPTS, LocalPool
 
-FAKE_SLOT = textwrap.dedent('''
+FAKE_SLOT = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
     for line in sys.stdin:
@@ -22,7 +22,7 @@ FAKE_SLOT = textwrap.dedent('''
         time.sleep(job.get("sleep", 0))
         print(json.dumps({"task": job["task"]["key"], "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
                           "pid": os.getpid()}), flush=True)
-''')
+""")
 
 
 def job(tmp: Path, key: str, **extra) -> dict:
@@ -56,15 +56,18 @@ def test_each_slot_sees_only_its_gpu_and_runs_one_task_at_a_time(tmp_path: Path)
 
 
 def test_a_dead_slot_is_restarted_and_the_task_tried_again(tmp_path: Path):
-    got = run(tmp_path, [None], [job(tmp_path, "flaky", die="once"), job(tmp_path, "doomed", die="always"),
-                                 job(tmp_path, "fine")])
+    got = run(
+        tmp_path,
+        [None],
+        [job(tmp_path, "flaky", die="once"), job(tmp_path, "doomed", die="always"), job(tmp_path, "fine")],
+    )
     recs = {r["task"]: r for r in got}
     assert recs["flaky"].get("gpu") is None and "error" not in recs["flaky"]
     assert recs["doomed"]["status"] == "error" and f"({ATTEMPTS} attempts)" in recs["doomed"]["error"]
-    assert "pid" in recs["fine"]   # the run went on after the task that kept killing its worker
+    assert "pid" in recs["fine"]  # the run went on after the task that kept killing its worker
 
 
-TIMED_SLOT = textwrap.dedent('''
+TIMED_SLOT = textwrap.dedent("""
     import json, os, sys, time
     for line in sys.stdin:
         job = json.loads(line)
@@ -77,7 +80,7 @@ TIMED_SLOT = textwrap.dedent('''
         time.sleep(job["time_s"])
         print(json.dumps({"task": job["task"]["key"], "held": [start, time.time()],
                           "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}), flush=True)
-''')
+""")
 
 
 def buildable_job(tmp: Path, key: str, **extra) -> dict:
@@ -89,7 +92,7 @@ def test_builds_of_queued_tasks_overlap_the_timing_and_no_task_is_timed_while_it
     script = tmp_path / "slot.py"
     script.write_text(TIMED_SLOT)
     jobs = [buildable_job(tmp_path, f"t{i}", build_s=0.3, time_s=0.6) for i in range(4)]
-    jobs.insert(2, job(tmp_path, "inline", time_s=0.2))   # a load_inline candidate: nothing to build
+    jobs.insert(2, job(tmp_path, "inline", time_s=0.2))  # a load_inline candidate: nothing to build
     got: dict[str, dict] = {}
     pool = LocalPool(["0"], tmp_path / "logs", command=[sys.executable, str(script)], builders=1, build_gpu="")
     pool.run_jobs(jobs, lambda j, rec: got.setdefault(rec["task"], rec))
@@ -103,7 +106,7 @@ def test_builds_of_queued_tasks_overlap_the_timing_and_no_task_is_timed_while_it
     assert all(a["gpu"] == "" and a["nice"] >= 10 for a in ahead.values())
     spans = sorted(r["held"] for r in got.values())
     for k, a in ahead.items():
-        assert got[k]["held"][0] >= a["end"]     # never timed while its build was running
+        assert got[k]["held"][0] >= a["end"]  # never timed while its build was running
         # built while the slot was timing another task
         assert any(r["held"][0] < a["end"] and a["start"] < r["held"][1] for o, r in got.items() if o != k)
     # One slot: its tasks ran one at a time.
@@ -117,6 +120,7 @@ def test_no_builds_ahead_when_a_slot_is_idle(tmp_path: Path):
     jobs = [buildable_job(tmp_path, f"t{i}", build_s=0.1, time_s=0.3) for i in range(2)]
     got: dict[str, dict] = {}
     LocalPool(["0", "1"], tmp_path / "logs", command=[sys.executable, str(script)], builders=1).run_jobs(
-        jobs, lambda j, rec: got.setdefault(rec["task"], rec))
+        jobs, lambda j, rec: got.setdefault(rec["task"], rec)
+    )
     # Two slots, two tasks: each slot took one straight away and built it itself.
     assert sorted(got) == ["t0", "t1"] and not any("compile_ahead" in r for r in got.values())

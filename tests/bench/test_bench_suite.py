@@ -27,8 +27,16 @@ def test_id_ranges():
 def test_kernelbench_checkout_as_it_is():
     suite = load_suite("kernelbench", SUITE)
     keys = [t.key for t in suite.tasks]
-    assert keys == ["level1/1_ReLU", "level1/2_ScaleShift", "level1/3_RowSum", "level1/4_Square",
-                    "level1/5_NoInputs", "level2/1_ReluScale", "level2/2_AddMul", "level2/3_TanhSum"]
+    assert keys == [
+        "level1/1_ReLU",
+        "level1/2_ScaleShift",
+        "level1/3_RowSum",
+        "level1/4_Square",
+        "level1/5_NoInputs",
+        "level2/1_ReluScale",
+        "level2/2_AddMul",
+        "level2/3_TanhSum",
+    ]
     # The task without get_inputs() is kept, with its error, so the run reports it and goes on.
     errors = {t.key: t.error for t in suite.tasks if t.error}
     assert list(errors) == ["level1/5_NoInputs"] and "get_inputs()" in errors["level1/5_NoInputs"]
@@ -87,8 +95,10 @@ def test_folder_and_jsonl_suites(tmp_path: Path):
     (tmp_path / "3_Add.py").write_text(TASK)
     (tmp_path / "helper.py").write_text("x = 1\n")
     suite = load_suite("folder", tmp_path)
-    assert [(t.key, t.level, t.error is None) for t in suite.tasks] == [("3_Add", None, True),
-                                                                       ("2_helper", None, False)]
+    assert [(t.key, t.level, t.error is None) for t in suite.tasks] == [
+        ("3_Add", None, True),
+        ("2_helper", None, False),
+    ]
     rows = [{"code": TASK, "name": "fused add"}, {"code": "class Model: pass\n", "level": 2, "problem_id": 9}]
     path = tmp_path / "ops.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
@@ -112,7 +122,7 @@ def test_solutions_both_layouts_matched_to_tasks():
     assert [s.level for s in samples_for(tasks["level2/1_ReluScale"], samples)] == [2, 2]
     assert samples_for(tasks["level2/2_AddMul"], samples) == []
     assert samples_sha256(relu) != samples_sha256(relu[:1])
-    (workdir,) = find_samples(SUITE / "workdirs")   # CUDA-Agent layout: level1/1_ReLU/
+    (workdir,) = find_samples(SUITE / "workdirs")  # CUDA-Agent layout: level1/1_ReLU/
     assert (workdir.level, workdir.problem_id, workdir.index, workdir.kind) == (1, 1, 0, "workdir")
     assert set(workdir.files()) == {"model_new.py", "kernels/relu.cpp"}
     assert samples_for(tasks["level1/1_ReLU"], [workdir]) == [workdir]
@@ -133,14 +143,14 @@ def test_results_survive_a_torn_line_and_resume_rules(tmp_path: Path):
     st = store.ResultStore(tmp_path)
     st.append({"task": "a", "task_sha256": "h", "solutions_sha256": None, "correct": True})
     with open(st.path, "a") as f:
-        f.write('{"task": "b", "corr')          # a kill in the middle of a write
+        f.write('{"task": "b", "corr')  # a kill in the middle of a write
     st.append({"task": "c", "task_sha256": "h", "solutions_sha256": None, "correct": False})
     done = st.load()
     assert sorted(done) == ["a", "c"]
     assert store.to_skip(done, "a", "h", None, rerun_failed=True)
     assert store.to_skip(done, "c", "h", None, rerun_failed=False)
     assert not store.to_skip(done, "c", "h", None, rerun_failed=True)
-    assert not store.to_skip(done, "a", "other", None, rerun_failed=False)   # the task changed
+    assert not store.to_skip(done, "a", "other", None, rerun_failed=False)  # the task changed
     assert not store.to_skip(done, "b", "h", None, rerun_failed=False)
 
 
@@ -161,12 +171,17 @@ def test_candidate_folder_is_rewritten_only_where_it_changed(tmp_path: Path):
     files = {"model_new.py": b"class ModelNew: pass\n", "kernels/a.cpp": b"// a\n"}
     materialize(folder, TASK, files)
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == [
-        "binding.cpp", "binding_registry.h", "kernels/a.cpp", "model.py", "model_new.py"]
+        "binding.cpp",
+        "binding_registry.h",
+        "kernels/a.cpp",
+        "model.py",
+        "model_new.py",
+    ]
     stamp = (folder / "kernels" / "a.cpp").stat().st_mtime_ns
     (folder / "kernels" / "left_over.cpp").write_text("// from an older candidate\n")
     (folder / "scratch").mkdir()
     materialize(folder, TASK, files)
     assert (folder / "kernels" / "a.cpp").stat().st_mtime_ns == stamp
     assert not (folder / "kernels" / "left_over.cpp").exists() and not (folder / "scratch").exists()
-    materialize(folder, TASK, {"model_new.py": b"x = 1\n"})   # a single-file candidate: no bindings
+    materialize(folder, TASK, {"model_new.py": b"x = 1\n"})  # a single-file candidate: no bindings
     assert sorted(p.name for p in folder.iterdir()) == ["model.py", "model_new.py"]

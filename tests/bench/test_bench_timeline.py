@@ -15,7 +15,7 @@ def test_busy_fraction_per_gpu_and_overall():
         {"gpu": "0", "held": [100, 104], "device_busy": [[101, 104]]},
         {"gpu": "0", "held": [104, 110], "device_busy": [[105, 107], [108, 110]]},
         {"gpu": "1", "held": [100, 105], "device_busy": [[100, 105]]},
-        {"gpu": None, "held": [100, 101], "device_busy": []},   # a task error: no round
+        {"gpu": None, "held": [100, 101], "device_busy": []},  # a task error: no round
     ]
     got = busy_fraction(records)
     # The run spans 100..110: GPU 0 is busy 3 + 2 + 2 = 7 s of 10, GPU 1 5 s of 10.

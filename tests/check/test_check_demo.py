@@ -25,8 +25,11 @@ FOLDER = "_cuda_agent/pooled_layer_norm"
 
 
 def _env(tmp: Path, cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CUDA_AGENT_", "GITHUB_")) and not k.endswith("_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CUDA_AGENT_", "GITHUB_")) and not k.endswith("_API_KEY")
+    }
     env.update(XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(cache))
     return env
 
@@ -36,9 +39,25 @@ def applied(tmp_path_factory: pytest.TempPathFactory, harness_cache_root: Path) 
     """One repository with the CPU demo applied, made once for this module."""
     tmp = tmp_path_factory.mktemp("check-demo")
     where = tmp / "demo"
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "demo", "--device", "cpu", "--dir", str(where),
-                           "--batch", "--json", "--yes"], env=_env(tmp, harness_cache_root),
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent_cli",
+            "demo",
+            "--device",
+            "cpu",
+            "--dir",
+            str(where),
+            "--batch",
+            "--json",
+            "--yes",
+        ],
+        env=_env(tmp, harness_cache_root),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["applied"] is True
     return where
@@ -54,8 +73,14 @@ def repo(applied: Path, tmp_path: Path) -> Path:
 def check(repo: Path, *args: str, cache: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     e = _env(repo.parent, cache)
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "cuda_agent_cli", "check", *args], cwd=repo, env=e,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "check", *args],
+        cwd=repo,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def check_json(repo: Path, *args: str, cache: Path) -> tuple[int, dict]:
@@ -77,6 +102,7 @@ def only(report: dict) -> dict:
 
 
 # ---------------------------------------------------------------- static statuses
+
 
 def test_fast_check_of_an_unchanged_repository_is_ok(repo: Path, harness_cache_root: Path):
     code, out = check_json(repo, "--fast", cache=harness_cache_root)
@@ -102,8 +128,11 @@ def test_editing_the_reference_makes_it_stale(repo: Path, harness_cache_root: Pa
 
 def test_a_new_signature_is_stale(repo: Path, harness_cache_root: Path):
     module = repo / "vit_head.py"
-    module.write_text(module.read_text().replace("def forward(self, x: torch.Tensor)",
-                                                 "def forward(self, x: torch.Tensor, scale: float = 1.0)"))
+    module.write_text(
+        module.read_text().replace(
+            "def forward(self, x: torch.Tensor)", "def forward(self, x: torch.Tensor, scale: float = 1.0)"
+        )
+    )
     code, out = check_json(repo, "--fast", cache=harness_cache_root)
     assert code == 1 and only(out)["status"] == "STALE"
     assert any(f["code"] == "signature-changed" for f in only(out)["findings"])
@@ -141,8 +170,22 @@ def test_a_recorded_architecture_that_differs_is_new_arch(repo: Path, harness_ca
 
 def test_a_version_1_manifest_is_read_and_staleness_still_found(repo: Path, harness_cache_root: Path):
     entry = load_manifest((repo / MANIFEST_PATH).read_text()).kernels[0]
-    v1 = {k: v for k, v in entry.items() if k not in ("module_file", "folder", "files", "reference_sha256",
-                                                      "signature", "arch", "cpu", "trials", "inputs_source")}
+    v1 = {
+        k: v
+        for k, v in entry.items()
+        if k
+        not in (
+            "module_file",
+            "folder",
+            "files",
+            "reference_sha256",
+            "signature",
+            "arch",
+            "cpu",
+            "trials",
+            "inputs_source",
+        )
+    }
     v1["reference_sha256"] = v1.pop("module_sha256")
     text = render_manifest([v1]).replace("version = 2\n", "")
     assert "version" not in tomllib.loads(text)
@@ -174,16 +217,18 @@ def test_files_and_changed_since_pick_the_kernels_checked(repo: Path, harness_ca
 
 
 def test_bad_input_is_one_line_and_exit_2(repo: Path, harness_cache_root: Path, tmp_path: Path):
-    for args, what in ((["--fast", "--update"], "--update records new measurements"),
-                       (["--fast", "--threshold", "lots"], "threshold must be"),
-                       (["--fast", str(tmp_path / "missing")], "no such file or directory"),
-                       (["--fast", "--junit", str(tmp_path)], "cannot write a file there")):
+    for args, what in (
+        (["--fast", "--update"], "--update records new measurements"),
+        (["--fast", "--threshold", "lots"], "threshold must be"),
+        (["--fast", str(tmp_path / "missing")], "no such file or directory"),
+        (["--fast", "--junit", str(tmp_path)], "cannot write a file there"),
+    ):
         proc = check(repo, *args, cache=harness_cache_root)
         assert proc.returncode == 2 and what in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
     (repo / "pyproject.toml").write_text("[tool.cuda-agent.check]\nthreshold = 2.0\n")
     proc = check(repo, "--fast", cache=harness_cache_root)
     assert proc.returncode == 2 and "[tool.cuda-agent.check]" in proc.stderr
-    (repo / "pyproject.toml").write_text("[tool.cuda-agent.check]\nthreshold = \"20%\"\n")
+    (repo / "pyproject.toml").write_text('[tool.cuda-agent.check]\nthreshold = "20%"\n')
     assert check_json(repo, "--fast", cache=harness_cache_root)[1]["threshold"] == pytest.approx(0.2)
     (repo / MANIFEST_PATH).write_text("[[kernel]\n")
     proc = check(repo, "--fast", cache=harness_cache_root)
@@ -192,13 +237,23 @@ def test_bad_input_is_one_line_and_exit_2(repo: Path, harness_cache_root: Path, 
 
 # ---------------------------------------------------------------- outputs
 
+
 def test_junit_sarif_and_github_outputs(repo: Path, harness_cache_root: Path, tmp_path: Path):
     jsonschema = pytest.importorskip("jsonschema")
     kernel = repo / FOLDER / "kernels" / "pooled_layer_norm.cpp"
     kernel.write_text(kernel.read_text() + "// edited\n")
     summary = tmp_path / "summary.md"
-    proc = check(repo, "--fast", "--github", "--junit", str(tmp_path / "junit.xml"), "--sarif",
-                 str(tmp_path / "out.sarif"), cache=harness_cache_root, env={"GITHUB_STEP_SUMMARY": str(summary)})
+    proc = check(
+        repo,
+        "--fast",
+        "--github",
+        "--junit",
+        str(tmp_path / "junit.xml"),
+        "--sarif",
+        str(tmp_path / "out.sarif"),
+        cache=harness_cache_root,
+        env={"GITHUB_STEP_SUMMARY": str(summary)},
+    )
     assert proc.returncode == 1
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite.get("tests") == "1" and suite.get("failures") == "1"
@@ -209,7 +264,10 @@ def test_junit_sarif_and_github_outputs(repo: Path, harness_cache_root: Path, tm
     jsonschema.validate(doc, schema)
     result = doc["runs"][0]["results"][0]
     assert result["ruleId"] == "BROKEN" and result["level"] == "error"
-    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == f"{FOLDER}/kernels/pooled_layer_norm.cpp"
+    assert (
+        result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        == f"{FOLDER}/kernels/pooled_layer_norm.cpp"
+    )
     errors = [ln for ln in proc.stdout.splitlines() if ln.startswith("::error ")]
     assert len(errors) == 1 and f"file={FOLDER}/kernels/pooled_layer_norm.cpp,line=1," in errors[0]
     assert "| BROKEN | `vit_head.py::PooledLayerNorm` |" in summary.read_text()
@@ -226,6 +284,7 @@ def test_github_annotations_are_capped_at_ten(repo: Path, harness_cache_root: Pa
 
 
 # ---------------------------------------------------------------- CUDA kernels on this machine
+
 
 def test_a_cuda_kernel_here_is_not_measured(tmp_path: Path, harness_cache_root: Path):
     """The CUDA demo kernel integrated by the write-back code, as a GPU session would: this
@@ -245,29 +304,44 @@ def test_a_cuda_kernel_here_is_not_measured(tmp_path: Path, harness_cache_root: 
     init_repo(root, "start")
     task = resolve_task(f"{demo.EXAMPLE}::{demo.CLASS}", root)
     here = demo.demo_dir()
-    files = {"model_new.py": (here / "model_new.py").read_text(),
-             **{f"kernels/{n}": (here / "cuda" / n).read_text() for n in demo.KERNELS["cuda"]}}
-    best = {"correct": True, "reward": 3, "environment": {"gpu": "NVIDIA H200", "torch": "2.13.0+cu128", "cuda": "12.8"},
-            "timings": {"eager_us": 1510.0, "compile_us": 1020.0, "candidate_us": 640.0, "speedup_vs_eager": 2.36,
-                        "speedup_vs_compile": 1.59, "method": "cuda events", "trials": 100}}
-    plan = plan_for_session(task, files, None, "cuda", "strict", HarnessResult.from_json(best), "20260101-000000-abcdef")
+    files = {
+        "model_new.py": (here / "model_new.py").read_text(),
+        **{f"kernels/{n}": (here / "cuda" / n).read_text() for n in demo.KERNELS["cuda"]},
+    }
+    best = {
+        "correct": True,
+        "reward": 3,
+        "environment": {"gpu": "NVIDIA H200", "torch": "2.13.0+cu128", "cuda": "12.8"},
+        "timings": {
+            "eager_us": 1510.0,
+            "compile_us": 1020.0,
+            "candidate_us": 640.0,
+            "speedup_vs_eager": 2.36,
+            "speedup_vs_compile": 1.59,
+            "method": "cuda events",
+            "trials": 100,
+        },
+    }
+    plan = plan_for_session(
+        task, files, None, "cuda", "strict", HarnessResult.from_json(best), "20260101-000000-abcdef"
+    )
     apply_plan(plan, commit=True, allow_dirty=False)
     code, out = check_json(root, "--fast", cache=harness_cache_root)
     k = only(out)
     assert code == 0 and k["status"] == "NOT-MEASURED" and k["device"] == "cuda"
     assert re.search(r"no CUDA GPU here|has no CUDA support", k["message"])
     assert check(root, "--fast", "--strict", cache=harness_cache_root).returncode == 1
-    code, out = check_json(root, cache=harness_cache_root)                    # full mode
+    code, out = check_json(root, cache=harness_cache_root)  # full mode
     assert code == 0 and only(out)["status"] == "NOT-MEASURED" and only(out)["measured"] is None
 
 
 # ---------------------------------------------------------------- full mode
 
+
 def test_full_check_measures_and_finds_a_regression(repo: Path, harness_cache_root: Path, tmp_path: Path):
     # A record far above what this kernel can reach on any CPU; the torch.compile record is set
     # below 1.0 so that a busy machine's noise there cannot decide the status instead.
-    edit_manifest(repo, speedup_vs_eager=1000.0, speedup_vs_eager_interval=[990.0, 1010.0],
-                  speedup_vs_compile=0.5)
+    edit_manifest(repo, speedup_vs_eager=1000.0, speedup_vs_eager_interval=[990.0, 1010.0], speedup_vs_compile=0.5)
     code, out = check_json(repo, "--junit", str(tmp_path / "junit.xml"), cache=harness_cache_root)
     k = only(out)
     assert code == 1 and k["status"] == "REGRESSED", k
@@ -288,7 +362,7 @@ def test_full_check_measures_and_finds_a_regression(repo: Path, harness_cache_ro
 
 # ---------------------------------------------------------------- build and the loader
 
-FIRST_CALL = textwrap.dedent('''
+FIRST_CALL = textwrap.dedent("""
     import sys, time, warnings
     warnings.simplefilter("always")
     import torch
@@ -302,17 +376,23 @@ FIRST_CALL = textwrap.dedent('''
         seconds = time.perf_counter() - start
         same = torch.allclose(y, original(m, x), atol=1e-4, rtol=1e-4)
     print(f"used={'_cuda_agent_new' in m.__dict__} same={same} seconds={seconds:.3f}")
-''')
+""")
 
 
 def _first_call(repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", FIRST_CALL], cwd=repo, env={**env, "PYTHONPATH": str(repo)},
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-c", FIRST_CALL],
+        cwd=repo,
+        env={**env, "PYTHONPATH": str(repo)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_no_compiler_at_run_time_falls_back_with_one_warning(repo: Path, tmp_path: Path):
     env = _env(tmp_path, tmp_path / "empty-cache")
-    env["PATH"] = str(tmp_path / "no-tools")          # no c++ here, and nothing built yet
+    env["PATH"] = str(tmp_path / "no-tools")  # no c++ here, and nothing built yet
     run = _first_call(repo, env)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "used=False same=True" in run.stdout
@@ -323,13 +403,23 @@ def test_no_compiler_at_run_time_falls_back_with_one_warning(repo: Path, tmp_pat
 def test_build_ahead_of_time_then_the_first_call_needs_no_compiler(repo: Path, tmp_path: Path):
     cache = tmp_path / "kernels"
     env = _env(tmp_path, tmp_path / "cache")
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "build", str(repo), "--cache-dir", str(cache),
-                           "--json"], env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "build", str(repo), "--cache-dir", str(cache), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     built = json.loads(proc.stdout)["kernels"][0]
     assert built["ok"] and built["built"] and Path(built["library"]).is_file()
-    again = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "build", str(repo), "--cache-dir", str(cache)],
-                           env=env, capture_output=True, text=True, timeout=600)
+    again = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "build", str(repo), "--cache-dir", str(cache)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert again.returncode == 0 and "already built" in again.stderr
     run_env = {**env, "CUDA_AGENT_KERNEL_CACHE": str(cache), "PATH": str(tmp_path / "no-tools")}
     run = _first_call(repo, run_env)
@@ -349,12 +439,18 @@ def test_the_loader_says_once_what_it_builds_and_how_long_it_took(repo: Path, tm
 
 
 def test_build_refuses_a_folder_without_kernels(tmp_path: Path):
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "build", str(tmp_path)],
-                          env=_env(tmp_path, tmp_path / "c"), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "build", str(tmp_path)],
+        env=_env(tmp_path, tmp_path / "c"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "no integrated kernels to build" in proc.stderr
 
 
 # ---------------------------------------------------------------- pre-commit
+
 
 def test_pre_commit_hook_runs_the_fast_check_on_changed_files(repo: Path, harness_cache_root: Path, tmp_path: Path):
     pytest.importorskip("pre_commit")
@@ -362,12 +458,20 @@ def test_pre_commit_hook_runs_the_fast_check_on_changed_files(repo: Path, harnes
     if not (project / ".git").exists():
         pytest.skip("the hook repository must be a git checkout for pre-commit try-repo")
     env = _env(tmp_path, harness_cache_root)
-    env.update(PRE_COMMIT_HOME=str(tmp_path / "pre-commit"),
-               PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""))
+    env.update(
+        PRE_COMMIT_HOME=str(tmp_path / "pre-commit"),
+        PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
+    )
 
     def hook(*files: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "pre_commit", "try-repo", str(project), "cuda-agent-check",
-                               "--files", *files], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "pre_commit", "try-repo", str(project), "cuda-agent-check", "--files", *files],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     ok = hook("vit_head.py")
     assert ok.returncode == 0, ok.stdout + ok.stderr

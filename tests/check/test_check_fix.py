@@ -25,24 +25,48 @@ REPLAY = f"replay:{replay_path('cpu')}"
 
 
 def _env(tmp: Path, cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CUDA_AGENT_", "GITHUB_")) and not k.endswith("_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CUDA_AGENT_", "GITHUB_")) and not k.endswith("_API_KEY")
+    }
     env.update(XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(cache))
     return env
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root,
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 @pytest.fixture(scope="module")
 def applied(tmp_path_factory: pytest.TempPathFactory, harness_cache_root: Path) -> Path:
     tmp = tmp_path_factory.mktemp("fix-demo")
     where = tmp / "demo"
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "demo", "--device", "cpu", "--dir", str(where),
-                           "--batch", "--json", "--yes"], env=_env(tmp, harness_cache_root),
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent_cli",
+            "demo",
+            "--device",
+            "cpu",
+            "--dir",
+            str(where),
+            "--batch",
+            "--json",
+            "--yes",
+        ],
+        env=_env(tmp, harness_cache_root),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return where
 
@@ -55,16 +79,29 @@ def repo(applied: Path, tmp_path: Path) -> Path:
 
 
 def check(repo: Path, *args: str, cache: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cuda_agent_cli", "check", *args], cwd=repo,
-                          env=_env(repo.parent, cache), capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "check", *args],
+        cwd=repo,
+        env=_env(repo.parent, cache),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def state(repo: Path) -> tuple[str, str, str, dict[str, bytes]]:
     """Current branch, HEAD, `git status`, and every file's bytes outside .git."""
-    files = {p.relative_to(repo).as_posix(): p.read_bytes() for p in sorted(repo.rglob("*"))
-             if p.is_file() and ".git" not in p.relative_to(repo).parts}
-    return (git(repo, "branch", "--show-current"), git(repo, "rev-parse", "HEAD"),
-            git(repo, "status", "--porcelain", "--untracked-files=all"), files)
+    files = {
+        p.relative_to(repo).as_posix(): p.read_bytes()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(repo).parts
+    }
+    return (
+        git(repo, "branch", "--show-current"),
+        git(repo, "rev-parse", "HEAD"),
+        git(repo, "status", "--porcelain", "--untracked-files=all"),
+        files,
+    )
 
 
 def sessions(repo: Path) -> list[str]:
@@ -78,8 +115,19 @@ def test_a_broken_kernel_is_fixed_on_a_new_branch(repo: Path, harness_cache_root
     git(repo, "commit", "-qam", "a bad edit of the kernel")
     before = state(repo)
     summary = tmp_path / "fix.md"
-    proc = check(repo, "--fast", "--fix", "--model", REPLAY, "--max-turns", "20", "--summary", str(summary),
-                 "--json", cache=harness_cache_root)
+    proc = check(
+        repo,
+        "--fast",
+        "--fix",
+        "--model",
+        REPLAY,
+        "--max-turns",
+        "20",
+        "--summary",
+        str(summary),
+        "--json",
+        cache=harness_cache_root,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["kernels"][0]["status"] == "BROKEN"
@@ -95,7 +143,7 @@ def test_a_broken_kernel_is_fixed_on_a_new_branch(repo: Path, harness_cache_root
     assert KERNEL in touched and MANIFEST_PATH in touched
     assert all(p == MANIFEST_PATH or p.startswith(FOLDER + "/") for p in touched), touched
     assert "#include_not" not in git(repo, "show", f"{branch}:{KERNEL}")
-    assert not git(repo, "worktree", "list").strip().count("\n")   # the scratch worktree is gone
+    assert not git(repo, "worktree", "list").strip().count("\n")  # the scratch worktree is gone
     # The branch passes the check.
     checkout = tmp_path / "branch"
     git(repo, "worktree", "add", "-q", str(checkout), branch)
@@ -104,7 +152,7 @@ def test_a_broken_kernel_is_fixed_on_a_new_branch(repo: Path, harness_cache_root
     text = summary.read_text()
     assert f"`{TARGET}` | BROKEN | fixed |" in text and f"`{branch}`" in text
     assert "rewritten (kernels/pooled_layer_norm.cpp changed)" in text
-    assert "x [" in text                                         # speedups with their intervals
+    assert "x [" in text  # speedups with their intervals
     assert branch in proc.stderr or branch in proc.stdout
 
 
@@ -116,8 +164,18 @@ def test_a_stale_kernel_in_a_dirty_tree_is_fixed_as_a_patch(repo: Path, harness_
     before = state(repo)
     patches = tmp_path / "patches"
     summary = tmp_path / "fix.md"
-    proc = check(repo, "--fast", "--fix", "--model", REPLAY, "--patch", str(patches), "--summary", str(summary),
-                 cache=harness_cache_root)
+    proc = check(
+        repo,
+        "--fast",
+        "--fix",
+        "--model",
+        REPLAY,
+        "--patch",
+        str(patches),
+        "--summary",
+        str(summary),
+        cache=harness_cache_root,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert state(repo) == before
     assert git(repo, "branch", "--list", "cuda-agent/check-fix-*").strip() == ""
@@ -132,8 +190,9 @@ def test_a_stale_kernel_in_a_dirty_tree_is_fixed_as_a_patch(repo: Path, harness_
     assert ok.returncode == 0 and json.loads(ok.stdout)["kernels"][0]["status"] == "OK", ok.stdout
 
 
-def test_a_kernel_the_session_cannot_fix_is_reported_and_nothing_is_written(repo: Path, harness_cache_root: Path,
-                                                                          tmp_path: Path):
+def test_a_kernel_the_session_cannot_fix_is_reported_and_nothing_is_written(
+    repo: Path, harness_cache_root: Path, tmp_path: Path
+):
     kernel = repo / KERNEL
     kernel.write_text(kernel.read_text() + "// edited by hand\n")
     git(repo, "commit", "-qam", "hand edit")
@@ -141,8 +200,17 @@ def test_a_kernel_the_session_cannot_fix_is_reported_and_nothing_is_written(repo
     give_up.write_text(json.dumps({"content": "I cannot improve on this.", "tool_calls": []}) + "\n")
     before = state(repo)
     summary = tmp_path / "fix.md"
-    proc = check(repo, "--fast", "--fix", "--model", f"replay:{give_up}", "--summary", str(summary), "--json",
-                 cache=harness_cache_root)
+    proc = check(
+        repo,
+        "--fast",
+        "--fix",
+        "--model",
+        f"replay:{give_up}",
+        "--summary",
+        str(summary),
+        "--json",
+        cache=harness_cache_root,
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     fix = json.loads(proc.stdout)["fix"]
     assert fix["branch"] is None and fix["patch"] is None and fix["kernels"][0]["fixed"] is False
@@ -152,8 +220,7 @@ def test_a_kernel_the_session_cannot_fix_is_reported_and_nothing_is_written(repo
     assert "no correct kernel in the session" in summary.read_text()
 
 
-def test_bad_input_is_one_line_and_exit_2_before_anything_runs(repo: Path, harness_cache_root: Path,
-                                                              tmp_path: Path):
+def test_bad_input_is_one_line_and_exit_2_before_anything_runs(repo: Path, harness_cache_root: Path, tmp_path: Path):
     full = tmp_path / "full"
     full.mkdir()
     (full / "old.patch").write_text("keep me\n")

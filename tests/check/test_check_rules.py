@@ -24,6 +24,7 @@ from cuda_agent_cli.writeback.manifest import MANIFEST_VERSION, load_manifest, r
 
 # ---------------------------------------------------------------- the regression rule
 
+
 def test_a_drop_beyond_the_threshold_with_separate_intervals_is_a_regression():
     c = compare(2.0, [1.95, 2.05], 1.6, [1.55, 1.65])
     assert c.verdict == "regressed" and c.significant and round(c.change, 2) == -0.20
@@ -40,20 +41,20 @@ def test_overlapping_intervals_are_not_significant_even_past_the_threshold():
 
 
 def test_the_threshold_can_be_raised():
-    assert compare(2.0, None, 1.8, None).verdict == "regressed"          # -10% > 5%
+    assert compare(2.0, None, 1.8, None).verdict == "regressed"  # -10% > 5%
     assert compare(2.0, None, 1.8, None, threshold=0.15).verdict == "same"
     assert "threshold only" in compare(2.0, None, 1.8, None).detail
 
 
 def test_more_than_ten_percent_faster_is_improved():
     assert compare(2.0, [1.98, 2.02], 2.3, [2.28, 2.32]).verdict == "improved"
-    assert compare(2.0, [1.98, 2.02], 2.1, [2.08, 2.12]).verdict == "same"   # +5%
+    assert compare(2.0, [1.98, 2.02], 2.1, [2.08, 2.12]).verdict == "same"  # +5%
 
 
 def test_slower_than_compile_only_when_the_record_was_not():
     assert slower_than_compile([0.8, 0.9], 0.85, 1.3, [1.25, 1.35])
-    assert not slower_than_compile([0.9, 1.05], 0.97, 1.3, None)           # interval reaches 1.0
-    assert not slower_than_compile([0.8, 0.9], 0.85, 0.9, None)            # applied while slower
+    assert not slower_than_compile([0.9, 1.05], 0.97, 1.3, None)  # interval reaches 1.0
+    assert not slower_than_compile([0.8, 0.9], 0.85, 0.9, None)  # applied while slower
 
 
 def test_one_status_per_kernel_and_the_exit_codes():
@@ -93,8 +94,9 @@ class Block(torch.nn.Module):
 
 def test_fingerprint_ignores_comments_formatting_and_docstrings_but_not_code():
     base = class_fingerprint(MODULE, "Block")
-    cosmetic = MODULE.replace('"""A block."""', '"""Another text."""').replace("return x * self.w",
-                                                                            "return (x   *   self.w)  # same")
+    cosmetic = MODULE.replace('"""A block."""', '"""Another text."""').replace(
+        "return x * self.w", "return (x   *   self.w)  # same"
+    )
     assert class_fingerprint(cosmetic, "Block").sha256 == base.sha256
     assert class_fingerprint(MODULE.replace("x * self.w", "x + self.w"), "Block").sha256 != base.sha256
     changed = class_fingerprint(MODULE.replace("def forward(self, x)", "def forward(self, x, y=None)"), "Block")
@@ -103,8 +105,13 @@ def test_fingerprint_ignores_comments_formatting_and_docstrings_but_not_code():
 
 
 def test_the_module_before_the_patch_is_recovered_for_version_1_records():
-    v = Verified(device="cpu", call=parse_inputs_spec("x=float32[4,8]; init: 8"), forward_params=("x",),
-                 parameters=(("w", "float32", (8,)),), training_sensitive=False)
+    v = Verified(
+        device="cpu",
+        call=parse_inputs_spec("x=float32[4,8]; init: 8"),
+        forward_params=("x",),
+        parameters=(("w", "float32", (8,)),),
+        training_sensitive=False,
+    )
     for original in (MODULE, MODULE + "\n\ndef helper():\n    return 1\n", MODULE + "def helper():\n    return 1\n"):
         end = len(MODULE.splitlines())
         patched = patch_module(original, "Block", "block", end, v)
@@ -115,7 +122,7 @@ def test_the_module_before_the_patch_is_recovered_for_version_1_records():
 
 # ---------------------------------------------------------------- manifest format
 
-V1 = '''# an old manifest
+V1 = """# an old manifest
 
 [[kernel]]
 target = "pkg/blocks.py::FancyBlock"
@@ -128,7 +135,7 @@ gpu = ""
 speedup_vs_eager = 1.5
 input_spec = "{\\"source\\":\\"get_inputs\\",\\"args\\":[],\\"init\\":[]}"
 future_key = "kept"
-'''
+"""
 
 
 def test_version_1_is_migrated_on_reading():
@@ -141,8 +148,12 @@ def test_version_1_is_migrated_on_reading():
 
 
 def test_version_2_round_trips_with_file_hashes_as_a_table():
-    entry = {"target": "a.py::A", "folder": "_cuda_agent/a", "speedup_vs_eager_interval": [1.4, 1.6],
-             "files": {"kernels/a.cu": "1" * 64, "model_new.py": "2" * 64}}
+    entry = {
+        "target": "a.py::A",
+        "folder": "_cuda_agent/a",
+        "speedup_vs_eager_interval": [1.4, 1.6],
+        "files": {"kernels/a.cu": "1" * 64, "model_new.py": "2" * 64},
+    }
     text = render_manifest([entry])
     data = tomllib.loads(text)
     assert data["version"] == MANIFEST_VERSION and data["kernel"][0]["files"]["kernels/a.cu"] == "1" * 64
@@ -151,13 +162,16 @@ def test_version_2_round_trips_with_file_hashes_as_a_table():
     assert load_manifest(again).kernels[0]["speedup_vs_eager_interval"] == [2.0, 2.2]
 
 
-@pytest.mark.parametrize("text,what", [
-    ("version = 3\n", "newer than this cuda-agent reads"),
-    ("version = 'two'\n", "must be a positive integer"),
-    ("[[kernel]]\ndevice = 'cpu'\n", "has no `target`"),
-    ("kernel = 1\n", "array of tables"),
-    ("[[kernel]\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text,what",
+    [
+        ("version = 3\n", "newer than this cuda-agent reads"),
+        ("version = 'two'\n", "must be a positive integer"),
+        ("[[kernel]]\ndevice = 'cpu'\n", "has no `target`"),
+        ("kernel = 1\n", "array of tables"),
+        ("[[kernel]\n", "not valid TOML"),
+    ],
+)
 def test_a_manifest_this_version_cannot_read_is_bad_input(text, what):
     with pytest.raises(BadInput) as info:
         load_manifest(text)
@@ -176,8 +190,9 @@ def test_which_kernels_a_set_of_files_touches():
 from cuda_agent_cli.check.static import environment_findings  # noqa: E402
 from cuda_agent_cli.machine import Gpu, Machine, cuda_major, torch_release  # noqa: E402
 
-H200 = Machine(torch="2.13.0+cu128", cuda="12.8", cpu_arch="x86_64", cpu_name="cpu",
-               gpus=(Gpu("NVIDIA H200", "sm_90"),))
+H200 = Machine(
+    torch="2.13.0+cu128", cuda="12.8", cpu_arch="x86_64", cpu_name="cpu", gpus=(Gpu("NVIDIA H200", "sm_90"),)
+)
 CUDA_ENTRY = {"device": "cuda", "arch": "sm_90", "gpu": "NVIDIA H200", "torch": "2.13.1+cu128", "cuda": "12.8"}
 
 
@@ -190,11 +205,18 @@ def test_the_same_gpu_and_versions_give_no_finding():
     assert environment_findings(CUDA_ENTRY, H200) == []
 
 
-@pytest.mark.parametrize("changes,status,words", [
-    ({"arch": "sm_80", "gpu": "NVIDIA A100"}, Status.NEW_ARCH, "verified on sm_80 (NVIDIA A100), this machine has sm_90"),
-    ({"torch": "2.12.0+cu128"}, Status.NEW_ARCH, "torch 2.12.0+cu128"),
-    ({"cuda": "13.0"}, Status.NEW_ARCH, "CUDA 13.0"),
-])
+@pytest.mark.parametrize(
+    "changes,status,words",
+    [
+        (
+            {"arch": "sm_80", "gpu": "NVIDIA A100"},
+            Status.NEW_ARCH,
+            "verified on sm_80 (NVIDIA A100), this machine has sm_90",
+        ),
+        ({"torch": "2.12.0+cu128"}, Status.NEW_ARCH, "torch 2.12.0+cu128"),
+        ({"cuda": "13.0"}, Status.NEW_ARCH, "CUDA 13.0"),
+    ],
+)
 def test_another_architecture_or_version_is_new_arch(changes, status, words):
     found = environment_findings({**CUDA_ENTRY, **changes}, H200)
     assert [f.status for f in found] == [status] and words in found[0].message
@@ -216,12 +238,13 @@ def test_the_full_check_without_torch_is_an_environment_error(tmp_path, monkeypa
     (tmp_path / ".git").mkdir()
     (tmp_path / ".cuda-agent").mkdir()
     (tmp_path / ".cuda-agent" / "kernels.toml").write_text(render_manifest([{"target": "a.py::A", "device": "cpu"}]))
-    monkeypatch.setattr(machine, "this_machine",
-                        lambda: Machine(torch=None, cuda=None, cpu_arch="x86_64", cpu_name="cpu", gpus=()))
+    monkeypatch.setattr(
+        machine, "this_machine", lambda: Machine(torch=None, cuda=None, cpu_arch="x86_64", cpu_name="cpu", gpus=())
+    )
     with pytest.raises(EnvironmentMissing):
         run_check(CheckRequest(cwd=tmp_path))
     fast = run_check(CheckRequest(cwd=tmp_path, fast=True))
-    assert fast.kernels[0].status == Status.BROKEN and fast.exit_code == 1   # no module_file recorded
+    assert fast.kernels[0].status == Status.BROKEN and fast.exit_code == 1  # no module_file recorded
 
 
 def test_a_machine_whose_gpus_cannot_be_listed_is_not_called_gpu_less():

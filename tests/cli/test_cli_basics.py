@@ -12,11 +12,16 @@ import pytest
 from cuda_agent_cli import __version__
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, drop: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k not in drop}
     return subprocess.run(
         [sys.executable, "-m", "cuda_agent_cli", *args],
-        capture_output=True, text=True, env={**full, **(env or {})}, timeout=120,
+        capture_output=True,
+        text=True,
+        env={**full, **(env or {})},
+        timeout=120,
     )
 
 
@@ -86,6 +91,14 @@ def test_doctor_reports_replay_model(tmp_path) -> None:
 
 
 def test_doctor_needs_no_api_key_for_a_local_server() -> None:
-    out = run_cli("doctor", "--device", "cpu", "--model", "openai/llama", "--api-base", "http://127.0.0.1:9/v1",
-                  drop=("OPENAI_API_KEY",))
+    out = run_cli(
+        "doctor",
+        "--device",
+        "cpu",
+        "--model",
+        "openai/llama",
+        "--api-base",
+        "http://127.0.0.1:9/v1",
+        drop=("OPENAI_API_KEY",),
+    )
     assert "not needed for the server at http://127.0.0.1:9/v1" in out.stdout

@@ -91,8 +91,9 @@ def test_unrelated_environment_variables_are_ignored(tmp_path: Path) -> None:
     assert cfg.model is None
 
 
-def test_origin_names_the_place_a_setting_came_from(layers: tuple[Path, dict[str, str]],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_origin_names_the_place_a_setting_came_from(
+    layers: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     cwd, env = layers
     monkeypatch.chdir(cwd.parent)  # the repository root, where a user runs the command
     cfg = load_config({"timeout": 60}, cwd=cwd, env={**env, "CUDA_AGENT_MAX_COST": "2"})

@@ -23,10 +23,26 @@ SMI = """0, GPU-aaaa1111-0000-0000-0000-000000000000, 00000000:1B:00.0, NVIDIA H
 """
 # The driver's minors need not follow the bus order.
 MINORS = {"0000:1b:00.0": 2, "0000:43:00.0": 0, "0000:52:00.0": 3, "0000:61:00.0": 1}
-NODES = ["/dev/nvidia-caps", "/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0",
-         "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3", "/dev/nvidiactl", "/dev/dri"]
-SHARED = ["/dev/nvidia-caps", "/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidiactl",
-          "/dev/dri"]
+NODES = [
+    "/dev/nvidia-caps",
+    "/dev/nvidia-modeset",
+    "/dev/nvidia-uvm",
+    "/dev/nvidia-uvm-tools",
+    "/dev/nvidia0",
+    "/dev/nvidia1",
+    "/dev/nvidia2",
+    "/dev/nvidia3",
+    "/dev/nvidiactl",
+    "/dev/dri",
+]
+SHARED = [
+    "/dev/nvidia-caps",
+    "/dev/nvidia-modeset",
+    "/dev/nvidia-uvm",
+    "/dev/nvidia-uvm-tools",
+    "/dev/nvidiactl",
+    "/dev/dri",
+]
 INFO = """Model: \t\t NVIDIA H200
 IRQ:   \t\t 62
 GPU UUID: \t GPU-bbbb2222-0000-0000-0000-000000000000
@@ -56,24 +72,36 @@ def test_the_driver_files_and_nvidia_smi_give_each_index_its_minor():
     assert [(g.index, g.minor) for g in gpus()] == [("0", 2), ("1", 0), ("2", 3), ("3", 1)]
 
 
-@pytest.mark.parametrize("visible, minors", [
-    ("0", {2}), ("3", {1}), ("1,2", {0, 3}), ("GPU-cccc3333", {3}),
-    ("2,7,0", {3}),        # CUDA stops at the first entry that names no GPU
-    ("-1", set()), ("", set()),
-])
+@pytest.mark.parametrize(
+    "visible, minors",
+    [
+        ("0", {2}),
+        ("3", {1}),
+        ("1,2", {0, 3}),
+        ("GPU-cccc3333", {3}),
+        ("2,7,0", {3}),  # CUDA stops at the first entry that names no GPU
+        ("-1", set()),
+        ("", set()),
+    ],
+)
 def test_visible_devices_select_their_minors(visible, minors):
     assert visible_minors(visible, gpus(), pci_order=False) == minors
 
 
 def test_what_cannot_be_told_for_certain_keeps_every_gpu():
-    mixed = parse_smi(SMI.replace("1, GPU-bbbb2222-0000-0000-0000-000000000000, 00000000:43:00.0, NVIDIA H200",
-                                  "1, GPU-bbbb2222-0000-0000-0000-000000000000, 00000000:43:00.0, NVIDIA L4"), MINORS)
+    mixed = parse_smi(
+        SMI.replace(
+            "1, GPU-bbbb2222-0000-0000-0000-000000000000, 00000000:43:00.0, NVIDIA H200",
+            "1, GPU-bbbb2222-0000-0000-0000-000000000000, 00000000:43:00.0, NVIDIA L4",
+        ),
+        MINORS,
+    )
     # Mixed models: CUDA's default order is fastest first, not nvidia-smi's bus order...
     assert visible_minors("1", mixed, pci_order=False) is None
-    assert visible_minors("1", mixed, pci_order=True) == {0}   # ...unless CUDA_DEVICE_ORDER=PCI_BUS_ID
+    assert visible_minors("1", mixed, pci_order=True) == {0}  # ...unless CUDA_DEVICE_ORDER=PCI_BUS_ID
     assert visible_minors("MIG-1234", gpus(), pci_order=True) is None
-    assert visible_minors("GPU-", gpus(), pci_order=True) is None       # matches four GPUs
-    assert visible_minors("0", parse_smi(SMI, {}), pci_order=True) is None   # no /proc entries
+    assert visible_minors("GPU-", gpus(), pci_order=True) is None  # matches four GPUs
+    assert visible_minors("0", parse_smi(SMI, {}), pci_order=True) is None  # no /proc entries
     assert select_nodes(NODES, None) == NODES
 
 
@@ -93,7 +121,7 @@ def test_read_gpus_from_the_driver_files(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     assert [(g.index, g.minor) for g in read_gpus(proc)] == [("0", 2), ("1", 0), ("2", 3), ("3", 1)]
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert read_gpus(proc) == []   # no driver tools: nothing known, so nothing is filtered
+    assert read_gpus(proc) == []  # no driver tools: nothing known, so nothing is filtered
 
 
 def test_the_sandbox_binds_only_the_slot_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -116,6 +144,6 @@ def test_the_sandbox_binds_only_the_slot_gpu(tmp_path: Path, monkeypatch: pytest
     nodes, visible = bound({"CUDA_VISIBLE_DEVICES": "3,0"})
     assert nodes == SHARED[:4] + ["/dev/nvidia1", "/dev/nvidia2"] + SHARED[4:]
     assert visible == "GPU-dddd4444-0000-0000-0000-000000000000,GPU-aaaa1111-0000-0000-0000-000000000000"
-    assert bound({}) == (NODES, None)                     # no selection: every GPU, as before
-    assert bound({"CUDA_VISIBLE_DEVICES": ""})[0] == ["/dev/dri"]   # no GPU: no NVIDIA node at all
-    assert bound({"CUDA_VISIBLE_DEVICES": "MIG-1"}) == (NODES, "MIG-1")   # kept as it is
+    assert bound({}) == (NODES, None)  # no selection: every GPU, as before
+    assert bound({"CUDA_VISIBLE_DEVICES": ""})[0] == ["/dev/dri"]  # no GPU: no NVIDIA node at all
+    assert bound({"CUDA_VISIBLE_DEVICES": "MIG-1"}) == (NODES, "MIG-1")  # kept as it is

@@ -19,7 +19,10 @@ def test_a_new_patch_file_in_the_current_folder_is_fine(tmp_path: Path, monkeypa
 
 def test_a_folder_under_a_file_cannot_be_made(tmp_path: Path):
     (tmp_path / "f").write_text("")
-    assert preflight.cannot_create(tmp_path / "f" / "a" / "b") == f"{tmp_path / 'f'} is a file, so {tmp_path / 'f' / 'a' / 'b'} cannot be made"
+    assert (
+        preflight.cannot_create(tmp_path / "f" / "a" / "b")
+        == f"{tmp_path / 'f'} is a file, so {tmp_path / 'f' / 'a' / 'b'} cannot be made"
+    )
     assert preflight.cannot_create(tmp_path / "f") == f"{tmp_path / 'f'} is a file, not a folder"
     assert preflight.cannot_create(tmp_path / "new" / "deeper") is None
     assert not (tmp_path / "new").exists()

@@ -14,8 +14,10 @@ from cuda_agent_cli.workspace import (
     pair_workspace,
 )
 
-REF = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n" \
-      "def get_inputs():\n    return [torch.randn(4)]\n"
+REF = (
+    "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+    "def get_inputs():\n    return [torch.randn(4)]\n"
+)
 
 
 def test_create_workspace_lays_out_workspace_store_and_build(tmp_path: Path) -> None:
@@ -42,8 +44,11 @@ def test_lock_violations_name_modified_removed_and_linked_files(tmp_path: Path) 
     (ws.root / "binding_registry.h").unlink()
     (ws.root / "binding_registry.h").symlink_to(ws.store / "binding_registry.h")
     problems = open_workspace(tmp_path / "s").lock_violations()
-    assert problems == ["binding.cpp was removed", "binding_registry.h was replaced by a symbolic link",
-                        "model.py was modified"]
+    assert problems == [
+        "binding.cpp was removed",
+        "binding_registry.h was replaced by a symbolic link",
+        "model.py was modified",
+    ]
 
 
 def test_create_workspace_refuses_an_existing_session(tmp_path: Path) -> None:
@@ -66,11 +71,14 @@ def test_external_directories_build_outside_themselves(tmp_path: Path, harness_c
     assert pair_workspace(kb / "model.py", kb / "model_new.py").kind == "workdir"
 
 
-@pytest.mark.parametrize("layout, message", [
-    ({}, "does not exist"),
-    ({"model.py": REF}, "has no model_new.py"),
-    ({"model_new.py": ""}, "has no model.py"),
-])
+@pytest.mark.parametrize(
+    "layout, message",
+    [
+        ({}, "does not exist"),
+        ({"model.py": REF}, "has no model_new.py"),
+        ({"model_new.py": ""}, "has no model.py"),
+    ],
+)
 def test_external_workspace_errors_say_what_is_missing(tmp_path: Path, layout: dict, message: str) -> None:
     target = tmp_path / "w"
     if layout:

@@ -36,9 +36,23 @@ def test_demo_kernels_pass_the_strict_static_checks(device):
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
 def test_cuda_demo_kernel_compiles_for_sm_90(tmp_path: Path):
     src = demo.demo_dir() / "cuda" / "pooled_layer_norm.cu"
-    proc = subprocess.run([find_nvcc(), "-O3", "-std=c++17", "-gencode=arch=compute_90,code=sm_90",
-                           "--compiler-options", "-fPIC", "-c", str(src), "-o", str(tmp_path / "k.o")],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            find_nvcc(),
+            "-O3",
+            "-std=c++17",
+            "-gencode=arch=compute_90,code=sm_90",
+            "--compiler-options",
+            "-fPIC",
+            "-c",
+            str(src),
+            "-o",
+            str(tmp_path / "k.o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "k.o").stat().st_size > 0
 
@@ -46,12 +60,33 @@ def test_cuda_demo_kernel_compiles_for_sm_90(tmp_path: Path):
 @pytest.mark.integration
 def test_cpu_demo_runs_for_real_and_applies_into_its_own_repository(tmp_path: Path, harness_cache_root: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_") and not k.endswith("_API_KEY")}
-    env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"),
-               XDG_CACHE_HOME=str(harness_cache_root))
+    env.update(
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_CACHE_HOME=str(harness_cache_root),
+    )
     where = tmp_path / "demo"
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "demo", "--device", "cpu", "--dir", str(where),
-                           "--batch", "--json", "--yes", "--patch", str(tmp_path / "demo.diff")],
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent_cli",
+            "demo",
+            "--device",
+            "cpu",
+            "--dir",
+            str(where),
+            "--batch",
+            "--json",
+            "--yes",
+            "--patch",
+            str(tmp_path / "demo.diff"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     print(f"\nCPU demo: {out['timings']}")
@@ -65,8 +100,12 @@ def test_cpu_demo_runs_for_real_and_applies_into_its_own_repository(tmp_path: Pa
 
 def test_demo_refuses_a_folder_that_is_not_empty(tmp_path: Path):
     (tmp_path / "keep.txt").write_text("mine")
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "demo", "--device", "cpu", "--dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "demo", "--device", "cpu", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "is not empty" in proc.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
     assert shutil.which("git")

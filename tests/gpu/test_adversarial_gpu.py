@@ -130,10 +130,12 @@ def test_gpu_timing_trick_buys_no_speed(trick: str, twin: str, threat: int, gpu,
     launched plainly: the harness's own clock must see the work."""
     tmp = tmp_path_factory.getbasetemp()
     honest = run(Case(twin, None, None, kernels="cuda_tricks"), workspaces, tmp, action="profile")
-    tricked = run(Case(trick, None, threat, kernels="cuda_tricks", static_checks=False), workspaces, tmp,
-                  action="profile")
+    tricked = run(
+        Case(trick, None, threat, kernels="cuda_tricks", static_checks=False), workspaces, tmp, action="profile"
+    )
     assert honest.correct and honest.timings is not None
     if tricked.correct:
         assert tricked.timings is not None
         assert tricked.timings.candidate_us >= 0.8 * honest.timings.candidate_us, (
-            f"{trick} measured {tricked.timings.candidate_us:.1f} us against {honest.timings.candidate_us:.1f} us")
+            f"{trick} measured {tricked.timings.candidate_us:.1f} us against {honest.timings.candidate_us:.1f} us"
+        )

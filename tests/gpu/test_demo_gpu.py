@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 
-CHECK = textwrap.dedent('''
+CHECK = textwrap.dedent("""
     import torch
     from vit_head import PooledLayerNorm
     original = PooledLayerNorm.forward.__wrapped__
@@ -48,7 +48,7 @@ CHECK = textwrap.dedent('''
             return start.elapsed_time(end) * 10.0  # us per call
         print(f"patched module: kernel {bench(lambda: m(x)):.1f} us, original {bench(lambda: original(m, x)):.1f} us, "
               f"max abs error {err:.2e}")
-''')
+""")
 
 
 def test_cuda_demo_earns_reward_3_and_applies(tmp_path: Path):
@@ -58,9 +58,27 @@ def test_cuda_demo_earns_reward_3_and_applies(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_") and not k.endswith("_API_KEY")}
     env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
     where = tmp_path / "demo"
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "demo", "--device", "cuda", "--dir", str(where),
-                           "--batch", "--json", "--yes", "--patch", str(tmp_path / "demo.diff")],
-                          env=env, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent_cli",
+            "demo",
+            "--device",
+            "cuda",
+            "--dir",
+            str(where),
+            "--batch",
+            "--json",
+            "--yes",
+            "--patch",
+            str(tmp_path / "demo.diff"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     print(proc.stderr[-4000:])
     assert proc.stdout.strip(), proc.stderr
     out = json.loads(proc.stdout)
@@ -71,7 +89,8 @@ def test_cuda_demo_earns_reward_3_and_applies(tmp_path: Path):
     assert out["applied"] is True and out["branch"].startswith("cuda-agent/pooled_layer_norm-")
     log = subprocess.run(["git", "log", "--format=%s", "-1"], cwd=where, capture_output=True, text=True).stdout
     assert "runs a verified cuda kernel" in log
-    run = subprocess.run([sys.executable, "-c", CHECK], cwd=where, env=env, capture_output=True, text=True,
-                         timeout=1800)
+    run = subprocess.run(
+        [sys.executable, "-c", CHECK], cwd=where, env=env, capture_output=True, text=True, timeout=1800
+    )
     print(run.stdout)
     assert run.returncode == 0, run.stderr[-4000:]

@@ -28,7 +28,7 @@ def test_the_driver_files_give_every_gpu_its_minor() -> None:
 def test_a_sandbox_for_one_gpu_sees_only_its_node(tmp_path: Path, order: str | None) -> None:
     status = probe()
     assert status.available, f"the sandbox cannot run here: {status.detail}"
-    gpu = read_gpus()[-1]   # the last GPU: on a machine of several, not the one at minor 0 by chance
+    gpu = read_gpus()[-1]  # the last GPU: on a machine of several, not the one at minor 0 by chance
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")}
     env["CUDA_VISIBLE_DEVICES"] = gpu.index
     if order:
@@ -37,8 +37,10 @@ def test_a_sandbox_for_one_gpu_sees_only_its_node(tmp_path: Path, order: str | N
     ws.mkdir()
     sb = Sandbox(SandboxPolicy.optimize(ws), status, env=env)
     sb.prepare()
-    script = ("ls -1 /dev | grep -E '^nvidia[0-9]+$'; python -c \"import torch; "
-              "print('devices', torch.cuda.device_count()); print('uuid', torch.cuda.get_device_properties(0).uuid)\"")
+    script = (
+        "ls -1 /dev | grep -E '^nvidia[0-9]+$'; python -c \"import torch; "
+        "print('devices', torch.cuda.device_count()); print('uuid', torch.cuda.get_device_properties(0).uuid)\""
+    )
     out = subprocess.run(sb.argv(script), env=sb.popen_env(), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert [ln for ln in out.stdout.splitlines() if ln.startswith("nvidia")] == [f"nvidia{gpu.minor}"]

@@ -70,8 +70,11 @@ def test_ghost_kernel_is_caught_by_the_profiler(ws) -> None:
     from cuda_agent_cli.harness import Harness
 
     # The extension is imported and its kernels are compiled, but forward never launches them.
-    ws.candidate.write_text(AXPBY_NEW.replace("return cuda_extension.axpby(x, y, self.alpha, self.beta)",
-                                              "return self.alpha * x + self.beta * y"))
+    ws.candidate.write_text(
+        AXPBY_NEW.replace(
+            "return cuda_extension.axpby(x, y, self.alpha, self.beta)", "return self.alpha * x + self.beta * y"
+        )
+    )
     result = Harness(ws, device="cuda", policy="hybrid").verify()
     assert result.reward == -1 and "extension_kernel" in failed(result), result.summary()
     assert result.check("correctness").passed
@@ -112,8 +115,12 @@ def test_illegal_address_kills_only_the_candidate(ws) -> None:
 
 
 def test_cli_profile_json_on_cuda(ws, harness_cache: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "profile", str(ws.root), "--json"],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "profile", str(ws.root), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["device"] == "cuda" and data["correct"] and data["reward"] >= 1

@@ -89,8 +89,11 @@ def test_gpu_device_nodes_are_passed_through(box) -> None:
 
 
 def test_torch_uses_cuda_inside(box) -> None:
-    r = bash(box, "python -c \"import torch; assert torch.cuda.is_available(); "
-                  "x = torch.ones(1 << 20, device='cuda'); print('gpu', torch.cuda.get_device_name(0), (x * 3).sum().item())\"")
+    r = bash(
+        box,
+        'python -c "import torch; assert torch.cuda.is_available(); '
+        "x = torch.ones(1 << 20, device='cuda'); print('gpu', torch.cuda.get_device_name(0), (x * 3).sum().item())\"",
+    )
     assert not r.is_error, r.output
     assert "gpu" in r.output and "3145728.0" in r.output
 

@@ -35,10 +35,17 @@ def ref():
 # compare_outputs
 # --------------------------------------------------------------------------------------------
 
+
 def test_honest_output_passes_every_check(ref):
     checks = run_checks(ref, ref + 1e-5 * torch.randn_like(ref))
-    assert [c["name"] for c in checks] == ["output_type", "aliasing", "inputs_unchanged", "correctness",
-                                           "relative_error", "nonconstant"]
+    assert [c["name"] for c in checks] == [
+        "output_type",
+        "aliasing",
+        "inputs_unchanged",
+        "correctness",
+        "relative_error",
+        "nonconstant",
+    ]
     assert failed(checks) == {}
     assert "max abs err" in next(c for c in checks if c["name"] == "correctness")["detail"]
 
@@ -82,14 +89,17 @@ def test_scaled_output_within_atol_fails_relative_error():
     assert "correctness" not in bad and "relative_error" in bad
 
 
-@pytest.mark.parametrize("cand_fn, reason", [
-    (lambda r: torch.nn.Parameter(r.clone()), "not a plain torch.Tensor"),
-    (lambda r: r.clone().to_sparse(), "layout"),
-    (lambda r: torch.empty(r.shape, device="meta"), "meta"),
-    (lambda r: r.double(), "dtype"),
-    (lambda r: r.reshape(-1), "shape"),
-    (lambda r: (r.clone(),), "structure"),
-])
+@pytest.mark.parametrize(
+    "cand_fn, reason",
+    [
+        (lambda r: torch.nn.Parameter(r.clone()), "not a plain torch.Tensor"),
+        (lambda r: r.clone().to_sparse(), "layout"),
+        (lambda r: torch.empty(r.shape, device="meta"), "meta"),
+        (lambda r: r.double(), "dtype"),
+        (lambda r: r.reshape(-1), "shape"),
+        (lambda r: (r.clone(),), "structure"),
+    ],
+)
 def test_output_type(ref, cand_fn, reason):
     bad = failed(run_checks(ref, cand_fn(ref)))
     assert reason in bad["output_type"]
@@ -105,8 +115,15 @@ def test_tensor_subclass_output_fails():
     assert "output_type" in bad
 
 
-@pytest.mark.parametrize("alias", [lambda x: x, lambda x: x.view(-1).view(16, 16), lambda x: x[:, :].t().t(),
-                                   lambda x: torch.as_strided(x, (16, 16), (16, 1))])
+@pytest.mark.parametrize(
+    "alias",
+    [
+        lambda x: x,
+        lambda x: x.view(-1).view(16, 16),
+        lambda x: x[:, :].t().t(),
+        lambda x: torch.as_strided(x, (16, 16), (16, 1)),
+    ],
+)
 def test_output_aliasing_an_input_fails(alias):
     x = torch.randn(16, 16)
     checks = guards.compare_outputs(x.clone(), alias(x), [x.clone()], [x], [x], ATOL, RTOL)
@@ -158,7 +175,7 @@ def test_integer_outputs_must_match_exactly():
 def test_relative_error_threshold_follows_rtol_dtype_and_scale():
     assert guards.relative_error_threshold(1.0, torch.float32, 1e-2, 1e-2) == 1e-2
     # bf16 rounding alone is 2**-8 per element: a tight rtol must not reject honest bf16 output
-    assert guards.relative_error_threshold(1.0, torch.bfloat16, 1e-3, 1e-3) == 8 * 2 ** -7
+    assert guards.relative_error_threshold(1.0, torch.bfloat16, 1e-3, 1e-3) == 8 * 2**-7
     # a reference that lives inside the atol band only needs to be followed, not matched
     assert guards.relative_error_threshold(1e-4, torch.float32, 1e-2, 1e-2) == 0.5
 
@@ -181,24 +198,34 @@ def test_guards_ignore_a_monkeypatched_torch(ref, monkeypatch):
 # integrity
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("patch, expected", [
-    (lambda mp: mp.setattr(time, "perf_counter", lambda: 0.0), "time.perf_counter was replaced"),
-    (lambda mp: mp.setattr(time, "perf_counter_ns", lambda: 0), "time.perf_counter_ns was replaced"),
-    (lambda mp: mp.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 0.001),
-     "torch.cuda.Event.elapsed_time was replaced"),
-    (lambda mp: mp.setattr(torch.cuda, "synchronize", lambda *a: None), "torch.cuda.synchronize was replaced"),
-    (lambda mp: mp.setattr(torch.testing, "assert_close", lambda *a, **k: None),
-     "torch.testing.assert_close was replaced"),
-    (lambda mp: mp.setattr(torch, "allclose", lambda *a, **k: True), "torch.allclose was replaced"),
-    (lambda mp: mp.setattr(torch.Tensor, "__eq__", lambda *a: True), "torch.Tensor.__eq__ was replaced"),
-    (lambda mp: mp.setattr(torch.nn.functional, "relu", lambda x, inplace=False: x),
-     "torch.nn.functional.relu was replaced"),
-    (lambda mp: mp.setattr(builtins, "print", lambda *a, **k: None), "builtins.print was replaced"),
-    (lambda mp: mp.setattr(builtins, "Model", object, raising=False), "builtins.Model was added"),
-    (lambda mp: mp.setitem(sys.modules, "json", object()), "sys.modules['json'] was replaced"),
-    (lambda mp: mp.setitem(sys.modules, "model", object()), "the reference module 'model'"),
-    (lambda mp: mp.setattr(sys, "meta_path", [*sys.meta_path, object()]), "sys.meta_path"),
-])
+
+@pytest.mark.parametrize(
+    "patch, expected",
+    [
+        (lambda mp: mp.setattr(time, "perf_counter", lambda: 0.0), "time.perf_counter was replaced"),
+        (lambda mp: mp.setattr(time, "perf_counter_ns", lambda: 0), "time.perf_counter_ns was replaced"),
+        (
+            lambda mp: mp.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 0.001),
+            "torch.cuda.Event.elapsed_time was replaced",
+        ),
+        (lambda mp: mp.setattr(torch.cuda, "synchronize", lambda *a: None), "torch.cuda.synchronize was replaced"),
+        (
+            lambda mp: mp.setattr(torch.testing, "assert_close", lambda *a, **k: None),
+            "torch.testing.assert_close was replaced",
+        ),
+        (lambda mp: mp.setattr(torch, "allclose", lambda *a, **k: True), "torch.allclose was replaced"),
+        (lambda mp: mp.setattr(torch.Tensor, "__eq__", lambda *a: True), "torch.Tensor.__eq__ was replaced"),
+        (
+            lambda mp: mp.setattr(torch.nn.functional, "relu", lambda x, inplace=False: x),
+            "torch.nn.functional.relu was replaced",
+        ),
+        (lambda mp: mp.setattr(builtins, "print", lambda *a, **k: None), "builtins.print was replaced"),
+        (lambda mp: mp.setattr(builtins, "Model", object, raising=False), "builtins.Model was added"),
+        (lambda mp: mp.setitem(sys.modules, "json", object()), "sys.modules['json'] was replaced"),
+        (lambda mp: mp.setitem(sys.modules, "model", object()), "the reference module 'model'"),
+        (lambda mp: mp.setattr(sys, "meta_path", [*sys.meta_path, object()]), "sys.meta_path"),
+    ],
+)
 def test_integrity_detects_tampering(monkeypatch, patch, expected):
     snap = guards.snapshot_integrity()
     assert guards.verify_integrity(snap) == []
@@ -248,6 +275,7 @@ def test_precision_flags_report_changes():
 # StrictOpGuard
 # --------------------------------------------------------------------------------------------
 
+
 def test_strict_guard_allows_allocation_views_and_copies():
     x = torch.randn(4, 8)
     with guards.StrictOpGuard("strict") as g:
@@ -260,15 +288,18 @@ def test_strict_guard_allows_allocation_views_and_copies():
     assert g.detail() == "no torch compute ops in forward"
 
 
-@pytest.mark.parametrize("op, expected", [
-    (lambda x: torch.relu(x), "aten.relu"),
-    (lambda x: torch.nn.functional.gelu(x), "aten.gelu"),
-    (lambda x: x.sum(), "aten.sum"),
-    (lambda x: x @ x.t(), "aten.mm"),
-    (lambda x: x + 1, "aten.add"),
-    (lambda x: torch.ops.aten.tanh.default(x), "aten.tanh"),
-    (lambda x: x.softmax(-1), "aten._softmax"),
-])
+@pytest.mark.parametrize(
+    "op, expected",
+    [
+        (lambda x: torch.relu(x), "aten.relu"),
+        (lambda x: torch.nn.functional.gelu(x), "aten.gelu"),
+        (lambda x: x.sum(), "aten.sum"),
+        (lambda x: x @ x.t(), "aten.mm"),
+        (lambda x: x + 1, "aten.add"),
+        (lambda x: torch.ops.aten.tanh.default(x), "aten.tanh"),
+        (lambda x: x.softmax(-1), "aten._softmax"),
+    ],
+)
 def test_strict_guard_records_compute_ops(op, expected):
     x = torch.randn(4, 4)
     with torch.no_grad(), guards.StrictOpGuard("strict") as g:

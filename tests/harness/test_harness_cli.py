@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-GOOD_REF = '''
+GOOD_REF = """
 import torch
 import torch.nn as nn
 
@@ -25,7 +25,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 INLINE_CANDIDATE = '''
 import torch.nn as nn
@@ -56,8 +56,9 @@ def cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
     import os
 
     env = dict(os.environ, XDG_CACHE_HOME=str(cache.parent))
-    return subprocess.run([sys.executable, "-m", "cuda_agent_cli", *args], capture_output=True, text=True,
-                          timeout=900, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", *args], capture_output=True, text=True, timeout=900, env=env
+    )
 
 
 def pair(tmp_path: Path, ref: str, cand: str = "class ModelNew:\n    pass\n") -> Path:
@@ -122,8 +123,9 @@ def test_kernelbench_pair_with_load_inline_on_cpu(tmp_path: Path, harness_cache:
 
 
 @pytest.mark.integration
-def test_profile_repeat_reports_the_median_and_range_of_independent_profiles(tmp_path: Path,
-                                                                             harness_cache: Path) -> None:
+def test_profile_repeat_reports_the_median_and_range_of_independent_profiles(
+    tmp_path: Path, harness_cache: Path
+) -> None:
     d = pair(tmp_path, GOOD_REF, INLINE_CANDIDATE)
     proc = cli("profile", str(d), "--device", "cpu", "--repeat", "2", "--trials", "10", "--json", cache=harness_cache)
     assert proc.returncode == 0, proc.stdout + proc.stderr

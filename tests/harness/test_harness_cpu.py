@@ -19,7 +19,7 @@ from cuda_agent_cli.workspace import Workspace, create_workspace
 
 pytestmark = pytest.mark.integration
 
-REFERENCE = '''
+REFERENCE = """
 import torch
 import torch.nn as nn
 
@@ -39,10 +39,10 @@ def get_inputs():
 
 def get_init_inputs():
     return [0.5]
-'''
+"""
 
 # Light headers keep each kernel file at a few seconds on two cores.
-KERNELS = r'''
+KERNELS = r"""
 #include <torch/csrc/utils/pybind.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
@@ -71,11 +71,11 @@ static void register_add(pybind11::module& m) {
   m.def("spin", &spin);
 }
 REGISTER_BINDING(add, register_add);
-'''
+"""
 
 
 def candidate(forward_body: str, extra_init: str = "") -> str:
-    return f'''
+    return f"""
 import torch.nn as nn
 import cuda_extension
 
@@ -87,7 +87,7 @@ class ModelNew(nn.Module):
 {extra_init}
     def forward(self, a, b):
 {forward_body}
-'''
+"""
 
 
 CORRECT = candidate("        return cuda_extension.add_scaled(a, b, self.scale)")
@@ -118,8 +118,20 @@ def test_correct_kernel_passes_every_check(ws: Workspace) -> None:
     result = Harness(ws, device="cpu").verify()
     assert result.correct and result.compiled and result.reward is None, result.summary()
     names = {c.name for c in result.checks}
-    assert {"lock", "static", "compile", "import", "correctness", "inputs_unchanged", "aliasing",
-            "determinism", "extension_kernel", "threads", "harness_integrity", "precision_flags"} <= names
+    assert {
+        "lock",
+        "static",
+        "compile",
+        "import",
+        "correctness",
+        "inputs_unchanged",
+        "aliasing",
+        "determinism",
+        "extension_kernel",
+        "threads",
+        "harness_integrity",
+        "precision_flags",
+    } <= names
     assert result.to_json()["timings"] is None
 
 
@@ -149,7 +161,10 @@ def test_baselines_are_timed_beside_the_kernel_in_every_profile(ws: Workspace, h
         first, second = harness.profile(), harness.profile()
         for result in (first, second):
             assert result.timings is not None and result.timings.eager_us < 1e8, result.summary()
-        assert (first.timings.eager_us, first.timings.compile_us) != (second.timings.eager_us, second.timings.compile_us)
+        assert (first.timings.eager_us, first.timings.compile_us) != (
+            second.timings.eager_us,
+            second.timings.compile_us,
+        )
         assert sorted(p.name for p in planted.parent.iterdir()) == ["planted.json"]
     finally:
         planted.unlink()  # the cache is shared by the whole run: later tests must not see it
@@ -197,12 +212,15 @@ def test_wrong_kernel_gets_minus_one_naming_correctness(ws: Workspace) -> None:
 
 
 def test_kernel_that_goes_wrong_after_a_few_calls_fails_timed_outputs(ws: Workspace) -> None:
-    ws.candidate.write_text(candidate(
-        "        self.calls += 1\n"
-        "        if self.calls > 4:\n"
-        "            return cuda_extension.add_scaled_wrong(a, b, self.scale)\n"
-        "        return cuda_extension.add_scaled(a, b, self.scale)",
-        "        self.calls = 0\n"))
+    ws.candidate.write_text(
+        candidate(
+            "        self.calls += 1\n"
+            "        if self.calls > 4:\n"
+            "            return cuda_extension.add_scaled_wrong(a, b, self.scale)\n"
+            "        return cuda_extension.add_scaled(a, b, self.scale)",
+            "        self.calls = 0\n",
+        )
+    )
     result = Harness(ws, device="cpu", trials=10, warmup=2).profile()
     assert result.reward == -1 and "timed_outputs" in failed(result), result.summary()
 
@@ -210,12 +228,15 @@ def test_kernel_that_goes_wrong_after_a_few_calls_fails_timed_outputs(ws: Worksp
 def test_results_cached_by_shape_fail_timed_outputs(ws: Workspace) -> None:
     # Correct on every verified call (one model per seed); while timed, the one model sees the
     # input sets in an unpredictable rotation, so a cached answer is stale at checked calls.
-    ws.candidate.write_text(candidate(
-        "        key = (tuple(a.shape), tuple(b.shape))\n"
-        "        if key not in self.cache:\n"
-        "            self.cache[key] = cuda_extension.add_scaled(a, b, self.scale)\n"
-        "        return self.cache[key]",
-        "        self.cache = {}\n"))
+    ws.candidate.write_text(
+        candidate(
+            "        key = (tuple(a.shape), tuple(b.shape))\n"
+            "        if key not in self.cache:\n"
+            "            self.cache[key] = cuda_extension.add_scaled(a, b, self.scale)\n"
+            "        return self.cache[key]",
+            "        self.cache = {}\n",
+        )
+    )
     result = Harness(ws, device="cpu", trials=12, warmup=2).profile()
     assert result.check("correctness").passed, result.summary()
     assert result.reward == -1 and "timed_outputs" in failed(result), result.summary()
@@ -260,9 +281,11 @@ def test_compile_error_comes_back_trimmed_with_file_and_line(ws: Workspace) -> N
 def test_editing_one_kernel_rebuilds_only_its_object(ws: Workspace) -> None:
     harness = Harness(ws, device="cpu")
     extra = ws.kernels_dir / "twice.cpp"
-    body = ('#include <torch/csrc/utils/pybind.h>\n#include "../binding_registry.h"\n'
-            'static int twice(int x) { return %s; }\n'
-            'static void reg(pybind11::module& m) { m.def("twice", &twice); }\nREGISTER_BINDING(twice, reg);\n')
+    body = (
+        '#include <torch/csrc/utils/pybind.h>\n#include "../binding_registry.h"\n'
+        "static int twice(int x) { return %s; }\n"
+        'static void reg(pybind11::module& m) { m.def("twice", &twice); }\nREGISTER_BINDING(twice, reg);\n'
+    )
     try:
         extra.write_text(body % "2 * x")
         harness.compile()
@@ -302,14 +325,22 @@ def test_planted_extension_in_the_workspace_is_never_imported(ws: Workspace) -> 
 
 
 def test_cli_verify_json_prints_one_design_object(ws: Workspace, harness_cache: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "verify", str(ws.root), "--device", "cpu", "--json"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "verify", str(ws.root), "--device", "cpu", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["correct"] is True and data["reward"] is None and data["device"] == "cpu"
     ws.candidate.write_text(WRONG)
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "verify", str(ws.root), "--device", "cpu"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "verify", str(ws.root), "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 1
     assert "FAIL correctness" in proc.stdout
     assert proc.stdout.rstrip().splitlines()[-1].startswith("NOT correct, reward -1")

@@ -189,16 +189,41 @@ def test_trimming_keeps_the_tail_when_nothing_looks_like_an_error() -> None:
 
 
 def test_result_json_has_exactly_the_design_keys() -> None:
-    r = HarnessResult(compiled=True, correct=True, reward=2, device="cpu", policy="strict",
-                      checks=[Check("correctness", True, "ok")],
-                      timings=Timings(10.0, 9.0, 5.0, 2.0, 1.8, "perf_counter, median of 20", 20),
-                      environment={"gpu": None, "torch": "2.13.0", "cuda": None, "extra": 1})
+    r = HarnessResult(
+        compiled=True,
+        correct=True,
+        reward=2,
+        device="cpu",
+        policy="strict",
+        checks=[Check("correctness", True, "ok")],
+        timings=Timings(10.0, 9.0, 5.0, 2.0, 1.8, "perf_counter, median of 20", 20),
+        environment={"gpu": None, "torch": "2.13.0", "cuda": None, "extra": 1},
+    )
     j = r.to_json()
-    assert list(j) == ["compiled", "correct", "reward", "device", "policy", "errors", "warnings", "checks",
-                       "timings", "environment"]
-    assert set(j["timings"]) == {"eager_us", "compile_us", "candidate_us", "speedup_vs_eager",
-                                 "speedup_vs_compile", "method", "trials", "speedup_vs_eager_interval",
-                                 "speedup_vs_compile_interval", "uncertain"}
+    assert list(j) == [
+        "compiled",
+        "correct",
+        "reward",
+        "device",
+        "policy",
+        "errors",
+        "warnings",
+        "checks",
+        "timings",
+        "environment",
+    ]
+    assert set(j["timings"]) == {
+        "eager_us",
+        "compile_us",
+        "candidate_us",
+        "speedup_vs_eager",
+        "speedup_vs_compile",
+        "method",
+        "trials",
+        "speedup_vs_eager_interval",
+        "speedup_vs_compile_interval",
+        "uncertain",
+    }
     assert HarnessResult.from_json(j).to_json() == j
     assert j["environment"] == {"gpu": None, "torch": "2.13.0", "cuda": None}
     assert "reward 2" in r.summary() and "2.00x" in r.summary()

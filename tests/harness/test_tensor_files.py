@@ -41,16 +41,19 @@ def test_the_judge_gets_its_own_memory_not_a_view_of_the_file(tmp_path: Path) ->
     assert torch.equal(back, x)
 
 
-@pytest.mark.parametrize("tamper", [
-    lambda h: h["tensors"][0].update(nbytes=10**9),
-    lambda h: h["tensors"][0].update(offset=-64),
-    lambda h: h["tensors"][0].update(dtype="torch.float8_e4m3fn_fake"),
-    lambda h: h["tensors"][0].update(device="meta"),
-    lambda h: h["tensors"][0].update(shape=[-1, 4]),
-    lambda h: h.update(structure={"tensor": 3}),
-    lambda h: h.update(structure={"dict": []}),
-    lambda h: h.update(size=1),
-])
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda h: h["tensors"][0].update(nbytes=10**9),
+        lambda h: h["tensors"][0].update(offset=-64),
+        lambda h: h["tensors"][0].update(dtype="torch.float8_e4m3fn_fake"),
+        lambda h: h["tensors"][0].update(device="meta"),
+        lambda h: h["tensors"][0].update(shape=[-1, 4]),
+        lambda h: h.update(structure={"tensor": 3}),
+        lambda h: h.update(structure={"dict": []}),
+        lambda h: h.update(size=1),
+    ],
+)
 def test_a_header_that_does_not_describe_the_data_is_refused(tmp_path: Path, tamper) -> None:
     tensor_files.save_outputs(torch.randn(4, 4), tmp_path / "out")
     header = json.loads((tmp_path / "out.json").read_text())

@@ -10,8 +10,20 @@ from cuda_agent_cli.model.fake_server import FakeOpenAIServer, reply_error, repl
 
 pytestmark = pytest.mark.integration
 
-TOOLS = [{"type": "function", "function": {"name": "Read", "description": "Read a file", "parameters": {
-    "type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "Read",
+            "description": "Read a file",
+            "parameters": {
+                "type": "object",
+                "properties": {"file_path": {"type": "string"}},
+                "required": ["file_path"],
+            },
+        },
+    }
+]
 MSGS = [{"role": "system", "content": "SYSTEM"}, {"role": "user", "content": "task"}]
 
 
@@ -21,8 +33,17 @@ def _model(srv, **kw):
 
 
 def test_native_tool_call_streams_text_and_assembles_arguments():
-    with FakeOpenAIServer([reply_tool("Read", {"file_path": "model.py"}, content="Reading the reference.",
-                                      prompt_tokens=1200, completion_tokens=40)]) as srv:
+    with FakeOpenAIServer(
+        [
+            reply_tool(
+                "Read",
+                {"file_path": "model.py"},
+                content="Reading the reference.",
+                prompt_tokens=1200,
+                completion_tokens=40,
+            )
+        ]
+    ) as srv:
         model = _model(srv)
         shown: list[str] = []
         turn = model.complete(MSGS, TOOLS, shown.append)
@@ -37,8 +58,12 @@ def test_native_tool_call_streams_text_and_assembles_arguments():
 
 
 def test_text_protocol_sends_no_tools_and_parses_calls_from_text():
-    with FakeOpenAIServer([reply_text('Let me read.\n<tool_call>{"name": "Read", "arguments": {"file_path": "a.py"}}</tool_call>'),
-                           reply_text('<tool_call>{"name": "Read", "arguments": {}}</tool_call>')]) as srv:
+    with FakeOpenAIServer(
+        [
+            reply_text('Let me read.\n<tool_call>{"name": "Read", "arguments": {"file_path": "a.py"}}</tool_call>'),
+            reply_text('<tool_call>{"name": "Read", "arguments": {}}</tool_call>'),
+        ]
+    ) as srv:
         model = _model(srv, native_tools=False)
         shown: list[str] = []
         turn = model.complete(MSGS, TOOLS, shown.append)
@@ -69,9 +94,12 @@ def test_server_errors_give_up_after_max_retries():
 
 
 def test_auth_and_context_errors_are_not_retried():
-    with FakeOpenAIServer([reply_error(401, "invalid api key"),
-                           reply_error(400, "This model's maximum context length is 8192 tokens",
-                                       code="context_length_exceeded")]) as srv:
+    with FakeOpenAIServer(
+        [
+            reply_error(401, "invalid api key"),
+            reply_error(400, "This model's maximum context length is 8192 tokens", code="context_length_exceeded"),
+        ]
+    ) as srv:
         model = _model(srv)
         with pytest.raises(EnvironmentMissing) as auth:
             model.complete(MSGS, TOOLS)
@@ -84,7 +112,9 @@ def test_auth_and_context_errors_are_not_retried():
 
 def test_server_without_tool_support_switches_to_the_text_protocol():
     refusal = reply_error(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
-    with FakeOpenAIServer([refusal, reply_text('<tool_call>{"name": "Read", "arguments": {"file_path": "m"}}</tool_call>')]) as srv:
+    with FakeOpenAIServer(
+        [refusal, reply_text('<tool_call>{"name": "Read", "arguments": {"file_path": "m"}}</tool_call>')]
+    ) as srv:
         model = _model(srv)
         turn = model.complete(MSGS, TOOLS)
     assert model.native_tools is False
@@ -149,6 +179,7 @@ def test_error_text_loses_the_wrappers_repeated_names():
 
     raw = Exception("litellm.InternalServerError: InternalServerError: OpenAIException - Connection error.")
     assert _short(raw) == "InternalServerError: Connection error."
-    raw = Exception("litellm.InternalServerError: AnthropicException - overloaded. "
-                    "Handle with `litellm.InternalServerError`.")
+    raw = Exception(
+        "litellm.InternalServerError: AnthropicException - overloaded. Handle with `litellm.InternalServerError`."
+    )
     assert _short(raw) == "InternalServerError: overloaded."

@@ -23,9 +23,16 @@ def test_claude_marks_a_cached_prefix_and_cache_reads_are_cheaper():
     request = claude._request([{"role": "system", "content": "S"}, {"role": "user", "content": "u"}], [])
     assert {"location": "message", "role": "system"} in request["cache_control_injection_points"]
     full = claude._cost(Usage(100_000, 1_000))
-    cached = claude._cost(Usage(100_000, 1_000), litellm.Usage(
-        prompt_tokens=100_000, completion_tokens=1_000, total_tokens=101_000,
-        cache_read_input_tokens=90_000, prompt_tokens_details={"cached_tokens": 90_000}))
+    cached = claude._cost(
+        Usage(100_000, 1_000),
+        litellm.Usage(
+            prompt_tokens=100_000,
+            completion_tokens=1_000,
+            total_tokens=101_000,
+            cache_read_input_tokens=90_000,
+            prompt_tokens_details={"cached_tokens": 90_000},
+        ),
+    )
     assert cached < full / 3
     assert "cache_control_injection_points" not in make_model("openai/gpt-4o")._request([], [])
 

@@ -18,11 +18,16 @@ def _write(tmp_path, lines):
 
 
 def test_replay_plays_turns_then_answers_without_a_call(tmp_path):
-    p = _write(tmp_path, [
-        json.dumps({"content": "reading", "tool_calls": [{"name": "Read", "arguments": {"file_path": "model.py"}}]}),
-        "",
-        json.dumps({"content": None, "tool_calls": [{"name": "Compile", "arguments": {}}]}),
-    ])
+    p = _write(
+        tmp_path,
+        [
+            json.dumps(
+                {"content": "reading", "tool_calls": [{"name": "Read", "arguments": {"file_path": "model.py"}}]}
+            ),
+            "",
+            json.dumps({"content": None, "tool_calls": [{"name": "Compile", "arguments": {}}]}),
+        ],
+    )
     model = make_model(f"replay:{p}")
     assert isinstance(model, ReplayModel) and model.name == f"replay:{p}"
     seen: list[str] = []
@@ -35,13 +40,16 @@ def test_replay_plays_turns_then_answers_without_a_call(tmp_path):
     assert t3.tool_calls == [] and t3.content == EXHAUSTED_TEXT and t3.cost_usd == 0
 
 
-@pytest.mark.parametrize("line, words", [
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "expected a JSON object"),
-    ('{"content": 3}', '"content" must be a string or null'),
-    ('{"tool_calls": [{"arguments": {}}]}', 'tool_calls[0] needs a string "name"'),
-    ('{"tool_calls": [{"name": "Read", "arguments": "x"}]}', "tool_calls[0].arguments must be an object"),
-])
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"content": 3}', '"content" must be a string or null'),
+        ('{"tool_calls": [{"arguments": {}}]}', 'tool_calls[0] needs a string "name"'),
+        ('{"tool_calls": [{"name": "Read", "arguments": "x"}]}', "tool_calls[0].arguments must be an object"),
+    ],
+)
 def test_malformed_replay_line_names_file_and_line(tmp_path, line, words):
     p = _write(tmp_path, ['{"content": "ok"}', line])
     with pytest.raises(ModelConfigError) as exc:

@@ -78,8 +78,10 @@ def test_every_import_runs_down_the_table() -> None:
         room = _room(path)
         for target, line in _package_imports(path):
             if target != room and table[target] >= table[room]:
-                offenders.append(f"{path.relative_to(PACKAGE)}:{line}: {room} (floor {table[room]}) imports "
-                                 f"{target} (floor {table[target]})")
+                offenders.append(
+                    f"{path.relative_to(PACKAGE)}:{line}: {room} (floor {table[room]}) imports "
+                    f"{target} (floor {table[target]})"
+                )
     assert not offenders, "imports that do not run down docs/architecture.md's table:\n" + "\n".join(offenders)
 
 

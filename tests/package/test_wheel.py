@@ -33,7 +33,8 @@ def test_wheel_installs_with_its_data_files(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(src)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert built.returncode == 0, built.stdout + built.stderr
     wheel = next(dist.glob("cuda_agent-*.whl"))
@@ -42,7 +43,9 @@ def test_wheel_installs_with_its_data_files(tmp_path: Path) -> None:
     py = env_dir / "bin" / "python"
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q", str(wheel)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     probe = (
         "import json, cuda_agent_cli\n"
@@ -59,14 +62,13 @@ def test_wheel_installs_with_its_data_files(tmp_path: Path) -> None:
     assert found["pkg"].startswith(str(env_dir)), "the wheel, not the source tree, must be imported"
 
     for folder in ("tools", "sandbox"):
-        expected = sorted(
-            str(Path(f).relative_to(folder)) for f in files if f.startswith(folder + "/")
-        )
+        expected = sorted(str(Path(f).relative_to(folder)) for f in files if f.startswith(folder + "/"))
         assert found[folder] == expected, f"{folder}/ in the wheel differs from the source"
     if (REPO / "skills" / "SKILL.md").is_file():
         assert found["skill_exists"]
     expected_py = sorted(
-        str(Path(f).relative_to("cuda_agent_cli")) for f in files
+        str(Path(f).relative_to("cuda_agent_cli"))
+        for f in files
         if f.startswith("cuda_agent_cli/") and not f.endswith((".pyc",))
     )
     missing = sorted(set(expected_py) - set(found["package"]))

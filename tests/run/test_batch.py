@@ -26,13 +26,16 @@ def test_targets_are_strings_or_tables_and_do_not_upset_the_other_settings(tmp_p
     assert load_config({}, cwd=root, env={}).max_turns == 7
 
 
-@pytest.mark.parametrize("table, message", [
-    ('targets = "a.py::A"\n', "must be a list"),
-    ("targets = [3]\n", "entry 1 must be a target string or a table"),
-    ('targets = [{inputs = "x=float32[4]"}]\n', "entry 1 has no `target` text"),
-    ('targets = [{target = "a.py::A", input = "x"}]\n', "unknown key `input`"),
-    ('targets = ["a.py::A", "a.py::A"]\n', "`a.py::A` is listed twice"),
-])
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ('targets = "a.py::A"\n', "must be a list"),
+        ("targets = [3]\n", "entry 1 must be a target string or a table"),
+        ('targets = [{inputs = "x=float32[4]"}]\n', "entry 1 has no `target` text"),
+        ('targets = [{target = "a.py::A", input = "x"}]\n', "unknown key `input`"),
+        ('targets = ["a.py::A", "a.py::A"]\n', "`a.py::A` is listed twice"),
+    ],
+)
 def test_bad_targets_say_what_is_wrong(tmp_path: Path, table: str, message: str):
     with pytest.raises(ConfigError, match=message):
         repo_targets(_repo(tmp_path, table))
@@ -52,7 +55,7 @@ def test_progress_keeps_finished_targets_by_spec_and_source(tmp_path: Path):
     a, b = TargetSetting("a.py::A"), TargetSetting("a.py::A", "x=float32[4]")
     p.record(a, "h1", {"status": "improved", "reward": 3})
     with open(path, "a") as f:
-        f.write('{"spec": "b.py::B", "source_sha')            # a line cut short by a killed run
+        f.write('{"spec": "b.py::B", "source_sha')  # a line cut short by a killed run
     again = Progress.load(path)
     assert again.finished(a, "h1") == {"status": "improved", "reward": 3}
     assert again.finished(a, "h2") is None and again.finished(b, "h1") is None and again.finished(a, None) is None
@@ -63,10 +66,12 @@ def test_the_source_hash_ignores_an_integration_and_follows_the_code(tmp_path: P
     module = tmp_path / "m.py"
     module.write_text("class A:\n    pass\n")
     plain = source_hash("m.py::A", tmp_path)
-    module.write_text("class A:\n    pass\n\n\n# cuda-agent: calls to A ...\n# run the kernel\n"
-                      "import runpy as _cuda_agent_runpy\nfrom pathlib import Path as _CudaAgentPath\n"
-                      '_cuda_agent_runpy.run_path(str(_CudaAgentPath(__file__).with_name("_cuda_agent") / "a"'
-                      ' / "loader.py"))["install"](A)\n')
+    module.write_text(
+        "class A:\n    pass\n\n\n# cuda-agent: calls to A ...\n# run the kernel\n"
+        "import runpy as _cuda_agent_runpy\nfrom pathlib import Path as _CudaAgentPath\n"
+        '_cuda_agent_runpy.run_path(str(_CudaAgentPath(__file__).with_name("_cuda_agent") / "a"'
+        ' / "loader.py"))["install"](A)\n'
+    )
     assert source_hash("m.py::A", tmp_path) == plain
     assert source_hash("m:A", tmp_path) == plain
     module.write_text("class A:\n    x = 1\n")
@@ -75,13 +80,17 @@ def test_the_source_hash_ignores_an_integration_and_follows_the_code(tmp_path: P
 
 
 def test_summary_counts_by_reward_and_lists_failures():
-    results = [{"target": "a", "status": "improved", "reward": 3, "cost_usd": 0.5},
-               {"target": "b", "status": "failed", "reward": None, "stop_detail": "max_turns 3", "cost_usd": 0.25},
-               {"target": "c", "status": "error", "error": "no class `C`", "exit_code": 2}]
+    results = [
+        {"target": "a", "status": "improved", "reward": 3, "cost_usd": 0.5},
+        {"target": "b", "status": "failed", "reward": None, "stop_detail": "max_turns 3", "cost_usd": 0.25},
+        {"target": "c", "status": "error", "error": "no class `C`", "exit_code": 2},
+    ]
     s = summary(results, skipped=1)
     assert s["by_reward"] == {"3": 1, "error": 1, "none": 1} and s["ran"] == 2 and s["skipped"] == 1
-    assert s["failures"] == [{"target": "b", "status": "failed", "reason": "max_turns 3"},
-                             {"target": "c", "status": "error", "reason": "no class `C`"}]
+    assert s["failures"] == [
+        {"target": "b", "status": "failed", "reason": "max_turns 3"},
+        {"target": "c", "status": "error", "reason": "no class `C`"},
+    ]
     assert s["cost_usd"] == 0.75 and s["exit_code"] == 1 and json.dumps(s)
 
 

@@ -13,7 +13,7 @@ from cuda_agent_cli.demo import replay_path
 from cuda_agent_cli.harness.result import HarnessResult
 from cuda_agent_cli.run.session import status_of
 
-MODULE = textwrap.dedent('''\
+MODULE = textwrap.dedent("""\
     import torch
 
 
@@ -29,7 +29,7 @@ MODULE = textwrap.dedent('''\
 
         def forward(self, x):
             return x
-    ''')
+    """)
 
 
 @pytest.fixture
@@ -41,8 +41,14 @@ def project(tmp_path: Path):
     env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
 
     def cli(*args: str, wrap: list[str] = ()) -> subprocess.CompletedProcess:
-        return subprocess.run([*wrap, sys.executable, "-m", "cuda_agent_cli", *args], cwd=root, env=env,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [*wrap, sys.executable, "-m", "cuda_agent_cli", *args],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     return root, cli
 
@@ -50,30 +56,55 @@ def project(tmp_path: Path):
 REPLAY = ["--model", f"replay:{replay_path('cpu')}"]
 
 
-@pytest.mark.parametrize("args, code, words", [
-    (["missing.py::Block", *REPLAY, "--inputs", "x=float32[4]"], 2, "missing.py: no such file"),
-    (["blocks.py::Nope", *REPLAY, "--inputs", "x=float32[4]"], 2, "has no class `Nope` — classes there: Block, Needy"),
-    (["blocks.py::Needy", *REPLAY, "--inputs", "x=float32[4]"], 2, "Needy fails to construct: TypeError"),
-    (["blocks.py::Block", *REPLAY], 2, "no way to make inputs for Block"),
-    (["blocks.py::Block", *REPLAY, "--inputs", "x=float99[4]"], 2, "unknown dtype `float99`"),
-    (["blocks.py::Block", "--inputs", "x=float32[4]"], 3, "no model configured"),
-    (["blocks.py::Block", "--model", "notaprovider/some-model", "--inputs", "x=float32[4]"], 2, "unknown model"),
-    (["blocks.py::Block", "--model", "anthropic/claude-sonnet-4-5", "--inputs", "x=float32[4]"], 3,
-     "ANTHROPIC_API_KEY is not set"),
-    (["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4]", "--yes", "--batch"], 2,
-     "is not inside a git repository"),
-    (["blocks.py::Block", *REPLAY, "--yes", "--no-apply"], 2, "--yes and --no-apply contradict"),
-    ([*REPLAY], 2, "optimize needs a TARGET"),
-    (["blocks.py::Block", "--model", "replay:/nonexistent.jsonl", "--inputs", "x=float32[4]"], 2,
-     "replay file /nonexistent.jsonl does not exist"),
-    # Inputs on one device, the session on another: refused, not silently moved.
-    (["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4] cuda", "--device", "cpu"], 2,
-     "--inputs puts x on cuda, but --device cpu runs the session on cpu — drop `cuda` from --inputs"),
-    (["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4] cpu", "--device", "cuda"], 2,
-     "--inputs puts x on cpu, but --device cuda runs the session on cuda"),
-    (["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4] cpu, y=float32[4] cuda:1"], 2,
-     "--inputs puts x on cpu but y on cuda; a session runs on one device"),
-])
+@pytest.mark.parametrize(
+    "args, code, words",
+    [
+        (["missing.py::Block", *REPLAY, "--inputs", "x=float32[4]"], 2, "missing.py: no such file"),
+        (
+            ["blocks.py::Nope", *REPLAY, "--inputs", "x=float32[4]"],
+            2,
+            "has no class `Nope` — classes there: Block, Needy",
+        ),
+        (["blocks.py::Needy", *REPLAY, "--inputs", "x=float32[4]"], 2, "Needy fails to construct: TypeError"),
+        (["blocks.py::Block", *REPLAY], 2, "no way to make inputs for Block"),
+        (["blocks.py::Block", *REPLAY, "--inputs", "x=float99[4]"], 2, "unknown dtype `float99`"),
+        (["blocks.py::Block", "--inputs", "x=float32[4]"], 3, "no model configured"),
+        (["blocks.py::Block", "--model", "notaprovider/some-model", "--inputs", "x=float32[4]"], 2, "unknown model"),
+        (
+            ["blocks.py::Block", "--model", "anthropic/claude-sonnet-4-5", "--inputs", "x=float32[4]"],
+            3,
+            "ANTHROPIC_API_KEY is not set",
+        ),
+        (
+            ["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4]", "--yes", "--batch"],
+            2,
+            "is not inside a git repository",
+        ),
+        (["blocks.py::Block", *REPLAY, "--yes", "--no-apply"], 2, "--yes and --no-apply contradict"),
+        ([*REPLAY], 2, "optimize needs a TARGET"),
+        (
+            ["blocks.py::Block", "--model", "replay:/nonexistent.jsonl", "--inputs", "x=float32[4]"],
+            2,
+            "replay file /nonexistent.jsonl does not exist",
+        ),
+        # Inputs on one device, the session on another: refused, not silently moved.
+        (
+            ["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4] cuda", "--device", "cpu"],
+            2,
+            "--inputs puts x on cuda, but --device cpu runs the session on cpu — drop `cuda` from --inputs",
+        ),
+        (
+            ["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4] cpu", "--device", "cuda"],
+            2,
+            "--inputs puts x on cpu, but --device cuda runs the session on cuda",
+        ),
+        (
+            ["blocks.py::Block", *REPLAY, "--inputs", "x=float32[4] cpu, y=float32[4] cuda:1"],
+            2,
+            "--inputs puts x on cpu but y on cuda; a session runs on one device",
+        ),
+    ],
+)
 def test_bad_input_gets_one_line_and_its_exit_code(project, args, code, words):
     root, cli = project
     proc = cli("optimize", *args)
@@ -129,10 +160,17 @@ def test_status_follows_the_reward():
 
 def test_no_bubblewrap_means_exit_3_unless_unsafe_is_asked_for(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
-    env.update(PATH=str(tmp_path / "empty-bin"), XDG_DATA_HOME=str(tmp_path / "data"),
-               XDG_CONFIG_HOME=str(tmp_path / "config"))
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "optimize", "x.py::X", *REPLAY],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    env.update(
+        PATH=str(tmp_path / "empty-bin"), XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config")
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "optimize", "x.py::X", *REPLAY],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 3
     assert "bubblewrap sandbox unavailable" in proc.stderr and "--unsafe-no-sandbox" in proc.stderr
 
@@ -151,7 +189,8 @@ def test_capture_through_the_cli_records_the_first_real_call(project, tmp_path: 
     import json
 
     root, cli = project
-    (root / "run.py").write_text(textwrap.dedent('''\
+    (root / "run.py").write_text(
+        textwrap.dedent("""\
         import torch
         from blocks import Block
 
@@ -159,11 +198,23 @@ def test_capture_through_the_cli_records_the_first_real_call(project, tmp_path: 
         for _ in range(3):
             block(torch.randn(3, 7))
         open("finished.txt", "w").write("the capture should have stopped the script")
-        '''))
+        """)
+    )
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")  # the model ends the session at once: no kernel, nothing compiled
-    proc = cli("optimize", "blocks.py::Block", "--capture", f"{sys.executable} run.py", "--model", f"replay:{empty}",
-               "--device", "cpu", "--batch", "--json", "--no-apply")
+    proc = cli(
+        "optimize",
+        "blocks.py::Block",
+        "--capture",
+        f"{sys.executable} run.py",
+        "--model",
+        f"replay:{empty}",
+        "--device",
+        "cpu",
+        "--batch",
+        "--json",
+        "--no-apply",
+    )
     assert proc.returncode == 1, proc.stderr
     out = json.loads(proc.stdout)
     assert out["status"] == "failed" and out["applied"] is False
@@ -171,7 +222,9 @@ def test_capture_through_the_cli_records_the_first_real_call(project, tmp_path: 
     assert "float32[3,7]" in transcript.replace(" ", "")
     assert not (root / "finished.txt").exists()
     # What was captured is shown before the session starts, and is part of the JSON result.
-    block = f"captured the first call of Block in `{sys.executable} run.py`:\n  forward(x: float32[3,7])\n  __init__()\n"
+    block = (
+        f"captured the first call of Block in `{sys.executable} run.py`:\n  forward(x: float32[3,7])\n  __init__()\n"
+    )
     assert block in proc.stderr
     assert proc.stderr.index(block) < proc.stderr.index("running the agent")
     assert out["inputs"]["source"] == "capture" and out["inputs"]["text"] == "float32[3,7]"
@@ -196,10 +249,12 @@ def test_a_patch_path_that_cannot_take_the_patch_is_refused_at_once(project, tmp
     kept.write_text("a patch the user still needs\n")
     folder = tmp_path / "patches"
     folder.mkdir()
-    for patch, words in [(tmp_path / "no-such-dir" / "k.diff", f"the folder {tmp_path / 'no-such-dir'} does not exist"),
-                         (folder, f"--patch {folder} is a folder — give a file name"),
-                         (kept, f"--patch {kept} already exists — remove it"),
-                         (Path("/sys/k.diff"), "--patch /sys/k.diff cannot be written: /sys ")]:
+    for patch, words in [
+        (tmp_path / "no-such-dir" / "k.diff", f"the folder {tmp_path / 'no-such-dir'} does not exist"),
+        (folder, f"--patch {folder} is a folder — give a file name"),
+        (kept, f"--patch {kept} already exists — remove it"),
+        (Path("/sys/k.diff"), "--patch /sys/k.diff cannot be written: /sys "),
+    ]:
         proc = cli("optimize", "blocks.py::Block", *REPLAY, *INPUTS, "--no-apply", "--patch", str(patch))
         assert proc.returncode == 2
         assert words in _one_error(proc)
@@ -210,15 +265,27 @@ def test_a_patch_path_that_cannot_take_the_patch_is_refused_at_once(project, tmp
 def test_an_unusable_data_or_cache_dir_is_refused_at_once(tmp_path: Path):
     afile = tmp_path / "a-file"
     afile.write_text("")
-    for var, value, words in [("XDG_DATA_HOME", "/sys/cuda-agent-test", "the data dir /sys/cuda-agent-test/cuda-agent/sessions cannot be used: /sys "),
-                              ("XDG_DATA_HOME", str(afile), f"cannot be used: {afile} is a file, so"),
-                              ("XDG_CACHE_HOME", "/sys/cuda-agent-test", "the cache dir /sys/cuda-agent-test/cuda-agent cannot be used")]:
+    for var, value, words in [
+        (
+            "XDG_DATA_HOME",
+            "/sys/cuda-agent-test",
+            "the data dir /sys/cuda-agent-test/cuda-agent/sessions cannot be used: /sys ",
+        ),
+        ("XDG_DATA_HOME", str(afile), f"cannot be used: {afile} is a file, so"),
+        ("XDG_CACHE_HOME", "/sys/cuda-agent-test", "the cache dir /sys/cuda-agent-test/cuda-agent cannot be used"),
+    ]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
         env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
         env[var] = value
         (tmp_path / "blocks.py").write_text(MODULE)
-        proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "optimize", "blocks.py::Block", *REPLAY, *INPUTS,
-                               "--no-apply"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "cuda_agent_cli", "optimize", "blocks.py::Block", *REPLAY, *INPUTS, "--no-apply"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 2
         assert words in _one_error(proc)
 
@@ -228,18 +295,30 @@ def test_demo_dir_that_is_a_file_or_unwritable_is_refused(tmp_path: Path):
     afile.write_text("mine\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
     env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
-    for where, words in [(afile, f"--dir {afile} is a file"), (Path("/sys/demo"), "--dir /sys/demo cannot be used: /sys ")]:
-        proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "demo", "--dir", str(where), "--batch"],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    for where, words in [
+        (afile, f"--dir {afile} is a file"),
+        (Path("/sys/demo"), "--dir /sys/demo cannot be used: /sys "),
+    ]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "cuda_agent_cli", "demo", "--dir", str(where), "--batch"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 2
         assert words in _one_error(proc)
     assert afile.read_text() == "mine\n"
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--max-turns", "0"], "max_turns 0 from --max-turns leaves no room for a single turn"),
-    (["--timeout", "-5"], "timeout -5 s from --timeout leaves no room"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--max-turns", "0"], "max_turns 0 from --max-turns leaves no room for a single turn"),
+        (["--timeout", "-5"], "timeout -5 s from --timeout leaves no room"),
+    ],
+)
 def test_limits_that_allow_no_turn_are_refused(project, args, words):
     _, cli = project
     proc = cli("optimize", "blocks.py::Block", *REPLAY, *INPUTS, "--no-apply", *args)
@@ -259,13 +338,23 @@ def test_a_read_only_repository_is_refused_before_the_session(project):
     root, cli = project
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], check=True)
-    probe = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(root), str(root), "true"],
-                           capture_output=True, text=True)
+    subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], check=True
+    )
+    probe = subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(root), str(root), "true"], capture_output=True, text=True
+    )
     if probe.returncode != 0:
         pytest.skip(f"bubblewrap cannot mount here: {probe.stderr.strip()}")
-    proc = cli("optimize", "blocks.py::Block", *REPLAY, *INPUTS, "--yes", "--batch",
-               wrap=["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(root), str(root)])
+    proc = cli(
+        "optimize",
+        "blocks.py::Block",
+        *REPLAY,
+        *INPUTS,
+        "--yes",
+        "--batch",
+        wrap=["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(root), str(root)],
+    )
     assert proc.returncode == 2
     line = _one_error(proc)
     assert f"applying the kernel would fail: {root} is on a read-only file system" in line and "--no-apply" in line
@@ -275,7 +364,7 @@ def test_the_stop_line_names_a_limit_set_in_pyproject(project):
     import json
 
     root, cli = project
-    (root / "pyproject.toml").write_text('[tool.cuda-agent]\nmax_turns = 1\n')
+    (root / "pyproject.toml").write_text("[tool.cuda-agent]\nmax_turns = 1\n")
     proc = cli("optimize", "blocks.py::Block", *REPLAY, *INPUTS, "--device", "cpu", "--batch", "--json", "--no-apply")
     assert proc.returncode == 1, proc.stderr
     assert "stopped: max_turns 1 from pyproject.toml" in proc.stderr.splitlines()

@@ -35,8 +35,13 @@ PYPROJECT = textwrap.dedent(f'''\
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root,
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 @pytest.fixture
@@ -46,19 +51,29 @@ def project(tmp_path: Path, harness_cache_root: Path):
     vit = (demo_dir() / "vit_head.py").read_text()
     (root / "vit_head.py").write_text(vit)
     # The same head with get_inputs() small enough for a CPU: that target needs no inputs entry.
-    (root / "small_head.py").write_text(vit.replace("return [768]", "return [384]")
-                                        .replace("torch.randn(32, 1024, 768)", "torch.randn(8, 256, 384)"))
+    (root / "small_head.py").write_text(
+        vit.replace("return [768]", "return [384]").replace("torch.randn(32, 1024, 768)", "torch.randn(8, 256, 384)")
+    )
     (root / "pyproject.toml").write_text(PYPROJECT)
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
     git(root, "commit", "-qm", "start")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_") and not k.endswith("_API_KEY")}
-    env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"),
-               XDG_CACHE_HOME=str(harness_cache_root))
+    env.update(
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_CACHE_HOME=str(harness_cache_root),
+    )
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "cuda_agent_cli", *args], cwd=root, env=env,
-                              capture_output=True, text=True, timeout=900)
+        return subprocess.run(
+            [sys.executable, "-m", "cuda_agent_cli", *args],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
 
     return root, cli
 
@@ -83,7 +98,7 @@ def test_all_targets_run_one_after_another_and_a_rerun_resumes(project):
     assert total["summary"] is True and total["targets"] == 2 and total["ran"] == 2 and total["skipped"] == 0
     assert sum(total["by_reward"].values()) == 2 and total["correct"] == 2
     assert total["failures"] == [] and total["cost_usd"] == 0.0
-    assert git(root, "status", "--porcelain") == ""              # --batch without --yes applies nothing
+    assert git(root, "status", "--porcelain") == ""  # --batch without --yes applies nothing
 
     again = cli("optimize", "--all", "--batch", "--json", "--model", REPLAY)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -113,7 +128,9 @@ def test_a_failing_target_is_counted_and_the_rest_still_run(project, tmp_path: P
     assert "no class `NoSuchClass`" in missing["error"] and missing["exit_code"] == 2
     assert gave_up["status"] == "failed" and gave_up["target"] == VIT and gave_up["reward"] is None
     assert total["by_reward"] == {"error": 1, "none": 1} and [f["target"] for f in total["failures"]] == [
-        "small_head.py::NoSuchClass", VIT]
+        "small_head.py::NoSuchClass",
+        VIT,
+    ]
     # An error is not a finished target: the rerun tries it again; the finished one is skipped.
     *_, again = lines(cli("optimize", "--all", "--batch", "--json", "--model", f"replay:{give_up}"))
     assert again["ran"] == 1 and again["skipped"] == 1
@@ -122,7 +139,9 @@ def test_a_failing_target_is_counted_and_the_rest_still_run(project, tmp_path: P
 def test_all_is_refused_with_a_target_and_without_configured_targets(project):
     root, cli = project
     proc = cli("optimize", "--all", SMALL, "--batch", "--model", REPLAY)
-    assert proc.returncode == 2 and "--all runs the targets of pyproject.toml, so TARGET cannot go with it" in proc.stderr
+    assert (
+        proc.returncode == 2 and "--all runs the targets of pyproject.toml, so TARGET cannot go with it" in proc.stderr
+    )
     (root / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "0"\n')
     proc = cli("optimize", "--all", "--batch", "--json", "--model", REPLAY)
     assert proc.returncode == 2 and "has no [tool.cuda-agent] targets" in proc.stderr

@@ -24,8 +24,13 @@ TARGET = "models/heads.py::PooledLayerNorm"
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root,
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 class Cli:
@@ -33,8 +38,15 @@ class Cli:
         self.root, self.env = root, env
 
     def __call__(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "cuda_agent_cli", *args], cwd=self.root, env=self.env,
-                              input=input, capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "cuda_agent_cli", *args],
+            cwd=self.root,
+            env=self.env,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +57,8 @@ def project(tmp_path_factory: pytest.TempPathFactory, harness_cache_root: Path):
     (root / "models" / "__init__.py").write_text("")
     # The class needs the rest of its package (models.config): it is imported, not copied.
     (root / "models" / "config.py").write_text("EPS = 1e-6\n")
-    (root / "models" / "heads.py").write_text(textwrap.dedent('''\
+    (root / "models" / "heads.py").write_text(
+        textwrap.dedent('''\
         import torch
         from torch import nn
 
@@ -65,19 +78,41 @@ def project(tmp_path_factory: pytest.TempPathFactory, harness_cache_root: Path):
 
         def build(dim: int = 384) -> PooledLayerNorm:
             return PooledLayerNorm(dim)
-        '''))
+        ''')
+    )
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "start")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
-    env.update(XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"),
-               XDG_CACHE_HOME=str(harness_cache_root))
+    env.update(
+        XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(harness_cache_root)
+    )
     cli = Cli(root, env)
 
-    first = cli("optimize", TARGET, "--model", f"replay:{replay_path('cpu')}", "--device", "cpu",
-                "--inputs", INPUTS, "--max-turns", "4", "--batch", "--json")
-    second = cli("optimize", "--resume", json.loads(first.stdout)["session_id"], "--batch", "--json",
-                 "--no-apply", "--patch", str(tmp / "kernel.diff"))
+    first = cli(
+        "optimize",
+        TARGET,
+        "--model",
+        f"replay:{replay_path('cpu')}",
+        "--device",
+        "cpu",
+        "--inputs",
+        INPUTS,
+        "--max-turns",
+        "4",
+        "--batch",
+        "--json",
+    )
+    second = cli(
+        "optimize",
+        "--resume",
+        json.loads(first.stdout)["session_id"],
+        "--batch",
+        "--json",
+        "--no-apply",
+        "--patch",
+        str(tmp / "kernel.diff"),
+    )
     return cli, root, tmp, first, second
 
 
@@ -163,8 +198,11 @@ def test_answering_n_writes_nothing(project):
     assert max(len(ln) for ln in patch.splitlines()) > 80
     assert without_created(patch) in without_created(proc.stdout)
     assert proc.stdout.index("eager PyTorch") < proc.stdout.index("reward ") < proc.stdout.index("diff --git")
-    before_prompt = proc.stdout[:proc.stdout.index("Apply this kernel")].rstrip("\n").splitlines()[-1]
-    assert before_prompt.startswith("models/heads.py::PooledLayerNorm · ") and "x vs torch.compile (reward" in before_prompt
+    before_prompt = proc.stdout[: proc.stdout.index("Apply this kernel")].rstrip("\n").splitlines()[-1]
+    assert (
+        before_prompt.startswith("models/heads.py::PooledLayerNorm · ")
+        and "x vs torch.compile (reward" in before_prompt
+    )
 
 
 def test_plain_on_a_terminal_pages_the_diff_and_keeps_the_table_in_sight(project):
@@ -176,9 +214,15 @@ def test_plain_on_a_terminal_pages_the_diff_and_keeps_the_table_in_sight(project
     paged = tmp / "paged.txt"
     env = {**cli.env, "PAGER": f"cat > {paged}", "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "40"}
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "cuda_agent_cli", "optimize", "--resume",
-                             one_json(second)["session_id"], "--plain"], cwd=root, env=env, stdin=slave, stdout=slave,
-                            stderr=slave, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cuda_agent_cli", "optimize", "--resume", one_json(second)["session_id"], "--plain"],
+        cwd=root,
+        env=env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        close_fds=True,
+    )
     os.close(slave)
     seen = bytearray()
 
@@ -211,7 +255,7 @@ def test_plain_on_a_terminal_pages_the_diff_and_keeps_the_table_in_sight(project
     assert without_created(re.sub(r"\x1b\[[0-9;]*m", "", paged.read_text())) == without_created(patch)
     assert "+++ b/models/heads.py" not in shown  # not scrolled past the table on the terminal
     assert shown.index("eager PyTorch") < shown.index("reward ") < shown.index("Apply this kernel")
-    before_prompt = shown[:shown.index("Apply this kernel")].rstrip("\n").splitlines()[-1]
+    before_prompt = shown[: shown.index("Apply this kernel")].rstrip("\n").splitlines()[-1]
     assert before_prompt.startswith("models/heads.py::PooledLayerNorm · ")
     assert "not applied" in shown and git(root, "status", "--porcelain") == ""
 
@@ -228,7 +272,7 @@ def test_yes_commits_on_a_branch_and_the_module_still_works(project):
     manifest = (root / ".cuda-agent" / "kernels.toml").read_text()
     assert 'target = "models/heads.py::PooledLayerNorm"' in manifest and 'device = "cpu"' in manifest
     # The patched module imports and gives the original's results on the CPU, kernel or not.
-    check = textwrap.dedent('''
+    check = textwrap.dedent("""
         import torch, warnings
         warnings.simplefilter("error")
         from models.heads import PooledLayerNorm
@@ -240,9 +284,10 @@ def test_yes_commits_on_a_branch_and_the_module_still_works(project):
                 x = torch.randn(*shape)
                 assert torch.allclose(m(x), original(m, x), atol=1e-4, rtol=1e-4), shape
         print("kernel used:", "_cuda_agent_new" in m.__dict__)
-    ''')
-    run = subprocess.run([sys.executable, "-c", check], cwd=root, env=cli.env, capture_output=True,
-                         text=True, timeout=600)
+    """)
+    run = subprocess.run(
+        [sys.executable, "-c", check], cwd=root, env=cli.env, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "kernel used: True"
 

@@ -10,8 +10,16 @@ from cuda_agent_cli.config import load_config
 from cuda_agent_cli.errors import BadInput
 from cuda_agent_cli.run.settings import SavedTask, load_task, refuse_changes_on_resume, save_task
 
-SAVED = SavedTask(target="pkg/a.py::A", cwd="/repo", call={"source": "spec", "init": [], "args": []},
-                  explicit_inputs=True, device="cpu", policy="strict", model="replay:/r.jsonl", api_base=None)
+SAVED = SavedTask(
+    target="pkg/a.py::A",
+    cwd="/repo",
+    call={"source": "spec", "init": [], "args": []},
+    explicit_inputs=True,
+    device="cpu",
+    policy="strict",
+    model="replay:/r.jsonl",
+    api_base=None,
+)
 
 
 def test_task_json_round_trips(tmp_path: Path) -> None:

@@ -28,8 +28,9 @@ def _pairs(argv: list[str], flag: str) -> list[str]:
 
 def test_locked_files_are_bound_read_only_after_the_writable_entries(tmp_path: Path) -> None:
     ws = make_ws(tmp_path)
-    pol = SandboxPolicy.optimize(ws, ["model.py", "binding.cpp", "binding_registry.h", "SKILL.md"],
-                                 sandbox_uid=None, sandbox_gid=None)
+    pol = SandboxPolicy.optimize(
+        ws, ["model.py", "binding.cpp", "binding_registry.h", "SKILL.md"], sandbox_uid=None, sandbox_gid=None
+    )
     argv = Sandbox(pol, OK).argv("true")
     root = str(pol.root)
     ro = _pairs(argv, "--ro-bind")
@@ -50,7 +51,7 @@ def test_root_drops_to_an_unprivileged_uid_inside(tmp_path: Path) -> None:
     argv = Sandbox(pol, OK).argv("true")
     assert "--unshare-net" in argv and "--unshare-pid" in argv and "--unshare-all" not in argv
     sp = argv.index("/usr/bin/setpriv")
-    assert argv[sp + 1:sp + 3] == ["--reuid=65534", "--regid=65534"]
+    assert argv[sp + 1 : sp + 3] == ["--reuid=65534", "--regid=65534"]
     assert "--nnp" in argv[sp:]
 
 
@@ -75,9 +76,18 @@ def test_home_and_secret_places_are_hidden_and_the_workspace_is_shown_again(tmp_
 
 
 def test_environment_is_rebuilt_from_an_allowlist() -> None:
-    env = sandbox_env({"PATH": "/usr/bin", "ANTHROPIC_API_KEY": "sk-ant-secret", "GITHUB_TOKEN": "ghp_x",
-                       "CUDA_VISIBLE_DEVICES": "0", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "x",
-                       "LD_PRELOAD": "/evil.so", "PYTHONPATH": "/evil"})
+    env = sandbox_env(
+        {
+            "PATH": "/usr/bin",
+            "ANTHROPIC_API_KEY": "sk-ant-secret",
+            "GITHUB_TOKEN": "ghp_x",
+            "CUDA_VISIBLE_DEVICES": "0",
+            "HOME": "/root",
+            "AWS_SECRET_ACCESS_KEY": "x",
+            "LD_PRELOAD": "/evil.so",
+            "PYTHONPATH": "/evil",
+        }
+    )
     assert "ANTHROPIC_API_KEY" not in env and "GITHUB_TOKEN" not in env
     assert "AWS_SECRET_ACCESS_KEY" not in env and "LD_PRELOAD" not in env and "PYTHONPATH" not in env
     assert env["CUDA_VISIBLE_DEVICES"] == "0"

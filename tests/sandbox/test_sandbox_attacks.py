@@ -90,11 +90,13 @@ def test_file_tools_refuse_the_same_attacks(box) -> None:
     ws = box.ctx.root
     before = digests(ws)
     os.symlink("../model.py", ws / "kernels" / "link.py")
-    for call in [("Write", {"file_path": "model.py", "content": "x"}),
-                 ("Write", {"file_path": "kernels/link.py", "content": "x"}),
-                 ("Write", {"file_path": "kernels/../model.py", "content": "x"}),
-                 ("Edit", {"file_path": str(ws / "SKILL.md"), "old_string": "pristine", "new_string": "x"}),
-                 ("Write", {"file_path": "../outside.txt", "content": "x"})]:
+    for call in [
+        ("Write", {"file_path": "model.py", "content": "x"}),
+        ("Write", {"file_path": "kernels/link.py", "content": "x"}),
+        ("Write", {"file_path": "kernels/../model.py", "content": "x"}),
+        ("Edit", {"file_path": str(ws / "SKILL.md"), "old_string": "pristine", "new_string": "x"}),
+        ("Write", {"file_path": "../outside.txt", "content": "x"}),
+    ]:
         r = box.call(*call)
         assert r.is_error, call
     assert digests(ws) == before
@@ -105,8 +107,12 @@ def test_writes_outside_the_workspace_fail(box, tmp_path: Path) -> None:
     outside = Path("/var/tmp") / f"cuda-agent-test-{os.getpid()}"
     outside.mkdir(exist_ok=True)
     try:
-        for cmd in [f"echo x > {outside}/f", "echo x > /etc/cuda-agent-test", "touch /usr/bin/cuda-agent-test",
-                    f"echo x > {box.ctx.root}/new_top_level.py"]:
+        for cmd in [
+            f"echo x > {outside}/f",
+            "echo x > /etc/cuda-agent-test",
+            "touch /usr/bin/cuda-agent-test",
+            f"echo x > {box.ctx.root}/new_top_level.py",
+        ]:
             assert bash(box, cmd).is_error, cmd
         assert not (outside / "f").exists()
         assert not Path("/etc/cuda-agent-test").exists()
@@ -219,8 +225,11 @@ def test_a_fork_bomb_hits_the_process_limit_and_leaves_nothing_behind(tmp_path: 
 def test_a_command_cannot_outlive_its_timeout(box) -> None:
     marker = box.ctx.root / "kernels" / "late.txt"
     started = time.monotonic()
-    r = bash(box, "(setsid bash -c 'sleep 2; echo alive > kernels/late.txt' &) ; "
-                  "nohup sleep 100 >/dev/null 2>&1 & sleep 100", timeout_ms=1_000)
+    r = bash(
+        box,
+        "(setsid bash -c 'sleep 2; echo alive > kernels/late.txt' &) ; nohup sleep 100 >/dev/null 2>&1 & sleep 100",
+        timeout_ms=1_000,
+    )
     assert r.is_error and r.data["timed_out"]
     assert time.monotonic() - started < 10
     time.sleep(3)
@@ -229,8 +238,9 @@ def test_a_command_cannot_outlive_its_timeout(box) -> None:
 
 def test_background_shell_is_killed_with_everything_it_started(box) -> None:
     marker = box.ctx.root / "kernels" / "bg.txt"
-    r = box.call("Bash", {"command": "echo started; sleep 2; echo later > kernels/bg.txt; sleep 100",
-                          "run_in_background": True})
+    r = box.call(
+        "Bash", {"command": "echo started; sleep 2; echo later > kernels/bg.txt; sleep 100", "run_in_background": True}
+    )
     sid = r.data["bash_id"]
     time.sleep(0.5)
     out = box.call("BashOutput", {"bash_id": sid})
@@ -243,8 +253,11 @@ def test_background_shell_is_killed_with_everything_it_started(box) -> None:
 
 def test_honest_work_succeeds_inside(box) -> None:
     ws = box.ctx.root
-    r = bash(box, "echo '__global__ void k() {}' > kernels/k.cu && cat kernels/k.cu && "
-                  "echo 'class ModelNew: pass' > model_new.py && mkdir -p scratch/notes && echo n > scratch/notes/a")
+    r = bash(
+        box,
+        "echo '__global__ void k() {}' > kernels/k.cu && cat kernels/k.cu && "
+        "echo 'class ModelNew: pass' > model_new.py && mkdir -p scratch/notes && echo n > scratch/notes/a",
+    )
     assert not r.is_error, r.output
     assert (ws / "kernels" / "k.cu").read_text().startswith("__global__")
     assert (ws / "model_new.py").read_text().startswith("class ModelNew")
@@ -259,12 +272,14 @@ def test_honest_work_succeeds_inside(box) -> None:
     assert not r.is_error and "// b" in r.output, r.output
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
-                    reason="nvcc not installed")
+@pytest.mark.skipif(
+    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="nvcc not installed"
+)
 def test_nvcc_compiles_inside(box) -> None:
     (box.ctx.root / "kernels" / "add.cu").write_text(
         "__global__ void add(float* a, const float* b, int n) {\n"
-        "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] += b[i]; }\n")
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] += b[i]; }\n"
+    )
     r = bash(box, "nvcc -c kernels/add.cu -o /tmp/add.o && ls -l /tmp/add.o", 300_000)
     assert not r.is_error, r.output
     assert "add.o" in r.output

@@ -76,11 +76,13 @@ def test_command_that_fails(project: Path):
 
 
 def test_argument_that_cannot_be_described(project: Path):
-    (project / "odd.py").write_text(textwrap.dedent("""
+    (project / "odd.py").write_text(
+        textwrap.dedent("""
         import torch
         from lib.mixer import Mixer
         Mixer(8)(torch.randn(1, 8), torch.zeros(1, dtype=torch.long), scale=object())
-    """))
+    """)
+    )
     with pytest.raises(InputSpecError) as info:
         capture_call(f"{sys.executable} odd.py", project / "lib" / "mixer.py", "Mixer", project)
     assert "forward argument 'scale' is a builtins.object" in info.value.one_line()

@@ -25,12 +25,19 @@ def repo(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     (root / ".git").mkdir(parents=True)  # a repository root marker is all parse_target needs
     write(root, "pkg/__init__.py", "")
-    write(root, "pkg/util.py", """
+    write(
+        root,
+        "pkg/util.py",
+        """
         import torch
         def act(x):
             return torch.nn.functional.silu(x)
-    """)
-    write(root, "pkg/blocks.py", """
+    """,
+    )
+    write(
+        root,
+        "pkg/blocks.py",
+        """
         import torch
         from pkg.util import act
         from . import util as _util
@@ -61,8 +68,12 @@ def repo(tmp_path: Path) -> Path:
 
             def forward(self, x):
                 return x
-    """)
-    write(root, "solo.py", """
+    """,
+    )
+    write(
+        root,
+        "solo.py",
+        """
         import torch
 
 
@@ -73,7 +84,8 @@ def repo(tmp_path: Path) -> Path:
 
         def get_inputs():
             return [torch.randn(4, 8), ]
-    """)
+    """,
+    )
     return root
 
 
@@ -82,12 +94,20 @@ def run_reference(source: str, tmp_path: Path) -> str:
     path = tmp_path / "ref" / "model.py"
     path.parent.mkdir(exist_ok=True)
     path.write_text(source)
-    code = ("import model, torch\n"
-            "m = model.Model(*model.get_init_inputs())\n"
-            "out = m(*model.get_inputs())\n"
-            "print(tuple(out.shape))\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=path.parent, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin"}, timeout=120)
+    code = (
+        "import model, torch\n"
+        "m = model.Model(*model.get_init_inputs())\n"
+        "out = m(*model.get_inputs())\n"
+        "print(tuple(out.shape))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=path.parent,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
 
@@ -104,12 +124,15 @@ def test_parse_target_forms(repo: Path):
     assert parse_target("pkg.blocks:GatedNorm", repo).module_name == "pkg.blocks"
 
 
-@pytest.mark.parametrize("text, words", [
-    ("pkg/missing.py::X", "no such file"),
-    ("pkg/blocks.py", "does not name a class"),
-    ("pkg/blocks.py::not valid", "not a valid target"),
-    ("pkg/__init__.py::", "not a valid target"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("pkg/missing.py::X", "no such file"),
+        ("pkg/blocks.py", "does not name a class"),
+        ("pkg/blocks.py::not valid", "not a valid target"),
+        ("pkg/__init__.py::", "not a valid target"),
+    ],
+)
 def test_parse_target_errors(repo: Path, text: str, words: str):
     with pytest.raises(TargetError) as info:
         parse_target(text, repo)

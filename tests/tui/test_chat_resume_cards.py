@@ -13,16 +13,43 @@ from chat_helpers import chat_app, make_repo, plain, replay_file, run, runtime, 
 from cuda_agent_cli.agent import events as ev  # noqa: E402
 from cuda_agent_cli.tui.widgets import HarnessCard, LedgerPanel  # noqa: E402
 
-COMPILED = {"compiled": True, "correct": False, "reward": None, "device": "cpu", "policy": "strict", "errors": [],
-            "warnings": [], "checks": [], "timings": None, "environment": {"gpu": None, "torch": "2.5", "cuda": None}}
-WRONG = {**COMPILED, "correct": False, "reward": -1,
-         "checks": [{"name": "outputs", "passed": False, "detail": "max abs diff 0.31 at [0, 7]"}]}
-PROFILED = {**COMPILED, "correct": True, "reward": 3, "checks": [{"name": "outputs", "passed": True, "detail": ""}],
-            "warnings": ["the machine was busy while timing"],
-            "timings": {"eager_us": 120.0, "compile_us": 90.0, "candidate_us": 40.0, "speedup_vs_eager": 3.0,
-                        "speedup_vs_compile": 2.25, "method": "wall", "trials": 50,
-                        "speedup_vs_eager_interval": [2.9, 3.1], "speedup_vs_compile_interval": [2.2, 2.3],
-                        "uncertain": False}}
+COMPILED = {
+    "compiled": True,
+    "correct": False,
+    "reward": None,
+    "device": "cpu",
+    "policy": "strict",
+    "errors": [],
+    "warnings": [],
+    "checks": [],
+    "timings": None,
+    "environment": {"gpu": None, "torch": "2.5", "cuda": None},
+}
+WRONG = {
+    **COMPILED,
+    "correct": False,
+    "reward": -1,
+    "checks": [{"name": "outputs", "passed": False, "detail": "max abs diff 0.31 at [0, 7]"}],
+}
+PROFILED = {
+    **COMPILED,
+    "correct": True,
+    "reward": 3,
+    "checks": [{"name": "outputs", "passed": True, "detail": ""}],
+    "warnings": ["the machine was busy while timing"],
+    "timings": {
+        "eager_us": 120.0,
+        "compile_us": 90.0,
+        "candidate_us": 40.0,
+        "speedup_vs_eager": 3.0,
+        "speedup_vs_compile": 2.25,
+        "method": "wall",
+        "trials": 50,
+        "speedup_vs_eager_interval": [2.9, 3.1],
+        "speedup_vs_compile_interval": [2.2, 2.3],
+        "uncertain": False,
+    },
+}
 
 
 def _cards(app) -> list[tuple[str, bool, str]]:
@@ -31,9 +58,14 @@ def _cards(app) -> list[tuple[str, bool, str]]:
 
 def test_resumed_chat_brings_back_the_cards_in_place(tmp_path: Path):
     repo = make_repo(tmp_path / "repo")
-    model = replay_file(tmp_path / "r.jsonl", [{"content": "Answer one.", "tool_calls": []},
-                                                {"content": "Answer two.", "tool_calls": []},
-                                                {"content": "Answer three.", "tool_calls": []}])
+    model = replay_file(
+        tmp_path / "r.jsonl",
+        [
+            {"content": "Answer one.", "tool_calls": []},
+            {"content": "Answer two.", "tool_calls": []},
+            {"content": "Answer three.", "tool_calls": []},
+        ],
+    )
     rt = runtime(repo, f"replay:{model}", tmp_path / "data")
     app = chat_app(rt)
     live: dict[str, object] = {}
@@ -46,8 +78,11 @@ def test_resumed_chat_brings_back_the_cards_in_place(tmp_path: Path):
             app._event_session = "opt-session-1"
             await app.handle_event(ev.SessionStarted("opt-session-1", "blocks.py::Block", "replay:x", None, {}, ""))
             for i, result in enumerate((COMPILED, WRONG, PROFILED)):
-                await app.handle_event(ev.HarnessResultEvent(f"c{i}", ("Compile", "Verify", "Profile")[i], i + 1,
-                                                             result, result is PROFILED))
+                await app.handle_event(
+                    ev.HarnessResultEvent(
+                        f"c{i}", ("Compile", "Verify", "Profile")[i], i + 1, result, result is PROFILED
+                    )
+                )
             app._event_session = None
             await type_and_send(pilot, app, "second")
             await wait_for(pilot, lambda: app.busy is None and "Answer two." in texts(app), what="turn 2")
@@ -58,8 +93,10 @@ def test_resumed_chat_brings_back_the_cards_in_place(tmp_path: Path):
     rt.close()
     assert [c[0] for c in live["cards"]] == [None, -1, 3]
 
-    for resumed in (runtime(None, f"replay:{model}", tmp_path / "data", resume=rt.session_id),
-                    runtime(None, f"replay:{model}", tmp_path / "data", continue_latest=True)):
+    for resumed in (
+        runtime(None, f"replay:{model}", tmp_path / "data", resume=rt.session_id),
+        runtime(None, f"replay:{model}", tmp_path / "data", continue_latest=True),
+    ):
         app2 = chat_app(resumed)
 
         async def go2():
@@ -67,8 +104,15 @@ def test_resumed_chat_brings_back_the_cards_in_place(tmp_path: Path):
                 await pilot.pause()
                 assert _cards(app2) == live["cards"]  # the same cards, best marked as it was
                 shown = texts(app2)
-                order = ["› first", "Answer one.", "optimize session opt-session-1 started for blocks.py::Block",
-                         "max abs diff 0.31", "3.00x", "› second", "Answer two."]
+                order = [
+                    "› first",
+                    "Answer one.",
+                    "optimize session opt-session-1 started for blocks.py::Block",
+                    "max abs diff 0.31",
+                    "3.00x",
+                    "› second",
+                    "Answer two.",
+                ]
                 at = [shown.index(s) for s in order]
                 assert at == sorted(at), shown
                 assert app2.query_one(LedgerPanel).row_count == 3

@@ -36,8 +36,13 @@ def demo_repo(tmp_path: Path, harness_cache: Path, monkeypatch: pytest.MonkeyPat
 
 
 def _request(root: Path) -> OptimizeRequest:
-    req = OptimizeRequest(target=f"{demo.EXAMPLE}::{demo.CLASS}", cwd=root, model=f"replay:{demo.replay_path('cpu')}",
-                          device="cpu", inputs=demo.INPUTS["cpu"])
+    req = OptimizeRequest(
+        target=f"{demo.EXAMPLE}::{demo.CLASS}",
+        cwd=root,
+        model=f"replay:{demo.replay_path('cpu')}",
+        device="cpu",
+        inputs=demo.INPUTS["cpu"],
+    )
     req.apply = ApplyIntent()  # what `optimize` sets when the review may end in applying
     return req
 
@@ -52,9 +57,12 @@ def _review_to(root: Path, key: str) -> tuple[int, str, object]:
         async with app.run_test(size=(150, 45)) as pilot:
             await pilot.pause()  # the ledger is mounted after the first frame, open
             assert app.query_one("#ledger").display
-            review = await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen)
-                                    and app.screen.query("#review-diff") and app.screen, timeout=400,
-                                    what="the review screen")
+            review = await wait_for(
+                pilot,
+                lambda: isinstance(app.screen, ReviewScreen) and app.screen.query("#review-diff") and app.screen,
+                timeout=400,
+                what="the review screen",
+            )
             seen["cards"] = [c.result.get("compiled") for c in app.screen_stack[0].query(HarnessCard)]
             seen["ledger_rows"] = app.query_one(LedgerPanel).row_count
             seen["conversation"] = texts(app)

@@ -17,20 +17,36 @@ from cuda_agent_cli import demo
 from cuda_agent_cli.writeback.git import init_repo
 
 NOT_FASTER = "n: close — correct but not faster than eager PyTorch"
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)"),
+]
 
 
 def _start(tmp_path: Path, harness_cache: Path, *extra: str) -> tuple[Tmux, Path, Path]:
     repo = tmp_path / "project"
     demo.copy_example(repo)
     init_repo(repo, "example")
-    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
-           "XDG_CACHE_HOME": str(harness_cache.parent), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "TERM": "xterm-256color", "PAGER": "cat"}
+    env = {
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_CACHE_HOME": str(harness_cache.parent),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "TERM": "xterm-256color",
+        "PAGER": "cat",
+    }
     log = tmp_path / "after-exit.txt"
-    args = ["optimize", f"{demo.EXAMPLE}::{demo.CLASS}", "--model", f"replay:{demo.replay_path('cpu')}",
-            "--device", "cpu", "--inputs", demo.INPUTS["cpu"], *extra]
+    args = [
+        "optimize",
+        f"{demo.EXAMPLE}::{demo.CLASS}",
+        "--model",
+        f"replay:{demo.replay_path('cpu')}",
+        "--device",
+        "cpu",
+        "--inputs",
+        demo.INPUTS["cpu"],
+        *extra,
+    ]
     term = Tmux(f"cuda-agent-optimize-{os.getpid()}")
     term.start(f"cd {shlex.quote(str(repo))} && " + cuda_agent_command(args, env, log), width=160, height=50)
     return term, repo, log

@@ -36,11 +36,18 @@ def tool_outputs(rt):
 
 # -- the conversation ----------------------------------------------------------------------------
 
+
 def test_prompt_tool_calls_collapse_and_expand_with_highlighted_output(repo, tmp_path):
-    model = replay_file(tmp_path / "r.jsonl", [
-        {"content": "Reading **a.py** first.", "tool_calls": [{"name": "Read", "arguments": {"file_path": "a.py"}}]},
-        {"content": "It sets `x` to 1.", "tool_calls": []},
-    ])
+    model = replay_file(
+        tmp_path / "r.jsonl",
+        [
+            {
+                "content": "Reading **a.py** first.",
+                "tool_calls": [{"name": "Read", "arguments": {"file_path": "a.py"}}],
+            },
+            {"content": "It sets `x` to 1.", "tool_calls": []},
+        ],
+    )
     rt = runtime(repo, f"replay:{model}", tmp_path / "data")
     app = chat_app(rt)
 
@@ -72,9 +79,22 @@ def test_prompt_tool_calls_collapse_and_expand_with_highlighted_output(repo, tmp
 
 def _edits():
     return [
-        {"content": "Edit 1.", "tool_calls": [{"name": "Edit", "arguments": {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 2"}}]},
-        {"content": "Edit 2.", "tool_calls": [{"name": "Edit", "arguments": {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 3"}}]},
-        {"content": "Edit 3.", "tool_calls": [{"name": "Write", "arguments": {"file_path": "b.py", "content": "b = 1\n"}}]},
+        {
+            "content": "Edit 1.",
+            "tool_calls": [
+                {"name": "Edit", "arguments": {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 2"}}
+            ],
+        },
+        {
+            "content": "Edit 2.",
+            "tool_calls": [
+                {"name": "Edit", "arguments": {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 3"}}
+            ],
+        },
+        {
+            "content": "Edit 3.",
+            "tool_calls": [{"name": "Write", "arguments": {"file_path": "b.py", "content": "b = 1\n"}}],
+        },
         {"content": "Edit 4.", "tool_calls": [{"name": "Write", "arguments": {"file_path": "c.py", "content": "c\n"}}]},
         {"content": "Edit 5.", "tool_calls": [{"name": "Write", "arguments": {"file_path": "d.py", "content": "d\n"}}]},
         {"content": "All done.", "tool_calls": []},
@@ -126,11 +146,22 @@ def test_approval_each_choice_and_the_diff_views(repo, tmp_path):
 
 
 def test_undo_reverts_the_agents_last_write_and_says_what(repo, tmp_path):
-    model = replay_file(tmp_path / "r.jsonl", [
-        {"content": None, "tool_calls": [{"name": "Edit", "arguments": {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 5"}}]},
-        {"content": None, "tool_calls": [{"name": "Write", "arguments": {"file_path": "new.py", "content": "n\n"}}]},
-        {"content": "Done.", "tool_calls": []},
-    ])
+    model = replay_file(
+        tmp_path / "r.jsonl",
+        [
+            {
+                "content": None,
+                "tool_calls": [
+                    {"name": "Edit", "arguments": {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 5"}}
+                ],
+            },
+            {
+                "content": None,
+                "tool_calls": [{"name": "Write", "arguments": {"file_path": "new.py", "content": "n\n"}}],
+            },
+            {"content": "Done.", "tool_calls": []},
+        ],
+    )
     rt = runtime(repo, f"replay:{model}", tmp_path / "data", mode="yolo")
     app = chat_app(rt)
 
@@ -153,12 +184,18 @@ def test_undo_reverts_the_agents_last_write_and_says_what(repo, tmp_path):
 
 # -- through litellm and the fake server ---------------------------------------------------------
 
+
 @pytest.mark.integration
 def test_streamed_markdown_tokens_and_a_model_error_that_does_not_end_the_app(repo, tmp_path):
     reply = "# Plan\n\n- read the module\n- write a **kernel**\n\n```python\nx = 1\n```\n"
-    with FakeOpenAIServer([reply_tool("Read", {"file_path": "pkg/m.py"}, content="Looking."),
-                           reply_text(reply), reply_error(401, "invalid api key", "invalid_api_key"),
-                           reply_text("Back again.")]) as srv:
+    with FakeOpenAIServer(
+        [
+            reply_tool("Read", {"file_path": "pkg/m.py"}, content="Looking."),
+            reply_text(reply),
+            reply_error(401, "invalid api key", "invalid_api_key"),
+            reply_text("Back again."),
+        ]
+    ) as srv:
         rt = runtime(repo, "openai/fake-coder", tmp_path / "data", api_base=srv.api_base)
         app = chat_app(rt)
 
@@ -169,7 +206,9 @@ def test_streamed_markdown_tokens_and_a_model_error_that_does_not_end_the_app(re
                 from cuda_agent_cli.tui.widgets import SettledMarkdown
 
                 mds = [m for m in app.conversation.query(SettledMarkdown)]
-                assert any(m.source.strip() == reply.strip() for m in mds), [m.source for m in mds]  # streamed, joined whole
+                assert any(m.source.strip() == reply.strip() for m in mds), [
+                    m.source for m in mds
+                ]  # streamed, joined whole
                 status = plain(app.query_one("#status").content)
                 assert "36 tok" in status and "$0.0000" in status and "· ask ·" in status
                 await type_and_send(pilot, app, "again")
@@ -185,8 +224,13 @@ def test_streamed_markdown_tokens_and_a_model_error_that_does_not_end_the_app(re
 
 @pytest.mark.integration
 def test_esc_interrupts_keeping_what_was_done_and_enter_queues_while_busy(repo, tmp_path):
-    with FakeOpenAIServer([reply_tool("Read", {"file_path": "a.py"}, content="Step one."),
-                           reply_text("slow answer", delay_s=1.5), reply_text("Queued one answered.")]) as srv:
+    with FakeOpenAIServer(
+        [
+            reply_tool("Read", {"file_path": "a.py"}, content="Step one."),
+            reply_text("slow answer", delay_s=1.5),
+            reply_text("Queued one answered."),
+        ]
+    ) as srv:
         rt = runtime(repo, "openai/fake-coder", tmp_path / "data", api_base=srv.api_base)
         app = chat_app(rt)
 
@@ -211,6 +255,7 @@ def test_esc_interrupts_keeping_what_was_done_and_enter_queues_while_busy(repo, 
 
 # -- commands, keys, layout ----------------------------------------------------------------------
 
+
 def test_slash_commands_help_mode_export_unknown_and_completion(repo, tmp_path):
     model = replay_file(tmp_path / "r.jsonl", [{"content": "Hello there.", "tool_calls": []}])
     rt = runtime(repo, f"replay:{model}", tmp_path / "data")
@@ -219,7 +264,9 @@ def test_slash_commands_help_mode_export_unknown_and_completion(repo, tmp_path):
     async def go():
         async with app.run_test(size=(120, 40)) as pilot:
             await type_and_send(pilot, app, "/optimise a.py::A")
-            await wait_for(pilot, lambda: "unknown command /optimise — did you mean /optimize?" in texts(app), what="hint")
+            await wait_for(
+                pilot, lambda: "unknown command /optimise — did you mean /optimize?" in texts(app), what="hint"
+            )
             await type_and_send(pilot, app, "/help")
             await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
             shown = texts(app, app.screen)
@@ -320,11 +367,14 @@ def test_small_terminal_shows_a_clear_message(repo, tmp_path):
 
 
 def test_ctrl_c_twice_quits_and_the_session_resumes_with_its_conversation(repo, tmp_path):
-    model = replay_file(tmp_path / "r.jsonl", [
-        {"content": "Reading.", "tool_calls": [{"name": "Read", "arguments": {"file_path": "a.py"}}]},
-        {"content": "Answer one.", "tool_calls": []},
-        {"content": "Answer two.", "tool_calls": []},
-    ])
+    model = replay_file(
+        tmp_path / "r.jsonl",
+        [
+            {"content": "Reading.", "tool_calls": [{"name": "Read", "arguments": {"file_path": "a.py"}}]},
+            {"content": "Answer one.", "tool_calls": []},
+            {"content": "Answer two.", "tool_calls": []},
+        ],
+    )
     rt = runtime(repo, f"replay:{model}", tmp_path / "data")
     app = chat_app(rt)
 
@@ -372,8 +422,14 @@ def test_bad_input_before_the_app_opens(repo, tmp_path, monkeypatch):
 
 def test_chat_without_a_terminal_exits_2_with_a_hint(tmp_path):
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "chat", str(tmp_path)], capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, env=env, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "chat", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "needs an interactive terminal" in proc.stderr and "optimize TARGET --batch" in proc.stderr
 
@@ -402,13 +458,19 @@ def test_cuda_agent_sessions_lists_chat_sessions(repo, tmp_path):
     rt = runtime(repo, f"replay:{model}", data)
     rt.ensure_started()
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")}
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "sessions", "--json"], capture_output=True,
-                          text=True, env=env, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "sessions", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout)
     assert [(s["session_id"], s["kind"]) for s in found] == [(rt.session_id, "chat")]
-    text = subprocess.run([sys.executable, "-m", "cuda_agent_cli", "sessions"], capture_output=True, text=True,
-                          env=env, timeout=60).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "sessions"], capture_output=True, text=True, env=env, timeout=60
+    ).stdout
     assert "KIND" in text and " chat " in text and "cuda-agent chat --resume ID" in text
 
 
@@ -425,8 +487,9 @@ def test_bang_command_runs_in_the_sandbox_and_shows_its_output(repo, tmp_path):
     async def go():
         async with app.run_test(size=(120, 40)) as pilot:
             await type_and_send(pilot, app, "!cat a.py; echo secret=$ANTHROPIC_API_KEY; touch made.txt")
-            line = await wait_for(pilot, lambda: [t for t in app.query(ToolCallLine) if t.status in ("ok", "error")],
-                                  what="the command")
+            line = await wait_for(
+                pilot, lambda: [t for t in app.query(ToolCallLine) if t.status in ("ok", "error")], what="the command"
+            )
             line = line[0]
             assert line.expanded and "x = 1" in line.output and "secret=\n" in line.output + "\n"
             assert "x = 1" in plain(line.query_one(".tool-body").content)

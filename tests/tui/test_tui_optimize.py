@@ -39,9 +39,12 @@ def test_optimize_in_chat_reviews_applies_undoes_and_resumes(demo_repo: Path, tm
     async def go():
         async with app.run_test(size=(140, 45)) as pilot:
             await type_and_send(pilot, app, OPTIMIZE)
-            review = await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen) and app.screen.query("#review-diff") and app.screen,
-                                    timeout=400,
-                                    what="the review screen")
+            review = await wait_for(
+                pilot,
+                lambda: isinstance(app.screen, ReviewScreen) and app.screen.query("#review-diff") and app.screen,
+                timeout=400,
+                what="the review screen",
+            )
             table = plain(review.query_one("#review-table").content)
             assert "eager PyTorch" in table and "torch.compile" in table and "spread" in table
             facts = plain(review.query_one("#review-facts").content)

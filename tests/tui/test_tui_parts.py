@@ -21,14 +21,30 @@ from cuda_agent_cli.tui.runtime import parse_optimize_args
 def result(correct=True, reward=3, eager=2.0, comp=1.5, checks=()):
     timings = None
     if reward is not None and reward > 0:
-        timings = {"eager_us": 20.0, "compile_us": 15.0, "candidate_us": 10.0, "speedup_vs_eager": eager,
-                   "speedup_vs_compile": comp, "speedup_vs_eager_interval": [eager - 0.1, eager + 0.1],
-                   "speedup_vs_compile_interval": [comp - 0.1, comp + 0.1], "method": "cpu timer", "trials": 30}
-    return {"compiled": True, "correct": correct, "reward": reward, "timings": timings, "warnings": [],
-            "errors": [], "checks": [{"name": n, "passed": False, "detail": "bad"} for n in checks]}
+        timings = {
+            "eager_us": 20.0,
+            "compile_us": 15.0,
+            "candidate_us": 10.0,
+            "speedup_vs_eager": eager,
+            "speedup_vs_compile": comp,
+            "speedup_vs_eager_interval": [eager - 0.1, eager + 0.1],
+            "speedup_vs_compile_interval": [comp - 0.1, comp + 0.1],
+            "method": "cpu timer",
+            "trials": 30,
+        }
+    return {
+        "compiled": True,
+        "correct": correct,
+        "reward": reward,
+        "timings": timings,
+        "warnings": [],
+        "errors": [],
+        "checks": [{"name": n, "passed": False, "detail": "bad"} for n in checks],
+    }
 
 
 # -- slash commands ------------------------------------------------------------------------------
+
 
 def test_unknown_command_names_the_closest_one():
     with pytest.raises(commands.UnknownCommand) as exc:
@@ -40,7 +56,7 @@ def test_unknown_command_names_the_closest_one():
 
 
 def test_every_command_has_a_description_and_declares_busy_rule():
-    assert commands.COMMANDS and len(commands.BY_NAME) == len(commands.COMMANDS)   # no name twice
+    assert commands.COMMANDS and len(commands.BY_NAME) == len(commands.COMMANDS)  # no name twice
     assert all(c.description for c in commands.COMMANDS)
     assert not commands.BY_NAME["optimize"].while_busy and commands.BY_NAME["help"].while_busy
 
@@ -54,7 +70,11 @@ def test_parse_keeps_quoted_arguments_and_completion_filters_by_prefix():
 
 def test_optimize_arguments():
     assert parse_optimize_args(["a.py::A", "--inputs", "x=float32[2]", "--device=cpu"]) == {
-        "target": "a.py::A", "inputs": "x=float32[2]", "device": "cpu", "policy": None}
+        "target": "a.py::A",
+        "inputs": "x=float32[2]",
+        "device": "cpu",
+        "policy": None,
+    }
     with pytest.raises(BadInput, match="needs a target"):
         parse_optimize_args([])
     with pytest.raises(BadInput, match="does not know --fast"):
@@ -64,6 +84,7 @@ def test_optimize_arguments():
 
 
 # -- mentions ------------------------------------------------------------------------------------
+
 
 def test_mentions_expand_files_and_line_ranges(tmp_path: Path):
     (tmp_path / "pkg").mkdir()
@@ -93,6 +114,7 @@ def test_mention_completion_from_repository_files(tmp_path: Path):
 
 # -- ledger --------------------------------------------------------------------------------------
 
+
 def test_ledger_marks_the_best_measured_candidate_not_the_last():
     led = Ledger()
     led.add("s", "Verify", 1, result(reward=None))
@@ -109,6 +131,7 @@ def test_ledger_marks_the_best_measured_candidate_not_the_last():
 
 
 # -- approvals -----------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def repo_box(tmp_path: Path):
@@ -174,6 +197,7 @@ def test_modes_accept_edits_and_yolo(repo_box):
 
 # -- export --------------------------------------------------------------------------------------
 
+
 def test_export_markdown_has_every_part():
     events = [
         UserMessage("make it fast"),
@@ -190,9 +214,15 @@ def test_export_markdown_has_every_part():
 
 # -- undo of a write-back commit -----------------------------------------------------------------
 
+
 def _git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def test_revert_commit_undoes_exactly_that_commit(tmp_path: Path):

@@ -28,15 +28,30 @@ SID = "20260101-120000-abcdef"
 def harness_result(reward, eager, comp, correct=True, checks=()):
     t = None
     if eager:
-        t = {"eager_us": 812.4, "compile_us": 640.2, "candidate_us": round(812.4 / eager, 1),
-             "speedup_vs_eager": eager, "speedup_vs_compile": comp,
-             "speedup_vs_eager_interval": [round(eager * 0.97, 2), round(eager * 1.03, 2)],
-             "speedup_vs_compile_interval": [round(comp * 0.97, 2), round(comp * 1.03, 2)],
-             "uncertain": False, "method": "cpu perf_counter, interleaved blocks", "trials": 30}
-    return {"compiled": True, "correct": correct, "reward": reward, "device": "cpu", "policy": "strict",
-            "errors": [], "warnings": [], "timings": t,
-            "checks": [{"name": n, "passed": False, "detail": "max abs diff 0.31 > atol 0.01"} for n in checks],
-            "environment": {"gpu": None, "torch": "2.13.0", "cuda": None}}
+        t = {
+            "eager_us": 812.4,
+            "compile_us": 640.2,
+            "candidate_us": round(812.4 / eager, 1),
+            "speedup_vs_eager": eager,
+            "speedup_vs_compile": comp,
+            "speedup_vs_eager_interval": [round(eager * 0.97, 2), round(eager * 1.03, 2)],
+            "speedup_vs_compile_interval": [round(comp * 0.97, 2), round(comp * 1.03, 2)],
+            "uncertain": False,
+            "method": "cpu perf_counter, interleaved blocks",
+            "trials": 30,
+        }
+    return {
+        "compiled": True,
+        "correct": correct,
+        "reward": reward,
+        "device": "cpu",
+        "policy": "strict",
+        "errors": [],
+        "warnings": [],
+        "timings": t,
+        "checks": [{"name": n, "passed": False, "detail": "max abs diff 0.31 > atol 0.01"} for n in checks],
+        "environment": {"gpu": None, "torch": "2.13.0", "cuda": None},
+    }
 
 
 @pytest.fixture
@@ -52,29 +67,66 @@ def recorded_chat(root: Path) -> None:
     sdir = root / "data" / "sessions" / SID
     sdir.mkdir(parents=True)
     ev = [
-        {"event": "session_started", "session_id": SID, "target": "chat repo", "model": "replay:r.jsonl",
-         "workspace": str(root / "repo"), "settings": {"command": "chat", "repo": str(root / "repo"),
-                                                       "model": "replay:r.jsonl", "mode": "ask"},
-         "system_prompt": "You are cuda-agent.", "created": 1767268800.0},
+        {
+            "event": "session_started",
+            "session_id": SID,
+            "target": "chat repo",
+            "model": "replay:r.jsonl",
+            "workspace": str(root / "repo"),
+            "settings": {"command": "chat", "repo": str(root / "repo"), "model": "replay:r.jsonl", "mode": "ask"},
+            "system_prompt": "You are cuda-agent.",
+            "created": 1767268800.0,
+        },
         {"event": "user_message", "content": "Where does Block spend its time?"},
-        {"event": "assistant_message", "turn": 1, "content": "Reading the module first.",
-         "tool_calls": [{"id": "c1", "name": "Read", "arguments": {"file_path": "blocks.py"}, "error": None}],
-         "prompt_tokens": 2400, "completion_tokens": 40, "cost_usd": 0.0},
-        {"event": "tool_finished", "call_id": "c1", "name": "Read", "output": "     1\timport torch\n", "is_error": False,
-         "data": None, "duration_s": 0.004},
-        {"event": "assistant_message", "turn": 2,
-         "content": "`Block.forward` is a **LayerNorm** followed by a mean over tokens:\n\n"
-                    "- both read `x` twice\n- a fused kernel reads it once\n\n"
-                    "Run `/optimize blocks.py::Block` to write and measure one.",
-         "tool_calls": [], "prompt_tokens": 95000, "completion_tokens": 60, "cost_usd": 0.0},
-        {"event": "cost", "turn_cost_usd": 0.0, "total_cost_usd": 0.0, "prompt_tokens": 95000,
-         "completion_tokens": 60, "context_tokens": 95060, "context_budget": 131072},
+        {
+            "event": "assistant_message",
+            "turn": 1,
+            "content": "Reading the module first.",
+            "tool_calls": [{"id": "c1", "name": "Read", "arguments": {"file_path": "blocks.py"}, "error": None}],
+            "prompt_tokens": 2400,
+            "completion_tokens": 40,
+            "cost_usd": 0.0,
+        },
+        {
+            "event": "tool_finished",
+            "call_id": "c1",
+            "name": "Read",
+            "output": "     1\timport torch\n",
+            "is_error": False,
+            "data": None,
+            "duration_s": 0.004,
+        },
+        {
+            "event": "assistant_message",
+            "turn": 2,
+            "content": "`Block.forward` is a **LayerNorm** followed by a mean over tokens:\n\n"
+            "- both read `x` twice\n- a fused kernel reads it once\n\n"
+            "Run `/optimize blocks.py::Block` to write and measure one.",
+            "tool_calls": [],
+            "prompt_tokens": 95000,
+            "completion_tokens": 60,
+            "cost_usd": 0.0,
+        },
+        {
+            "event": "cost",
+            "turn_cost_usd": 0.0,
+            "total_cost_usd": 0.0,
+            "prompt_tokens": 95000,
+            "completion_tokens": 60,
+            "context_tokens": 95060,
+            "context_budget": 131072,
+        },
         {"event": "stopped", "reason": "done", "detail": "", "turns": 2, "cost_usd": 0.0},
     ]
     (sdir / "transcript.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ev))
     ledger = [
         {"session_id": "o1", "tool": "Compile", "turn": 4, "result": harness_result(None, None, None)},
-        {"session_id": "o1", "tool": "Verify", "turn": 5, "result": harness_result(-1, None, None, False, ["outputs_match"])},
+        {
+            "session_id": "o1",
+            "tool": "Verify",
+            "turn": 5,
+            "result": harness_result(-1, None, None, False, ["outputs_match"]),
+        },
         {"session_id": "o1", "tool": "Profile", "turn": 7, "result": harness_result(3, 2.41, 1.62)},
         {"session_id": "o1", "tool": "Profile", "turn": 9, "result": harness_result(2, 1.30, 0.97)},
     ]
@@ -94,11 +146,24 @@ def test_main_screen_with_ledger(here: Path, snap_compare):
 
 
 def test_approval_modal(here: Path, snap_compare):
-    replay_file(here / "r.jsonl", [
-        {"content": "Adding a docstring.", "tool_calls": [{"name": "Edit", "arguments": {
-            "file_path": "blocks.py", "old_string": "    pass\n",
-            "new_string": '    """LayerNorm, then a mean over tokens."""\n\n    def forward(self, x):\n        return x\n'}}]},
-    ])
+    replay_file(
+        here / "r.jsonl",
+        [
+            {
+                "content": "Adding a docstring.",
+                "tool_calls": [
+                    {
+                        "name": "Edit",
+                        "arguments": {
+                            "file_path": "blocks.py",
+                            "old_string": "    pass\n",
+                            "new_string": '    """LayerNorm, then a mean over tokens."""\n\n    def forward(self, x):\n        return x\n',
+                        },
+                    }
+                ],
+            },
+        ],
+    )
     app = ChatApp(runtime(Path("repo"), "replay:r.jsonl", Path("data"), session_id=SID, device="cpu"))
 
     async def before(pilot):
@@ -114,15 +179,30 @@ def test_review_screen(here: Path, snap_compare):
     replay_file(here / "r.jsonl", [])
     app = ChatApp(runtime(Path("repo"), "replay:r.jsonl", Path("data"), session_id=SID, device="cpu"))
     old = "import torch\n\n\nclass Block(torch.nn.Module):\n    pass\n"
-    changes = [FileChange("blocks.py", old + "\nfrom ._cuda_agent.block.loader import use_kernel\nuse_kernel(Block)\n", old),
-               FileChange("_cuda_agent/block/kernels/block.cpp", "#include <torch/extension.h>\n// fused pass\n"),
-               FileChange(".cuda-agent/kernels.toml", '[[kernel]]\ntarget = "blocks.py::Block"\n')]
-    plan = WriteBackPlan(repo_root=Path("repo"), in_git=True, module_rel="blocks.py", module_sha256="0" * 64,
-                         changes=changes, patch=unified_patch(changes), branch="cuda-agent/block-abcdef",
-                         commit_message="cuda-agent: Block", folder="_cuda_agent/block")
-    outcome = SimpleNamespace(target="blocks.py::Block", session_id="20260101-120500-123456", device="cpu",
-                              result=HarnessResult.from_json(harness_result(3, 2.41, 1.62)), plan=plan,
-                              status="improved")
+    changes = [
+        FileChange("blocks.py", old + "\nfrom ._cuda_agent.block.loader import use_kernel\nuse_kernel(Block)\n", old),
+        FileChange("_cuda_agent/block/kernels/block.cpp", "#include <torch/extension.h>\n// fused pass\n"),
+        FileChange(".cuda-agent/kernels.toml", '[[kernel]]\ntarget = "blocks.py::Block"\n'),
+    ]
+    plan = WriteBackPlan(
+        repo_root=Path("repo"),
+        in_git=True,
+        module_rel="blocks.py",
+        module_sha256="0" * 64,
+        changes=changes,
+        patch=unified_patch(changes),
+        branch="cuda-agent/block-abcdef",
+        commit_message="cuda-agent: Block",
+        folder="_cuda_agent/block",
+    )
+    outcome = SimpleNamespace(
+        target="blocks.py::Block",
+        session_id="20260101-120500-123456",
+        device="cpu",
+        result=HarnessResult.from_json(harness_result(3, 2.41, 1.62)),
+        plan=plan,
+        status="improved",
+    )
 
     async def before(pilot):
         await app.push_screen(ReviewScreen(outcome))

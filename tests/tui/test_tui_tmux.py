@@ -16,8 +16,10 @@ from tmux_helpers import Tmux, cuda_agent_command, wait_exit
 from cuda_agent_cli import demo
 from cuda_agent_cli.writeback.git import init_repo
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)"),
+]
 
 
 def test_chat_in_tmux_runs_a_replayed_optimize_to_a_commit(tmp_path: Path, harness_cache: Path):
@@ -25,12 +27,20 @@ def test_chat_in_tmux_runs_a_replayed_optimize_to_a_commit(tmp_path: Path, harne
     demo.copy_example(repo)
     init_repo(repo, "example")
     base = git(repo, "rev-parse", "HEAD").strip()
-    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
-           "XDG_CACHE_HOME": str(harness_cache.parent), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TERM": "xterm-256color"}
+    env = {
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_CACHE_HOME": str(harness_cache.parent),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "TERM": "xterm-256color",
+    }
     log = tmp_path / "after-exit.txt"
     term = Tmux(f"cuda-agent-test-{os.getpid()}")
-    term.start(cuda_agent_command(["chat", str(repo), "--model", f"replay:{demo.replay_path('cpu')}",
-                                   "--device", "cpu"], env, log))
+    term.start(
+        cuda_agent_command(
+            ["chat", str(repo), "--model", f"replay:{demo.replay_path('cpu')}", "--device", "cpu"], env, log
+        )
+    )
     try:
         term.wait("cuda-agent chat over project/", 60)
         line = f'/optimize {demo.EXAMPLE}::{demo.CLASS} --inputs "{demo.INPUTS["cpu"]}"'

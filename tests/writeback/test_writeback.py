@@ -17,7 +17,7 @@ from cuda_agent_cli.writeback.diff import FileChange, unified_patch, write_chang
 from cuda_agent_cli.writeback.integrate import Verified, patch_module, plan_integration
 from cuda_agent_cli.writeback.manifest import MANIFEST_PATH, parse_manifest, updated_manifest
 
-MODULE = '''import torch
+MODULE = """import torch
 
 
 class Scale(torch.nn.Module):
@@ -31,10 +31,10 @@ class Scale(torch.nn.Module):
 
 def helper():
     return Scale(8)
-'''
+"""
 
 # Stands in for a built extension in the routing tests: distinguishable output (+1000).
-MODEL_NEW = '''import torch
+MODEL_NEW = """import torch
 import cuda_extension
 
 
@@ -45,12 +45,17 @@ class ModelNew(torch.nn.Module):
 
     def forward(self, x):
         return x * self.w + 1000.0
-'''
+"""
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root,
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 @pytest.fixture
@@ -66,28 +71,43 @@ def repo(tmp_path: Path) -> Path:
 
 
 def verified() -> Verified:
-    return Verified(device="cpu", call=parse_inputs_spec("x=float32[4,8]; init: 8"), forward_params=("x", "alpha"),
-                    parameters=(("w", "float32", (8,)),), training_sensitive=False)
+    return Verified(
+        device="cpu",
+        call=parse_inputs_spec("x=float32[4,8]; init: 8"),
+        forward_params=("x", "alpha"),
+        parameters=(("w", "float32", (8,)),),
+        training_sensitive=False,
+    )
 
 
 def plan_for(repo: Path, session: str = "20260101-000000-abc123"):
     return build_plan(
-        module_file=repo / "pkg" / "scale.py", module_source=(repo / "pkg" / "scale.py").read_text(),
-        class_name="Scale", class_snake="scale", class_end=11, display="pkg/scale.py::Scale",
-        session_id=session, candidate_files={"model_new.py": MODEL_NEW, "kernels/scale.cpp": "// kernel\n"},
-        binding_files={"binding.cpp": "PYBIND11_MODULE(cuda_extension, m) {}\n", "binding_registry.h": "#pragma once\n"},
-        verified=verified(), manifest_entry={"target": "pkg/scale.py::Scale", "speedup_vs_eager": 1.5,
-                                             "speedup_vs_compile": 1.2},
-        fallback_root=repo)
+        module_file=repo / "pkg" / "scale.py",
+        module_source=(repo / "pkg" / "scale.py").read_text(),
+        class_name="Scale",
+        class_snake="scale",
+        class_end=11,
+        display="pkg/scale.py::Scale",
+        session_id=session,
+        candidate_files={"model_new.py": MODEL_NEW, "kernels/scale.cpp": "// kernel\n"},
+        binding_files={
+            "binding.cpp": "PYBIND11_MODULE(cuda_extension, m) {}\n",
+            "binding_registry.h": "#pragma once\n",
+        },
+        verified=verified(),
+        manifest_entry={"target": "pkg/scale.py::Scale", "speedup_vs_eager": 1.5, "speedup_vs_compile": 1.2},
+        fallback_root=repo,
+    )
 
 
 # ---------------------------------------------------------------- diff
 
+
 def test_patch_applies_with_git_and_reproduces_every_file(repo: Path, tmp_path: Path):
     changes = [
-        FileChange("notes.txt", "mine\nmore", "mine\n"),             # no newline at the end
-        FileChange("new/dir/file.py", "print(1)\n"),                 # new file
-        FileChange("pkg/scale.py", None, MODULE),                    # deleted
+        FileChange("notes.txt", "mine\nmore", "mine\n"),  # no newline at the end
+        FileChange("new/dir/file.py", "print(1)\n"),  # new file
+        FileChange("pkg/scale.py", None, MODULE),  # deleted
     ]
     patch = unified_patch(changes)
     assert "new file mode 100644" in patch and "deleted file mode 100644" in patch
@@ -107,6 +127,7 @@ def test_write_changes_writes_and_deletes(tmp_path: Path):
 
 # ---------------------------------------------------------------- module patch
 
+
 def test_module_patch_is_small_and_applying_twice_leaves_one(repo: Path):
     once = patch_module(MODULE, "Scale", "scale", 11, verified())
     added = [ln for ln in once.splitlines() if ln not in MODULE.splitlines()]
@@ -121,21 +142,30 @@ def test_module_patch_is_small_and_applying_twice_leaves_one(repo: Path):
 
 def test_plan_integration_lists_every_file_next_to_the_module(repo: Path):
     changes = plan_integration(
-        repo_root=repo, module_file=repo / "pkg" / "scale.py", module_source=MODULE, class_name="Scale",
-        class_snake="scale", class_end=11, display="pkg/scale.py::Scale", session_id="s",
+        repo_root=repo,
+        module_file=repo / "pkg" / "scale.py",
+        module_source=MODULE,
+        class_name="Scale",
+        class_snake="scale",
+        class_end=11,
+        display="pkg/scale.py::Scale",
+        session_id="s",
         candidate_files={"model_new.py": MODEL_NEW, "kernels/k.cpp": "//\n", "scratch/x": "no"},
         binding_files={"binding.cpp": "PYBIND11_MODULE(cuda_extension, m) {}\n", "binding_registry.h": ""},
-        verified=verified())
+        verified=verified(),
+    )
     paths = [c.path for c in changes]
     assert paths[0] == "pkg/scale.py"
-    assert set(paths[1:]) == {f"pkg/_cuda_agent/scale/{n}" for n in
-                              ("binding.cpp", "binding_registry.h", "kernels/k.cpp", "loader.py",
-                               "model_new.py", "verified.json")}
+    assert set(paths[1:]) == {
+        f"pkg/_cuda_agent/scale/{n}"
+        for n in ("binding.cpp", "binding_registry.h", "kernels/k.cpp", "loader.py", "model_new.py", "verified.json")
+    }
     binding = next(c.new for c in changes if c.path.endswith("binding.cpp"))
     assert "PYBIND11_MODULE(TORCH_EXTENSION_NAME," in binding
 
 
 # ---------------------------------------------------------------- manifest
+
 
 def test_manifest_replaces_the_same_target_and_keeps_others():
     first = updated_manifest(None, {"target": "a.py::A", "speedup_vs_eager": 1.25, "note": 'quote " and \\'})
@@ -154,8 +184,9 @@ def test_broken_manifest_is_refused_not_overwritten():
 
 # ---------------------------------------------------------------- apply and git
 
+
 def test_apply_commits_on_a_new_branch_and_leaves_other_work_alone(repo: Path):
-    (repo / "notes.txt").write_text("mine, edited\n")      # unrelated uncommitted work
+    (repo / "notes.txt").write_text("mine, edited\n")  # unrelated uncommitted work
     plan = plan_for(repo)
     assert plan.branch == "cuda-agent/scale-abc123"
     result = apply_plan(plan, commit=True, allow_dirty=False)
@@ -174,14 +205,17 @@ def test_dirty_target_is_refused_unless_allowed(repo: Path):
     plan = plan_for(repo)
     (repo / "pkg" / "scale.py").write_text(MODULE + "\n# my edit\n")
     with pytest.raises(WriteBackRefused) as info:
-        apply_plan(plan, commit=True, allow_dirty=True)     # changed since the session read it
+        apply_plan(plan, commit=True, allow_dirty=True)  # changed since the session read it
     assert "changed since the session read it" in info.value.one_line()
-    git(repo, "add", "pkg/scale.py")                           # staged but not committed
+    git(repo, "add", "pkg/scale.py")  # staged but not committed
     plan = build_plan(**{**_plan_args(repo)})
     with pytest.raises(WriteBackRefused) as info:
         apply_plan(plan, commit=True, allow_dirty=False)
     assert "uncommitted changes in pkg/scale.py" in info.value.one_line() and "--allow-dirty" in info.value.one_line()
-    assert "# my edit" in (repo / "pkg" / "scale.py").read_text() and "cuda-agent" not in (repo / "pkg" / "scale.py").read_text()
+    assert (
+        "# my edit" in (repo / "pkg" / "scale.py").read_text()
+        and "cuda-agent" not in (repo / "pkg" / "scale.py").read_text()
+    )
     result = apply_plan(plan, commit=True, allow_dirty=True)
     assert result.commit is None and "uncommitted changes" in result.notes[0]
     text = (repo / "pkg" / "scale.py").read_text()
@@ -190,11 +224,20 @@ def test_dirty_target_is_refused_unless_allowed(repo: Path):
 
 def _plan_args(repo: Path, module: str = "pkg/scale.py") -> dict:
     source = (repo / module).read_text()
-    return dict(module_file=repo / module, module_source=source, class_name="Scale",
-                class_snake="scale", class_end=11, display="pkg/scale.py::Scale", session_id="s2",
-                candidate_files={"model_new.py": MODEL_NEW, "kernels/scale.cpp": "// kernel\n"},
-                binding_files={"binding.cpp": "", "binding_registry.h": ""}, verified=verified(),
-                manifest_entry={"target": "pkg/scale.py::Scale"}, fallback_root=repo)
+    return dict(
+        module_file=repo / module,
+        module_source=source,
+        class_name="Scale",
+        class_snake="scale",
+        class_end=11,
+        display="pkg/scale.py::Scale",
+        session_id="s2",
+        candidate_files={"model_new.py": MODEL_NEW, "kernels/scale.cpp": "// kernel\n"},
+        binding_files={"binding.cpp": "", "binding_registry.h": ""},
+        verified=verified(),
+        manifest_entry={"target": "pkg/scale.py::Scale"},
+        fallback_root=repo,
+    )
 
 
 def test_outside_a_repository_apply_needs_no_commit(tmp_path: Path):
@@ -220,12 +263,13 @@ def test_second_apply_diffs_against_the_first_and_removes_stale_kernels(repo: Pa
     paths = {c.path: c for c in plan.changes}
     assert paths["pkg/_cuda_agent/scale/kernels/scale.cpp"].is_deleted
     assert paths["pkg/_cuda_agent/scale/kernels/other.cpp"].is_new
-    assert "pkg/scale.py" not in paths                      # already integrated: unchanged
+    assert "pkg/scale.py" not in paths  # already integrated: unchanged
     apply_plan(plan, commit=True, allow_dirty=False)
     assert not (repo / "pkg/_cuda_agent/scale/kernels/scale.cpp").exists()
 
 
 # ---------------------------------------------------------------- routing of calls (no compiler needed)
+
 
 @pytest.fixture
 def integrated(repo: Path, monkeypatch: pytest.MonkeyPatch):
@@ -258,18 +302,18 @@ def test_verified_calls_use_the_kernel_and_everything_else_the_original(integrat
     x = torch.randn(4, 8)
     expected = x * m.w.detach()
     with torch.no_grad():
-        assert torch.allclose(m(x), expected + 1000)                 # the kernel path
-        assert torch.allclose(m(x=x), expected + 1000)               # keyword call binds the same
-        assert torch.allclose(m(x, alpha=1.0), expected + 1000)      # explicit default value
-        assert torch.allclose(m(x, alpha=2.0), expected * 2)         # a value never verified
+        assert torch.allclose(m(x), expected + 1000)  # the kernel path
+        assert torch.allclose(m(x=x), expected + 1000)  # keyword call binds the same
+        assert torch.allclose(m(x, alpha=1.0), expected + 1000)  # explicit default value
+        assert torch.allclose(m(x, alpha=2.0), expected * 2)  # a value never verified
         assert torch.allclose(m(torch.randn(3, 8)).abs().mean() < 100, torch.tensor(True))  # other shape
-        assert m(x.double()).dtype == torch.float64                 # other dtype
+        assert m(x.double()).dtype == torch.float64  # other dtype
         xt = torch.randn(8, 4).t()
-        assert torch.allclose(m(xt), xt * m.w)                       # not contiguous
+        assert torch.allclose(m(xt), xt * m.w)  # not contiguous
         assert torch.allclose(m.double()(x.double()), x.double() * m.w)  # parameters of another dtype
     assert len(loads) == 1
     m2 = module.Scale(8)
-    assert torch.allclose(m2(x), x * m2.w)                           # autograd: original code
+    assert torch.allclose(m2(x), x * m2.w)  # autograd: original code
     assert m2(x).requires_grad
 
     class Sub(module.Scale):
@@ -277,7 +321,7 @@ def test_verified_calls_use_the_kernel_and_everything_else_the_original(integrat
 
     with torch.no_grad():
         s = Sub(8)
-        assert torch.allclose(s(x), x * s.w)                         # subclasses keep their own path
+        assert torch.allclose(s(x), x * s.w)  # subclasses keep their own path
     assert "_cuda_agent_new" not in m.state_dict() and list(m.state_dict()) == ["w"]
 
 
@@ -299,13 +343,24 @@ def test_a_kernel_that_cannot_be_built_falls_back_with_one_warning(integrated, m
 
 def test_kernels_can_be_switched_off_by_environment(repo: Path):
     apply_plan(plan_for(repo), commit=False, allow_dirty=False)
-    code = ("import pkg.scale, torch; f = pkg.scale.Scale.forward; "
-            "print(getattr(f, '_cuda_agent', False))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
-                         env={"PATH": "/usr/bin:/bin", "CUDA_AGENT_DISABLE_KERNELS": "1"}, check=True)
+    code = "import pkg.scale, torch; f = pkg.scale.Scale.forward; print(getattr(f, '_cuda_agent', False))"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "CUDA_AGENT_DISABLE_KERNELS": "1"},
+        check=True,
+    )
     assert out.stdout.strip() == "False"
-    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
-                         env={"PATH": "/usr/bin:/bin"}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        check=True,
+    )
     assert out.stdout.strip() == "True"
 
 
