@@ -10,16 +10,9 @@ with `load_inline` when the harness imports it to verify, so there is nothing to
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from cuda_agent_cli.errors import CudaAgentError
-
-
-def sample_folder(job: dict[str, Any], sample: dict[str, Any]) -> Path:
-    """Where a sample of the job is put together and built: the same path for the compile-ahead
-    worker and the slot, since the harness's build directory is keyed on it."""
-    return Path(job["work"]) / f"sample_{sample['index']}"
 
 
 def buildable(job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -34,7 +27,7 @@ def prebuild(job: dict[str, Any]) -> dict[str, Any]:
     (epoch seconds, comparable across processes). A failure here is no verdict: the slot's own
     round builds again and reports the compiler's errors there."""
     from cuda_agent_cli.bench.solutions import sample_files
-    from cuda_agent_cli.bench.task_run import materialize
+    from cuda_agent_cli.bench.task_run import materialize, sample_folder
     from cuda_agent_cli.harness import Harness
     from cuda_agent_cli.workspace import external_workspace
 

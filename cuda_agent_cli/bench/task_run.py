@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from cuda_agent_cli.bench.prebuild import sample_folder
 from cuda_agent_cli.bench.solutions import sample_files
 from cuda_agent_cli.errors import CudaAgentError, EnvironmentMissing, Interrupted
 
@@ -33,6 +32,12 @@ def rank(result: HarnessResult) -> tuple[float, float, float, float]:
         t.speedup_vs_compile if t else 0.0,
         t.speedup_vs_eager if t else 0.0,
     )
+
+
+def sample_folder(job: dict[str, Any], sample: dict[str, Any]) -> Path:
+    """Where a sample of the job is put together and built: the same path for the compile-ahead
+    worker and the slot, since the harness's build directory is keyed on it."""
+    return Path(job["work"]) / f"sample_{sample['index']}"
 
 
 def materialize(folder: Path, reference: str, files: dict[str, bytes]) -> Path:

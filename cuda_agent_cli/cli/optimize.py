@@ -332,7 +332,7 @@ def optimize(
             timeout=timeout,
             allow_unsafe=unsafe_no_sandbox,
         )
-        raise typer.Exit(optimize_all(base, opts))
+        raise typer.Exit(optimize_all(base, opts, run_and_review))
     if not target and not (resume or continue_):
         raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName (or --resume ID)")
     if target and (resume or continue_):

@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import typer
 
 
-def optimize_all(base: Any, opts: Any) -> int:
-    """Run each configured target with `base` (an OptimizeRequest without a target); with --json
-    one line per target as it finishes, then the summary object. Returns the exit code."""
-    from cuda_agent_cli.cli.optimize import run_and_review
+def optimize_all(base: Any, opts: Any, run_and_review: Callable[..., int]) -> int:
+    """Run each configured target with `base` (an OptimizeRequest without a target) through
+    `run_and_review` (optimize's own); with --json one line per target as it finishes, then the
+    summary object. Returns the exit code."""
     from cuda_agent_cli.config import TARGETS_HINT, load_config, repo_targets, user_data_dir
     from cuda_agent_cli.errors import BadInput, CudaAgentError, Interrupted
     from cuda_agent_cli.run.batch import Progress, progress_path, source_hash, summary
