@@ -195,10 +195,12 @@ def test_later_rounds_reuse_warm_baselines_and_survive_losing_them(ws: Workspace
     assert second.timing_detail["baselines"]["reused"] is True
     assert second.timing_detail["baselines"]["rounds"] >= 2
     assert second.timings is not None and second.timings.compile_us > 0 and second.timings.eager_us > 0
-    # The kept process dies (or is killed): the next round starts a fresh one.
+    # The kept processes die (or are killed): the next round starts a fresh one. Between rounds
+    # the worker's only children are its services (earlier tests may have left one for their own
+    # reference).
     kept = _zygote_children(harness)
-    assert len(kept) == 1
-    subprocess.run(["kill", "-9", str(kept[0])], check=True)
+    assert 1 <= len(kept) <= 2
+    subprocess.run(["kill", "-9", *map(str, kept)], check=True)
     third = harness.profile()
     assert third.correct and third.timings is not None, third.summary()
     assert third.timing_detail["baselines"]["rounds"] == 1
