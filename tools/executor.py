@@ -52,6 +52,11 @@ def load_set(path: Path) -> Any:
     return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
 
 
+def _weights_fit(own: dict, state: dict) -> bool:
+    """Same keys and shapes: the reference's exact weights can be given to this model."""
+    return set(own) == set(state) and all(own[k].shape == state[k].shape for k in own)
+
+
 def build_model(cls: type, payload: dict, device: str, seed: int) -> tuple[Any, str]:
     import random
 
@@ -61,9 +66,7 @@ def build_model(cls: type, payload: dict, device: str, seed: int) -> tuple[Any, 
     note = "seeded init"
     state = payload["state"]
     if isinstance(model, torch.nn.Module):
-        own = model.state_dict()
-        # Same keys and shapes: give both sides the reference's exact weights.
-        if set(own) == set(state) and all(own[k].shape == state[k].shape for k in own):
+        if _weights_fit(model.state_dict(), state):
             model.load_state_dict(state)
             note = "reference weights"
         model = model.to(device)
@@ -465,9 +468,8 @@ class Baselines:
         False when it was made from other init arguments or its weights do not fit."""
         if not isinstance(self.model, torch.nn.Module) or not _same_values(self.init, payload["init"]):
             return False
-        own = self.model.state_dict()
         state = payload["state"]
-        if set(own) != set(state) or any(own[k].shape != state[k].shape for k in own):
+        if not _weights_fit(self.model.state_dict(), state):
             return False
         if state:
             self.model.load_state_dict(state)
@@ -481,10 +483,7 @@ class Baselines:
         if fresh:
             self.model, _ = build_model(self.ref.Model, payload, self.device, int(spec["seeds"][0]))
             self.init = payload["init"]
-        if self.caller is None:
-            if self.device == "cuda":
-                warm_up_cuda()
-            self.caller = timing.Caller(self.device, self.flush_bytes)
+        self._start_device()
         if fresh:
             self.sides = {"eager": self.model}
             self.compile_error = None
@@ -494,7 +493,9 @@ class Baselines:
                 self.compile_error = trim_exception(exc, 600)
         if "compile" in self.sides:
             try:
-                self._warm([int(k) for k in spec["timed_sets"]], 40 if fresh else 4)
+                warm_sets = [int(k) for k in spec["timed_sets"]]
+                sets = self.sets
+                self._warm(lambda i: sets.device_inputs(warm_sets[i % len(warm_sets)]), 40 if fresh else 4)
             except Exception as exc:
                 self.sides.pop("compile")
                 self.compile_error = trim_exception(exc, 600)
@@ -521,34 +522,31 @@ class Baselines:
         if isinstance(model, torch.nn.Module):
             model = model.to(self.device)
         self.model, self.init = model, to_device(init, "cpu")
+        self._start_device()
+        self.sides = {"eager": model}
+        try:
+            self.sides["compile"] = torch.compile(model)
+            self._warm(lambda i: inputs, 40)
+            self.compile_error = None
+        except Exception as exc:
+            self.sides.pop("compile", None)
+            self.compile_error = trim_exception(exc, 600)
+
+    def _start_device(self) -> None:
         if self.caller is None:
             if self.device == "cuda":
                 warm_up_cuda()
             self.caller = timing.Caller(self.device, self.flush_bytes)
-        self.sides = {"eager": model}
-        try:
-            compiled = torch.compile(model)
-            recent: list[float] = []
-            for i in range(40):
-                before = _dynamo_graphs()
-                _, _, us, _ = self.caller.call(compiled, inputs, 10_000 + i)
-                recent = (recent + [us])[-4:]
-                if i >= 3 and _dynamo_graphs() == before and max(recent) <= 1.15 * min(recent):
-                    break
-            self.sides["compile"] = compiled
-            self.compile_error = None
-        except Exception as exc:
-            self.compile_error = trim_exception(exc, 600)
 
-    def _warm(self, warm_sets: list[int], most: int) -> None:
-        # Warmed until steady: a first call compiles, later ones may still specialize; the
-        # window starts once the last few calls agree and no new graph was made.
-        assert self.caller is not None and self.sets is not None
+    def _warm(self, inputs_for: Any, most: int) -> None:
+        """Call the compiled side on `inputs_for(i)` until steady: a first call compiles, later
+        ones may still specialize; the window starts once the last few calls agree and no new
+        graph was made."""
+        assert self.caller is not None
         recent: list[float] = []
         for i in range(most):
             before = _dynamo_graphs()
-            _, _, us, _ = self.caller.call(self.sides["compile"], self.sets.device_inputs(warm_sets[i % len(warm_sets)]),
-                                           10_000 + i)
+            _, _, us, _ = self.caller.call(self.sides["compile"], inputs_for(i), 10_000 + i)
             recent = (recent + [us])[-4:]
             if i >= 3 and _dynamo_graphs() == before and max(recent) <= 1.15 * min(recent):
                 break

@@ -259,25 +259,30 @@ class Services:
         for key in list(self.by_key):
             self.stop(key)
 
-    def lend(self, wanted: dict, job_pid_placeholder: int, close_in_child: list[int]) -> dict | None:
-        """The service for `wanted["key"]`, started if need be, marked as lent; None when it is
-        lent to another job right now (that job's evaluation then starts baselines of its own)."""
+    def _idle(self, wanted: dict, close_in_child: list[int]) -> dict | None:
+        """The live service for `wanted["key"]`, started if need be (the oldest idle ones beyond
+        MAX_SERVICES stopped); None when it is lent to a job right now."""
         key = str(wanted["key"])
         service = self.by_key.get(key)
         if service is not None and not self._alive(service):
             self.stop(key)
             service = None
-        if service is not None:
-            if service["lent"] is not None:
-                return None
-        else:
+        if service is None:
             idle = sorted((s["used"], k) for k, s in self.by_key.items() if s["lent"] is None)
             while len(self.by_key) >= MAX_SERVICES and idle:
                 self.stop(idle.pop(0)[1])
             service = self._start(str(wanted.get("log") or os.devnull), close_in_child + self.fds())
             self.by_key[key] = service
-        service["lent"] = job_pid_placeholder
         service["used"] = time.monotonic()
+        return service if service["lent"] is None else None
+
+    def lend(self, wanted: dict, close_in_child: list[int]) -> dict | None:
+        """The service for `wanted["key"]`, marked as lent (to the job about to be forked: its
+        pid is filled in after the fork); None when another job has it (that job's evaluation
+        then starts baselines of its own)."""
+        service = self._idle(wanted, close_in_child)
+        if service is not None:
+            service["lent"] = -1
         return service
 
     def _start(self, log_path: str, close_in_child: list[int]) -> dict:
@@ -325,24 +330,15 @@ class Services:
         """Start the service for `wanted["key"]` now, and have it build and warm the baselines
         from the reference's own inputs while the round's build and inputs are still being made.
         False when it is lent out (it is warm then)."""
-        key = str(wanted["key"])
-        service = self.by_key.get(key)
-        if service is not None and not self._alive(service):
-            self.stop(key)
-            service = None
+        service = self._idle(wanted, close_in_child)
         if service is None:
-            service = self.lend(wanted, -1, close_in_child)
-            if service is None:
-                return False
-            service["lent"] = None
-        elif service["lent"] is not None:
             return False
         import channel
 
         try:
             channel.Channel(*service["fds"]).send({"op": "prewarm", "spec": wanted.get("prewarm") or {}})
         except channel.ChannelClosed:
-            self.stop(key)
+            self.stop(str(wanted["key"]))
             return False
         return True
 
@@ -441,7 +437,7 @@ def serve() -> None:
                     guards.warm_up()
                 service = None
                 if req["job"] == "evaluate" and isinstance(req.get("service"), dict):
-                    service = services.lend(req["service"], -1, [stdin, out.fileno(), *results])
+                    service = services.lend(req["service"], [stdin, out.fileno(), *results])
                 extra = {"baselines_service": {"pid": service["pid"], "fds": service["fds"]}} if service else None
                 read_fd, write_fd = os.pipe()
                 pid = os.fork()
