@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from demo_repo import apply_cpu_demo, clean_env
 
 from cuda_agent_cli.writeback.manifest import MANIFEST_PATH, load_manifest, render_manifest
 
@@ -24,40 +25,12 @@ HERE = Path(__file__).resolve().parent
 FOLDER = "_cuda_agent/pooled_layer_norm"
 
 
-def _env(tmp: Path, cache: Path) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("CUDA_AGENT_", "GITHUB_")) and not k.endswith("_API_KEY")
-    }
-    env.update(XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(cache))
-    return env
-
-
 @pytest.fixture(scope="module")
 def applied(tmp_path_factory: pytest.TempPathFactory, harness_cache_root: Path) -> Path:
     """One repository with the CPU demo applied, made once for this module."""
     tmp = tmp_path_factory.mktemp("check-demo")
     where = tmp / "demo"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cuda_agent_cli",
-            "demo",
-            "--device",
-            "cpu",
-            "--dir",
-            str(where),
-            "--batch",
-            "--json",
-            "--yes",
-        ],
-        env=_env(tmp, harness_cache_root),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    proc = apply_cpu_demo(tmp, harness_cache_root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["applied"] is True
     return where
@@ -71,7 +44,7 @@ def repo(applied: Path, tmp_path: Path) -> Path:
 
 
 def check(repo: Path, *args: str, cache: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    e = _env(repo.parent, cache)
+    e = clean_env(repo.parent, cache)
     e.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "cuda_agent_cli", "check", *args],
@@ -391,7 +364,7 @@ def _first_call(repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def test_no_compiler_at_run_time_falls_back_with_one_warning(repo: Path, tmp_path: Path):
-    env = _env(tmp_path, tmp_path / "empty-cache")
+    env = clean_env(tmp_path, tmp_path / "empty-cache")
     env["PATH"] = str(tmp_path / "no-tools")  # no c++ here, and nothing built yet
     run = _first_call(repo, env)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -402,7 +375,7 @@ def test_no_compiler_at_run_time_falls_back_with_one_warning(repo: Path, tmp_pat
 
 def test_build_ahead_of_time_then_the_first_call_needs_no_compiler(repo: Path, tmp_path: Path):
     cache = tmp_path / "kernels"
-    env = _env(tmp_path, tmp_path / "cache")
+    env = clean_env(tmp_path, tmp_path / "cache")
     proc = subprocess.run(
         [sys.executable, "-m", "cuda_agent_cli", "build", str(repo), "--cache-dir", str(cache), "--json"],
         env=env,
@@ -430,7 +403,7 @@ def test_build_ahead_of_time_then_the_first_call_needs_no_compiler(repo: Path, t
 
 
 def test_the_loader_says_once_what_it_builds_and_how_long_it_took(repo: Path, tmp_path: Path):
-    env = _env(tmp_path, tmp_path / "cache")
+    env = clean_env(tmp_path, tmp_path / "cache")
     run = _first_call(repo, env)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "used=True same=True" in run.stdout
@@ -441,7 +414,7 @@ def test_the_loader_says_once_what_it_builds_and_how_long_it_took(repo: Path, tm
 def test_build_refuses_a_folder_without_kernels(tmp_path: Path):
     proc = subprocess.run(
         [sys.executable, "-m", "cuda_agent_cli", "build", str(tmp_path)],
-        env=_env(tmp_path, tmp_path / "c"),
+        env=clean_env(tmp_path, tmp_path / "c"),
         capture_output=True,
         text=True,
         timeout=120,
@@ -457,7 +430,7 @@ def test_pre_commit_hook_runs_the_fast_check_on_changed_files(repo: Path, harnes
     project = HERE.parents[1]
     if not (project / ".git").exists():
         pytest.skip("the hook repository must be a git checkout for pre-commit try-repo")
-    env = _env(tmp_path, harness_cache_root)
+    env = clean_env(tmp_path, harness_cache_root)
     env.update(
         PRE_COMMIT_HOME=str(tmp_path / "pre-commit"),
         PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),

@@ -5,13 +5,13 @@ back as one commit on a new branch or as a patch, with the user's branch and tre
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from demo_repo import apply_cpu_demo, clean_env
 
 from cuda_agent_cli.demo import replay_path
 from cuda_agent_cli.writeback.manifest import MANIFEST_PATH
@@ -22,16 +22,6 @@ FOLDER = "_cuda_agent/pooled_layer_norm"
 KERNEL = f"{FOLDER}/kernels/pooled_layer_norm.cpp"
 TARGET = "vit_head.py::PooledLayerNorm"
 REPLAY = f"replay:{replay_path('cpu')}"
-
-
-def _env(tmp: Path, cache: Path) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("CUDA_AGENT_", "GITHUB_")) and not k.endswith("_API_KEY")
-    }
-    env.update(XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(cache))
-    return env
 
 
 def git(root: Path, *args: str) -> str:
@@ -48,25 +38,7 @@ def git(root: Path, *args: str) -> str:
 def applied(tmp_path_factory: pytest.TempPathFactory, harness_cache_root: Path) -> Path:
     tmp = tmp_path_factory.mktemp("fix-demo")
     where = tmp / "demo"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cuda_agent_cli",
-            "demo",
-            "--device",
-            "cpu",
-            "--dir",
-            str(where),
-            "--batch",
-            "--json",
-            "--yes",
-        ],
-        env=_env(tmp, harness_cache_root),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    proc = apply_cpu_demo(tmp, harness_cache_root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return where
 
@@ -82,7 +54,7 @@ def check(repo: Path, *args: str, cache: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "cuda_agent_cli", "check", *args],
         cwd=repo,
-        env=_env(repo.parent, cache),
+        env=clean_env(repo.parent, cache),
         capture_output=True,
         text=True,
         timeout=900,
