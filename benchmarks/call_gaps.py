@@ -144,10 +144,10 @@ def measure(
     import guards  # tools/guards.py
     import timing  # tools/timing.py: the harness's own call
 
-    caller = timing.Caller("cuda")
+    caller = timing.Caller("cuda", lead_us=0)  # the bare call: what each variant adds is the point
     events = []
     for i in range(calls + 5):
-        args = caller.prepare(base, 1000 + i)
+        args = caller.prepare(base)
         if i % block == 0:
             if before is not None:
                 before()
@@ -159,7 +159,7 @@ def measure(
                 os.read(r, 1)
             if after is not None:
                 after()
-        _, event_us, _ = caller.run(fn, args, guards.StrictOpGuard("strict") if guard else None)
+        _, event_us, _ = caller.run(fn, args, 1000 + i, guards.StrictOpGuard("strict") if guard else None)
         if i >= 5:
             events.append(event_us)
         del args

@@ -328,11 +328,11 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         events, walls, fps, proofs = [], [], [], []
         for c in request["calls"]:
             model = _stand_in(template) if null else models[int(c["model"])]
-            args = caller.prepare(sets.device_inputs(int(c["set"])), int(c["seed"]))
+            args = caller.prepare(sets.device_inputs(int(c["set"])))
             guard = guards.StrictOpGuard(policy)
             calls0, ext0 = meter.calls, meter.seconds
             try:
-                out, event_us, wall_us = caller.run(model, args, guard)
+                out, event_us, wall_us = caller.run(model, args, int(c["seed"]), guard)
             except BaseException as exc:
                 if guard.violations:
                     violations.append(guard.detail())
@@ -559,8 +559,8 @@ class Baselines:
         events, walls, fps, proofs = [], [], [], []
         try:
             for c in request["calls"]:
-                args = self.caller.prepare(self.sets.device_inputs(int(c["set"])), int(c["seed"]))
-                out, event_us, wall_us = self.caller.run(fn, args)
+                args = self.caller.prepare(self.sets.device_inputs(int(c["set"])))
+                out, event_us, wall_us = self.caller.run(fn, args, int(c["seed"]))
                 # What the candidate's process does after each call, and a reply of the same
                 # size, so both sides pay the same for everything around the call.
                 proofs.append(evidence.call_evidence(args, out))

@@ -5,12 +5,18 @@ element by factors in [1 - SPREAD, 1 + SPREAD] drawn from the call's own seed, o
 The seed reaches the process only when the call is asked for, so no input value can be known
 before its call, and no two calls see the same values: a result cached by pointer, shape, call
 count or sampled values is wrong wherever it is checked, and no cheap transform of an earlier
-output gives the new one. Then (CUDA) a device-wide synchronize, an L2 flush, the call between
-two events, and a device-wide synchronize before the call counts as done. Calls of a block follow each other with no pause (the controller times the
-block as a whole): an H200 left idle for a fraction of a millisecond before a call reads a GEMM
-5-20% slow (benchmarks/call_gaps.py). Nothing but the flush runs ahead of the call: a lead-in
-that leaves the device free (a spin on one SM) would let work the call starts on a stream of
-its own run hidden beside it.
+output gives the new one.
+
+On CUDA a call is queued as: a spin of the device (one block, LEAD_US long), the perturbation
+of the inputs, an L2 flush, the call between two events, then a device-wide synchronize before
+the call counts as done. The spin keeps the device busy while this process gets the call going,
+so the events read the device's time for the call and not the host's latency to launch it (the
+op guard's Python dispatch included), and the device never idles right before a timed call (an
+idle H200 reads a GEMM 5-20% slow afterwards; benchmarks/call_gaps.py). The inputs take their
+values only after the spin: work a call starts on a stream of its own, beside the spin, reads
+inputs that are not yet the call's and is wrong wherever it is checked. What such work can
+overlap is the perturbation and the flush, as in any flushed benchmark, and the controller's
+clock bounds it (harness/scoring.py).
 
 The numbers this process records are claims. The process that asked for the calls times whole
 blocks of them from outside and decides what is believed (harness/scoring.py).
@@ -30,15 +36,22 @@ FLUSH_BYTES = 256 * 1024 * 1024
 # far enough from every earlier call that a stale output fails the checks, the same sign and
 # order of magnitude as what get_inputs() makes.
 SPREAD = 0.5
+# Device time queued ahead of each call while the host enters the call (µs): more than the
+# strict op guard's dispatch of a typical forward costs on the host.
+LEAD_US = 300.0
 
 _perf_ns = time.perf_counter_ns
 
 
 def call_inputs(base: list[Any], seed: int, device: str) -> list[Any]:
     """The inputs of one call: a fresh copy of `base`, floating tensors perturbed from `seed`."""
-    out = fresh_clone(base)
+    return perturb(fresh_clone(base), seed)
+
+
+def perturb(args: list[Any], seed: int) -> list[Any]:
+    """Multiply every floating tensor of `args` in place by factors drawn from `seed`."""
     gen = None
-    for t in out:
+    for t in args:
         if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
             if gen is None:
                 gen = torch.Generator(device=t.device)
@@ -46,13 +59,13 @@ def call_inputs(base: list[Any], seed: int, device: str) -> list[Any]:
             factor = torch.rand(t.shape, generator=gen, device=t.device, dtype=torch.float32)
             factor.mul_(2 * SPREAD).add_(1 - SPREAD)
             t.mul_(factor.to(t.dtype))
-    return out
+    return args
 
 
 class Caller:
     """Makes calls for one side (eager, torch.compile or the candidate) in one process."""
 
-    def __init__(self, device: str, flush_bytes: int = FLUSH_BYTES) -> None:
+    def __init__(self, device: str, flush_bytes: int = FLUSH_BYTES, lead_us: float = LEAD_US) -> None:
         self.device = device
         self.flush = None
         if device == "cuda" and flush_bytes:
@@ -60,19 +73,26 @@ class Caller:
         if device == "cuda":
             self._start = torch.cuda.Event(enable_timing=True)
             self._end = torch.cuda.Event(enable_timing=True)
+            self._spin = torch.cuda._sleep  # bound before any candidate code exists
+            self._lead_cycles = _cycles_for(lead_us, self._start, self._end) if lead_us > 0 else 0
 
-    def prepare(self, base: list[Any], seed: int) -> list[Any]:
-        """The call's inputs, made and (CUDA) finished: the device is idle when this returns, so
-        work a call starts on a stream of its own can overlap the flush at most."""
-        args = call_inputs(base, seed, self.device)
+    def prepare(self, base: list[Any]) -> list[Any]:
+        """A fresh copy of the call's input set, made and (CUDA) finished: the device is idle
+        when this returns. Its values become the call's only in `run`."""
+        args = fresh_clone(base)
         if self.device == "cuda":
             torch.cuda.synchronize()
         return args
 
-    def run(self, fn: Callable[..., Any], args: list[Any], guard: Any = None) -> tuple[Any, float, float]:
-        """(output, claimed µs for the call, µs until the device was idle)."""
+    def run(self, fn: Callable[..., Any], args: list[Any], seed: int,
+            guard: Any = None) -> tuple[Any, float, float]:
+        """Give `args` the call's values from `seed` and make the call:
+        (output, claimed µs for the call, µs until the device was idle)."""
         with torch.no_grad():
             if self.device == "cuda":
+                if self._lead_cycles:
+                    self._spin(self._lead_cycles)
+                perturb(args, seed)
                 if self.flush is not None:
                     self.flush.zero_()
                 if guard is not None:
@@ -88,6 +108,7 @@ class Caller:
                 torch.cuda.synchronize()
                 wall = (_perf_ns() - t0) / 1000.0
                 return out, self._start.elapsed_time(self._end) * 1000.0, wall
+            perturb(args, seed)
             if guard is not None:
                 guard.__enter__()
             t0 = _perf_ns()
@@ -102,9 +123,27 @@ class Caller:
     def call(self, fn: Callable[..., Any], base: list[Any], seed: int,
              guard: Any = None) -> tuple[Any, list[Any], float, float]:
         """prepare + run, for calls nobody times from outside (warm-ups)."""
-        args = self.prepare(base, seed)
-        out, event, wall = self.run(fn, args, guard)
+        args = self.prepare(base)
+        out, event, wall = self.run(fn, args, seed, guard)
         return out, args, event, wall
+
+
+def _cycles_for(us: float, start: Any, end: Any) -> int:
+    """Spin cycles that keep the device busy at least `us` µs. The spin counts SM clock cycles,
+    and an idle device starts at a fraction of its clock: the probe runs until the clock is up
+    and the fastest reading counts, so a spin is never shorter than asked, only longer while
+    the clock is low."""
+    probe = 2_000_000
+    fastest = float("inf")
+    for i in range(4):
+        start.record()
+        torch.cuda._sleep(probe)
+        end.record()
+        torch.cuda.synchronize()
+        if i:  # the first launch loads the kernel and wakes the clock
+            fastest = min(fastest, start.elapsed_time(end) * 1000.0)
+    per_us = probe / max(fastest, 1.0)
+    return max(1, int(us * per_us))
 
 
 def measure_write_bandwidth(device: str) -> float | None:

@@ -75,6 +75,10 @@ class SideBySide:
 
 BOOTSTRAP_RESAMPLES = 2000
 BOUND_SLACK = 1.5
+# What the harness's clock cannot resolve per call, as a share of the harness's own overhead per
+# call: the same process makes its null and its real calls, yet their time around the call
+# differs by up to about this much (allocations, the caches, the evidence on written outputs).
+BOUND_RESOLUTION = 0.05
 
 
 def _per_call_block(b: dict[str, Any]) -> float:
@@ -88,8 +92,8 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
 
     Baseline blocks are trusted: their time is the median of their own events. The candidate's
     events are its process's claim; the harness's clock timed each block from outside, and
-    `(block / calls - overhead - wander) / BOUND_SLACK` bounds the candidate's mean call time
-    from below, where the overhead (fresh inputs, the flush, the op guard, the
+    `(block / calls - overhead - max(wander, BOUND_RESOLUTION * overhead)) / BOUND_SLACK` bounds
+    the candidate's mean call time from below, where the overhead (fresh inputs, the flush, the op guard, the
     synchronizes, the evidence, the round trip) is the median per call that the null blocks of
     the candidate's own process showed beyond their events (the baseline blocks' when there are
     none), and the wander three times its median deviation. A call's claim is its
@@ -118,7 +122,8 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
         claims = call_times(b, idle_gap)
         # Discounted by BOUND_SLACK, so noise never overrules an honest claim, while a claim
         # several times too small always is.
-        bound = (_per_call_block(b) - overhead - wander) / BOUND_SLACK if "block_us" in b else 0.0
+        bound = ((_per_call_block(b) - overhead - max(wander, BOUND_RESOLUTION * overhead)) / BOUND_SLACK
+                 if "block_us" in b else 0.0)
         claimed = statistics.median(claims)
         if bound > statistics.fmean(claims) * 1.02 + 0.5:
             clamped += 1
@@ -151,7 +156,8 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
                "block_per_call_us": round(statistics.median([_per_call_block(b) for b in side]), 2)}
         for name, side in (("eager", eager), ("compile", comp), ("candidate", cand),
                            ("null", blocks.get("null") or [])) if side}
-    detail.update(overhead_us=round(overhead, 2), wander_us=round(wander, 2), idle_gap_us=round(idle_gap, 2))
+    detail.update(overhead_us=round(overhead, 2), wander_us=round(wander, 2), idle_gap_us=round(idle_gap, 2),
+                  clamped_blocks=clamped, candidate_blocks=len(cand))
     return SideBySide(
         eager_us=statistics.median(eager_times), compile_us=statistics.median(comp_times), candidate_us=cand_us,
         speedup_vs_eager=ratio(eager_times, cand_times), speedup_vs_compile=ratio(comp_times, cand_times),

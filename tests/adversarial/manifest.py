@@ -159,6 +159,8 @@ GPU_ADVERSARIAL: list[Case] = [
 GPU_TIMING_TRICKS: list[tuple[str, str, int]] = [
     ("g_side_stream", "gh_slow_relu", 1),
     ("g_fake_stream_join", "gh_slow_relu", 1),
+    ("g_beside_lead_in", "gh_slow_relu", 1),
+    ("g_unjoined_stream", "gh_slow_relu", 1),
     ("g_forge_replies", "gh_slow_relu", 22),
 ]
 

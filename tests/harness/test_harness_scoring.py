@@ -66,10 +66,10 @@ def test_side_by_side_believes_an_honest_kernels_own_clock() -> None:
 
 def test_side_by_side_bounds_a_lying_clock_by_the_harness_clock() -> None:
     # The candidate's process claims 1 µs calls, but its calls took 70 µs each from outside:
-    # the bound ((70 - 20 µs of harness overhead) / 1.5) is what counts.
+    # the bound ((70 - 20 µs of harness overhead - 5% of it unresolved) / 1.5) is what counts.
     stats = side_by_side(_window(1.0, 70.0))
     assert stats.clamped_blocks == 8
-    assert abs(stats.candidate_us - 50.0 / 1.5) < 1e-9
+    assert abs(stats.candidate_us - 49.0 / 1.5) < 1e-9
 
 
 def test_the_candidates_own_overhead_is_calibrated_by_its_null_blocks() -> None:
@@ -85,7 +85,22 @@ def test_the_candidates_own_overhead_is_calibrated_by_its_null_blocks() -> None:
     window = _window(1.0, 50.0 + 140.0)
     window["null"] = [_block(r, [2.0] * 4, 4 * 142.0) for r in range(8)]
     lied = side_by_side(window)
-    assert lied.clamped_blocks == 8 and lied.candidate_us > 30.0
+    assert lied.clamped_blocks == 8 and lied.candidate_us > 28.0
+
+
+def test_a_small_kernel_is_not_overruled_by_what_the_clock_cannot_resolve() -> None:
+    # Measured on the H200 (axpby): 2.3 ms of harness work around each 54 µs call, and the real
+    # calls cost about 110 µs more around them than the null ones of the same process. The honest
+    # claim stands; a claim of 1 µs is still overruled.
+    def window(claim: float) -> dict:
+        w = _window(claim, 54.0 + 2306.0 + 110.0)
+        w["null"] = [_block(r, [1.3] * 4, 4 * (1.3 + 2306.0 + 48.0 * ((r % 3) - 1))) for r in range(8)]
+        return w
+
+    honest = side_by_side(window(54.0))
+    assert honest.clamped_blocks == 0 and honest.candidate_us == 54.0
+    lied = side_by_side(window(1.0))
+    assert lied.clamped_blocks == 8 and lied.candidate_us > 10.0
 
 
 def test_side_by_side_times_work_that_escapes_the_calls_stream() -> None:
