@@ -117,12 +117,18 @@ def main() -> int:
                     break
                 times.append(result.timings.candidate_us)
                 d = result.timing_detail
-                print(f"{name} profile {len(times)}: {result.timings.candidate_us:.1f} us; per side (events / "
-                      f"device idle / block per call): " + "; ".join(
-                          f"{side} {d[side]['events_us']} / {d[side]['device_idle_us']} / {d[side]['block_per_call_us']}"
-                          for side in ("eager", "compile", "candidate", "null") if side in d)
-                      + f"; overhead {d.get('overhead_us')} wander {d.get('wander_us')} clamped "
-                      f"{d.get('clamped_blocks')}/{d.get('candidate_blocks')}", flush=True)
+                print(
+                    f"{name} profile {len(times)}: {result.timings.candidate_us:.1f} us; per side (events / "
+                    f"device idle / block per call): "
+                    + "; ".join(
+                        f"{side} {d[side]['events_us']} / {d[side]['device_idle_us']} / {d[side]['block_per_call_us']}"
+                        for side in ("eager", "compile", "candidate", "null")
+                        if side in d
+                    )
+                    + f"; overhead {d.get('overhead_us')} wander {d.get('wander_us')} clamped "
+                    f"{d.get('clamped_blocks')}/{d.get('candidate_blocks')}",
+                    flush=True,
+                )
                 method, env = result.timings.method, result.environment
             if len(times) < a.repeats:
                 continue

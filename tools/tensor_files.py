@@ -1,8 +1,10 @@
 """Locked: hand a candidate's outputs to the judge as raw bytes in a memory-mapped file.
 
 torch.save copies an output twice on its way out (device to a fresh host buffer, then into the
-file); here the copy from the device lands directly in the file's pages, which for the 64 MB
-outputs of a large task halves the cost of every handed-over output. The format is only data:
+file). Here a device tensor goes through one pinned staging buffer of this process, a chunk at
+a time, straight into the file: the copy off the device runs at the bus's speed and the file
+gets plain writes. Copying from the device into the pages of a memory-mapped file instead took
+0.47 s for three 64 MB outputs on the H200. The format is only data:
 `NAME.bin` holds each tensor's bytes (contiguous, 64-byte aligned) and `NAME.json` says how to
 read them (structure, dtype, shape, device, offset). Nothing is unpickled on the judge's side,
 and the header is validated before a byte is read.
@@ -24,6 +26,8 @@ _empty = torch.empty
 _uint8 = torch.uint8
 
 _ALIGN = 64
+_STAGE_BYTES = 32 << 20
+_stage: dict[str, Any] = {}
 _MAX_DEPTH = 16
 _DTYPES = {str(dt): dt for dt in (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
@@ -61,17 +65,28 @@ def save_outputs(obj: Any, base: Path) -> None:
                         "offset": offset, "nbytes": nbytes})
         offset += -(-nbytes // _ALIGN) * _ALIGN
     data, header = _paths(base)
-    with open(data, "wb") as f:
+    with open(data, "wb") as f, torch.no_grad():
+        for t, e in zip(tensors, entries):
+            if e["nbytes"]:
+                f.seek(e["offset"])
+                _write_bytes(f, t.detach().contiguous().reshape(-1).view(_uint8))
         f.truncate(offset)
-    if offset:
-        mapped = _from_file(str(data), shared=True, size=offset, dtype=_uint8)
-        with torch.no_grad():
-            for t, e in zip(tensors, entries):
-                if e["nbytes"]:
-                    dst = mapped[e["offset"]:e["offset"] + e["nbytes"]].view(t.dtype).view(t.shape)
-                    dst.copy_(t.detach())  # from any device and any strides, into the file's pages
-        del mapped
     header.write_text(json.dumps({"structure": structure, "tensors": entries, "size": offset}))
+
+
+def _write_bytes(f: Any, flat: Any) -> None:
+    """Write a contiguous uint8 tensor's bytes at the file's position."""
+    if flat.device.type == "cpu":
+        f.write(memoryview(flat.numpy()))
+        return
+    stage = _stage.get("buffer")
+    if stage is None:
+        stage = _stage["buffer"] = _empty(_STAGE_BYTES, dtype=_uint8, pin_memory=True)
+    view = memoryview(stage.numpy())
+    for start in range(0, flat.numel(), _STAGE_BYTES):
+        n = min(_STAGE_BYTES, flat.numel() - start)
+        stage[:n].copy_(flat[start:start + n])  # synchronous: the buffer is reused next
+        f.write(view[:n])
 
 
 def exists(base: Path) -> bool:

@@ -92,6 +92,25 @@ class Harness:
             cores = int(self.pool.probe("cpu", self._scratch()).get("cpu_threads") or os.cpu_count() or 1)
             self.threads = max(1, cores // 2)
 
+    def start_ahead(self) -> Any:
+        """Start the worker and warm the baselines for this reference in the background, so a
+        session's first round finds both ready (a new session otherwise waits for the worker to
+        import torch and for torch.compile to load its cached artifacts in a new process).
+        Errors are left for the first round to report. Returns the thread doing it."""
+        import threading
+
+        def warm() -> None:
+            try:
+                self.pool.wait(self.pool.submit("service", {}, self._scratch() / "ahead", 60, service={
+                    **self._baselines_service(), "prewarm": {"reference": str(self.workspace.reference),
+                                                             "device": self.device, "threads": self.threads}}))
+            except Exception:
+                pass
+
+        thread = threading.Thread(target=warm, name="harness-start-ahead", daemon=True)
+        thread.start()
+        return thread
+
     # -- environment ------------------------------------------------------------------------
 
     def _scratch(self) -> Path:

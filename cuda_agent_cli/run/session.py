@@ -294,6 +294,7 @@ def _run_agent(
         model_new, kernels = _start_files(req.start_from)
         workspace = create_workspace(state.session_dir, task.reference_source, model_new, kernels)
         harness = Harness(workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol)
+        _start_ahead(harness)
         device = harness.device
         save_task(
             state.session_dir,
@@ -311,6 +312,7 @@ def _run_agent(
     else:
         workspace = open_workspace(state.session_dir)
         harness = Harness(workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol)
+        _start_ahead(harness)
         device = harness.device
 
     sandbox = open_sandbox(
@@ -416,3 +418,11 @@ def candidate_files(best_dir: Path) -> dict[str, str]:
             if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts and not p.name.startswith("."):
                 out[p.relative_to(best_dir).as_posix()] = p.read_text(errors="replace")
     return out
+
+
+def _start_ahead(harness: Any) -> None:
+    """On a GPU, the worker and the warm baselines are ready by the time the model has written
+    its first kernel. Not on the CPU: the worker is up already (the harness probed its threads),
+    and torch.compile's warm-up would take the cores the session itself runs on."""
+    if harness.device == "cuda":
+        harness.start_ahead()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -204,6 +205,32 @@ def test_later_rounds_reuse_warm_baselines_and_survive_losing_them(ws: Workspace
     third = harness.profile()
     assert third.correct and third.timings is not None, third.summary()
     assert third.timing_detail["baselines"]["rounds"] == 1
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def test_a_session_warms_its_baselines_before_its_first_round(ws: Workspace) -> None:
+    # What optimize and chat do when a session opens: the worker starts and the baselines
+    # process for this reference is warming before the model has written anything.
+    harness = Harness(ws, device="cpu", trials=10, warmup=1)
+    harness.start_ahead().join()
+    before = set(_zygote_children(harness))
+    subprocess.run(["kill", "-9", *map(str, before)], check=False)
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in before) and time.monotonic() < deadline:
+        time.sleep(0.05)  # a killed torch process takes a moment to be gone
+    harness.start_ahead().join()
+    started = set(_zygote_children(harness)) - before
+    assert len(started) == 1, "start_ahead did not start a baselines process"
+    first = harness.profile()
+    assert first.correct and first.timings is not None, first.summary()
+    assert first.timing_detail["baselines"]["reused"] is True and first.timing_detail["baselines"]["rounds"] == 1
+    assert set(_zygote_children(harness)) == started  # the round used the one started ahead
 
 
 def test_wrong_kernel_gets_minus_one_naming_correctness(ws: Workspace) -> None:
