@@ -9,6 +9,8 @@ the zygote's pipes: nothing a candidate prints can reach the harness.
 
 Request:  {"id": int, "job": "compile"|"inputs"|"evaluate"|"judge"|"probe",
            "spec": path of a JSON spec, "log": path, "timeout": seconds}
+          ("service" starts or prewarms a baselines service and "warm" does the zygote's own
+          dispatch-mode warm-up now: both are answered by the zygote itself, nothing is forked)
 Answer:   {"id": int, "status": "ok"|"crash"|"timeout", "returncode": int|null, "signal": int|null,
            "result": the job's result object or null}
 The result travels through a pipe the zygote makes before it forks the job, never through a
@@ -428,6 +430,12 @@ def serve() -> None:
                         req["service"], [stdin, out.fileno(), *results])
                     out.write(json.dumps({"id": req["id"], "status": "ok", "returncode": 0, "signal": None,
                                           "result": {"prewarming": bool(started)}}) + "\n")
+                    continue
+                if req["job"] == "warm":  # a session that has just opened: nothing waits yet
+                    if not guards.is_warm():
+                        guards.warm_up()
+                    out.write(json.dumps({"id": req["id"], "status": "ok", "returncode": 0, "signal": None,
+                                          "result": {"warm": True}}) + "\n")
                     continue
                 # The first op under a dispatch mode imports ~800 modules (seconds on a cold
                 # machine); paid once here, it stays out of every forked candidate job. It is

@@ -104,6 +104,8 @@ class Harness:
                 self.pool.wait(self.pool.submit("service", {}, self._scratch() / "ahead", 60, service={
                     **self._baselines_service(), "prewarm": {"reference": str(self.workspace.reference),
                                                              "device": self.device, "threads": self.threads}}))
+                # The zygote's own warm-up, which a first round's jobs would otherwise wait for.
+                self.pool.wait(self.pool.submit("warm", {}, self._scratch() / "ahead", 120))
             except Exception:
                 pass
 
