@@ -531,8 +531,8 @@ def _merge_inputs(outcomes: list[JobOutcome]) -> JobOutcome:
 
 def timing_method(device: str, trials: int, warmup: int, block: int, threads: int | None) -> str:
     side = f"eager, torch.compile and the kernel interleaved in blocks of {block}, bounded by the harness's clock"
-    if device == "cuda":
-        return (f"cuda-events+device-sync+l2flush(256MB)+fresh-inputs; {side}; "
+    if device == "cuda":  # the flush and the lead-in are tools/timing.py's FLUSH_BYTES and LEAD_US
+        return (f"cuda-events+device-sync+l2flush(256MB)+fresh-inputs+lead-in(300us); {side}; "
                 f"median of {trials} after {warmup} warm-up")
     return (f"perf_counter+fresh-inputs+fixed-malloc-threshold, {threads} thread(s) each side; {side}; "
             f"median of {trials} after {warmup} warm-up")
