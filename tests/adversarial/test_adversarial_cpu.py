@@ -99,10 +99,13 @@ def test_a_process_left_behind_dies_with_its_evaluation(name: str, workspaces, h
     honest = run(Case("h_relu_destination", None, None, action="profile"), workspaces)
     result = run(Case(name, None, 29, kernels="cpu_escape", action="profile", static_checks=False), workspaces)
     assert _processes_named("ca-escapee") == []
-    # It was stopped while the baselines were timed, so it bought no speed.
+    # It was stopped while the baselines were timed, so it did not slow them down (what it is
+    # for: a busy machine under eager and torch.compile only). The baselines are compared, not
+    # the speedups: on a shared 2-core machine a small kernel's own time swings 2x between runs.
     if result.correct:
         assert result.timings is not None and honest.timings is not None
-        assert result.timings.speedup_vs_eager <= 1.5 * honest.timings.speedup_vs_eager, result.summary()
+        assert result.timings.eager_us <= 1.5 * honest.timings.eager_us, result.summary()
+        assert result.timings.compile_us <= 1.5 * honest.timings.compile_us, result.summary()
 
 
 def test_candidate_cannot_write_the_harness_cache(workspaces, harness_cache):
