@@ -93,40 +93,32 @@ def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note:
 def run_and_review(req: Any, opts: ReviewOptions, on_result: Callable[[dict[str, Any]], None] | None = None) -> int:
     """Run the session with progress, show the review, apply on yes; returns the exit code.
 
-    `on_result` receives the `--batch --json` object (or the error object) instead of stdout."""
+    `on_result` receives the `--batch --json` object instead of stdout. An error is raised: the
+    command's `errors_as_json` prints its object (optimize --all makes it that target's line)."""
     from rich.console import Console
 
     from cuda_agent_cli import preflight
     from cuda_agent_cli.cli import render
-    from cuda_agent_cli.errors import CudaAgentError
     from cuda_agent_cli.run.session import exit_code_for, run_optimize
 
     _check_flags(opts)
     err_console = Console(stderr=True)
     out_console = Console(stderr=opts.json_out)  # with --json stdout holds the JSON object only
-    try:
-        if opts.patch is not None:
-            opts.patch = preflight.check_patch_file(opts.patch)
-        req.apply = _apply_intent(opts)
-        banner = _unsafe_banner(req.allow_unsafe)
-        if _use_tui(opts):
-            return _run_in_tui(req, opts, banner, out_console, err_console)
-        if opts.batch or not sys.stdout.isatty():
-            progress: Any = render.PlainProgress(sys.stderr)
-            if banner:
-                err_console.print(f"[bold red]{banner}[/bold red]")
-            outcome = run_optimize(req, sink=progress, on_stage=progress.stage)
-        else:
-            with render.LiveProgress(out_console, banner) as live:
-                outcome = run_optimize(req, sink=live, on_stage=live.stage)
-        return _review(outcome, opts, out_console, err_console, exit_code_for(outcome), on_result)
-    except CudaAgentError as exc:
-        error = {"status": "error", "error": exc.one_line(), "exit_code": exc.exit_code}
-        if on_result is not None:
-            on_result(error)
-        elif opts.json_out:
-            typer.echo(json.dumps(error))
-        raise
+    if opts.patch is not None:
+        opts.patch = preflight.check_patch_file(opts.patch)
+    req.apply = _apply_intent(opts)
+    banner = _unsafe_banner(req.allow_unsafe)
+    if _use_tui(opts):
+        return _run_in_tui(req, opts, banner, out_console, err_console)
+    if opts.batch or not sys.stdout.isatty():
+        progress: Any = render.PlainProgress(sys.stderr)
+        if banner:
+            err_console.print(f"[bold red]{banner}[/bold red]")
+        outcome = run_optimize(req, sink=progress, on_stage=progress.stage)
+    else:
+        with render.LiveProgress(out_console, banner) as live:
+            outcome = run_optimize(req, sink=live, on_stage=live.stage)
+    return _review(outcome, opts, out_console, err_console, exit_code_for(outcome), on_result)
 
 
 def _use_tui(opts: ReviewOptions) -> bool:
@@ -294,49 +286,13 @@ def optimize(
     On a terminal the session runs in the terminal app (conversation, kernel ledger, review
     screen); --plain gives linear text instead (screen readers, CI logs), as do --batch and
     output that is not a terminal."""
+    from cuda_agent_cli.cli.json_errors import errors_as_json
     from cuda_agent_cli.errors import BadInput
     from cuda_agent_cli.run.session import OptimizeRequest
 
     if json_out and not batch:
         batch = True  # one JSON object on stdout leaves no room for prompts
     opts = ReviewOptions(yes, no_apply, patch, no_commit, allow_dirty, batch, json_out, plain)
-    if all_:
-        from cuda_agent_cli.cli.optimize_all import optimize_all
-
-        given = [
-            flag
-            for flag, value in (
-                ("TARGET", target),
-                ("--resume", resume),
-                ("--continue", continue_ or None),
-                ("--inputs", inputs),
-                ("--capture", capture),
-                ("--patch", patch),
-            )
-            if value
-        ]
-        if given:
-            raise BadInput(
-                f"--all runs the targets of pyproject.toml, so {given[0]} cannot go with it",
-                "drop it, or name one target without --all",
-            )
-        base = OptimizeRequest(
-            target=None,
-            cwd=Path.cwd(),
-            model=model,
-            api_base=api_base,
-            device=device,
-            policy=policy,
-            max_turns=max_turns,
-            max_cost=max_cost,
-            timeout=timeout,
-            allow_unsafe=unsafe_no_sandbox,
-        )
-        raise typer.Exit(optimize_all(base, opts, run_and_review))
-    if not target and not (resume or continue_):
-        raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName (or --resume ID)")
-    if target and (resume or continue_):
-        raise BadInput("pass either a TARGET or --resume/--continue, not both", "drop one of them")
     req = OptimizeRequest(
         target=target,
         cwd=Path.cwd(),
@@ -353,7 +309,43 @@ def optimize(
         continue_latest=continue_,
         allow_unsafe=unsafe_no_sandbox,
     )
-    raise typer.Exit(run_and_review(req, opts))
+    with errors_as_json(json_out):
+        if all_:
+            from cuda_agent_cli.cli.optimize_all import optimize_all
+
+            _check_flags(opts)
+            _refuse_with_all(req, patch)
+            code = optimize_all(req, opts, run_and_review)
+        elif not target and not (resume or continue_):
+            raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName (or --resume ID)")
+        elif target and (resume or continue_):
+            raise BadInput("pass either a TARGET or --resume/--continue, not both", "drop one of them")
+        else:
+            code = run_and_review(req, opts)
+    raise typer.Exit(code)
+
+
+def _refuse_with_all(req: Any, patch: Path | None) -> None:
+    """--all takes its targets and their inputs from pyproject.toml, and gives each a new session."""
+    from cuda_agent_cli.errors import BadInput
+
+    given = [
+        flag
+        for flag, value in (
+            ("TARGET", req.target),
+            ("--resume", req.resume),
+            ("--continue", req.continue_latest or None),
+            ("--inputs", req.inputs),
+            ("--capture", req.capture),
+            ("--patch", patch),
+        )
+        if value
+    ]
+    if given:
+        raise BadInput(
+            f"--all runs the targets of pyproject.toml, so {given[0]} cannot go with it",
+            "drop it, or name one target without --all",
+        )
 
 
 def demo(
@@ -371,6 +363,24 @@ def demo(
     unsafe_no_sandbox: UnsafeOpt = False,
 ) -> None:
     """Optimize a bundled example with a recorded session: no API key, real compile/verify/profile."""
+    from cuda_agent_cli.cli.json_errors import errors_as_json
+
+    with errors_as_json(json_out):
+        code = _demo(device, directory, yes, no_apply, patch, batch, json_out, plain, unsafe_no_sandbox)
+    raise typer.Exit(code)
+
+
+def _demo(
+    device: str | None,
+    directory: Path | None,
+    yes: bool,
+    no_apply: bool,
+    patch: Path | None,
+    batch: bool,
+    json_out: bool,
+    plain: bool,
+    unsafe_no_sandbox: bool,
+) -> int:
     import time
 
     from cuda_agent_cli import demo as demo_assets
@@ -428,4 +438,4 @@ def demo(
             err=batch,
         )
     opts = ReviewOptions(yes, no_apply, patch, False, False, batch, json_out, plain)
-    raise typer.Exit(run_and_review(req, opts))
+    return run_and_review(req, opts)

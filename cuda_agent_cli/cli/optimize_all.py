@@ -14,23 +14,15 @@ import typer
 def optimize_all(base: Any, opts: Any, run_and_review: Callable[..., int]) -> int:
     """Run each configured target with `base` (an OptimizeRequest without a target) through
     `run_and_review` (optimize's own); with --json one line per target as it finishes, then the
-    summary object. Returns the exit code."""
-    from cuda_agent_cli.config import TARGETS_HINT, load_config, repo_targets, user_data_dir
-    from cuda_agent_cli.errors import BadInput, CudaAgentError, Interrupted
-    from cuda_agent_cli.run.batch import Progress, progress_path, source_hash, summary
+    summary object. Returns the exit code.
 
-    entries, pyproject = repo_targets(base.cwd)
-    if not entries:
-        where = (
-            f"{pyproject} has no [tool.cuda-agent] targets"
-            if pyproject
-            else f"no pyproject.toml at or above {base.cwd} (up to the git root)"
-        )
-        raise BadInput(f"optimize --all has no targets: {where}", TARGETS_HINT)
-    root = pyproject.parent if pyproject else base.cwd
-    configured = load_config({}, cwd=root).data_dir
-    data_dir = Path(configured).expanduser() if configured else user_data_dir()
-    progress = Progress.load(progress_path(data_dir, root))
+    What is wrong with the run as a whole (its targets, the progress file, the settings every
+    session shares) raises before the first target; what is wrong with one target is its line."""
+    from cuda_agent_cli.cli.json_errors import error_object
+    from cuda_agent_cli.errors import CudaAgentError, Interrupted
+    from cuda_agent_cli.run.batch import source_hash, summary
+
+    root, entries, progress = _prepare(base)
     results: list[dict[str, Any]] = []
     skipped = 0
     for i, entry in enumerate(entries, 1):
@@ -51,8 +43,9 @@ def optimize_all(base: Any, opts: Any, run_and_review: Callable[..., int]) -> in
         try:
             run_and_review(replace(base, target=entry.target, inputs=entry.inputs, cwd=root), opts, got.update)
         except Interrupted:
-            raise
+            raise  # not a finished target: the command's error object, and the rerun runs it again
         except CudaAgentError as exc:
+            got = error_object(exc)
             if not opts.json_out:
                 typer.echo(f"error: {exc.one_line()}", err=True)
         result = {**got, "target": got.get("target") or entry.target}
@@ -71,6 +64,51 @@ def optimize_all(base: Any, opts: Any, run_and_review: Callable[..., int]) -> in
             f"{total['skipped']} skipped as finished before; ${total['cost_usd']:.2f}"
         )
     return int(total["exit_code"])
+
+
+def _prepare(base: Any) -> tuple[Path, list[Any], Any]:
+    """The repository root, its targets and its progress file, each target's text parsed and the
+    sessions' shared settings checked: bad input (exit 2) or a missing environment (exit 3)
+    before anything runs."""
+    from cuda_agent_cli.config import TARGETS_HINT, load_config, repo_targets, user_data_dir
+    from cuda_agent_cli.errors import BadInput
+    from cuda_agent_cli.run.batch import Progress, progress_path
+    from cuda_agent_cli.run.session import check_request
+
+    entries, pyproject = repo_targets(base.cwd)
+    if not entries:
+        where = (
+            f"{pyproject} has no [tool.cuda-agent] targets"
+            if pyproject
+            else f"no pyproject.toml at or above {base.cwd} (up to the git root)"
+        )
+        raise BadInput(f"optimize --all has no targets: {where}", TARGETS_HINT)
+    root = pyproject.parent if pyproject else base.cwd
+    for i, entry in enumerate(entries, 1):
+        _parse_entry(entry, i, pyproject, root)
+    configured = load_config({}, cwd=root).data_dir
+    data_dir = Path(configured).expanduser() if configured else user_data_dir()
+    progress = Progress.load(progress_path(data_dir, root))
+    check_request(replace(base, cwd=root), data_dir)
+    return root, entries, progress
+
+
+def _parse_entry(entry: Any, index: int, pyproject: Path | None, root: Path) -> None:
+    """A target text or inputs text that does not parse, said as the entry of pyproject.toml it is.
+    Whether the class imports and takes those inputs is for its own session to find out."""
+    from cuda_agent_cli.errors import ConfigError, InputSpecError, TargetError
+    from cuda_agent_cli.task.inputs import parse_inputs_spec
+    from cuda_agent_cli.task.target import parse_target
+
+    where = f"{pyproject} [tool.cuda-agent] targets: entry {index} (`{entry.target}`)"
+    try:
+        parse_target(entry.target, root)
+        if entry.inputs:
+            parse_inputs_spec(entry.inputs)
+    except (TargetError, InputSpecError) as exc:
+        # The spec's own messages speak of the --inputs flag; here it is the entry's `inputs`.
+        message = "inputs" + exc.message[len("--inputs") :] if exc.message.startswith("--inputs") else exc.message
+        raise ConfigError(f"{where}: {message}", exc.hint) from None
 
 
 def _emit(opts: Any, result: dict[str, Any], line: str) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent_cli.config import TargetSetting
+from cuda_agent_cli.errors import BadInput
 
 PROGRESS_DIR = "optimize-all"
 
@@ -55,17 +56,42 @@ class Progress:
 
     path: Path
     done: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (spec, hash) -> result
+    cut_short: bool = False  # the file's last line has no end: a run was killed while writing it
 
     @classmethod
     def load(cls, path: Path) -> "Progress":
+        """The progress file at `path`, refused (exit 2, before any session runs) when it is not
+        one this command wrote or could not take the next line: else a paid session's record
+        would be lost, and the target paid for again on the next run."""
+        from cuda_agent_cli.preflight import cannot_create
+
         p = cls(path)
-        if path.is_file():
-            for line in path.read_text().splitlines():
-                try:
-                    rec = json.loads(line)
-                    p.done[(rec["spec"], rec["source_sha256"])] = rec["result"]
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line cut short by a killed run: that target runs again
+        problem = cannot_create(path.parent)
+        if problem:
+            raise BadInput(f"the progress file of optimize --all cannot be kept in {path.parent}: {problem}", _HINT)
+        if not (path.exists() or path.is_symlink()):
+            return p
+        if not path.is_file():
+            raise BadInput(f"the progress file {path} of optimize --all is not a file", _MOVE_IT)
+        try:
+            text = path.read_text(encoding="utf-8")
+            with open(path, "a", encoding="utf-8"):
+                pass  # it must take the next line too
+        except UnicodeDecodeError:
+            raise BadInput(f"the progress file {path} of optimize --all is not UTF-8 text", _MOVE_IT) from None
+        except OSError as exc:
+            raise BadInput(
+                f"the progress file {path} of optimize --all cannot be used: {exc.strerror or exc}", _MOVE_IT
+            ) from None
+        for n, line in enumerate(text.splitlines(), 1):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a killed run: that target runs again
+            if not _is_record(rec):
+                raise BadInput(f"{path} line {n} is not a record of optimize --all", _MOVE_IT)
+            p.done[(rec["spec"], rec["source_sha256"])] = rec["result"]
+        p.cut_short = bool(text) and not text.endswith("\n")
         return p
 
     def finished(self, entry: TargetSetting, source: str | None) -> dict[str, Any] | None:
@@ -85,10 +111,26 @@ class Progress:
                 "result": result,
             }
         )
+        # After a line cut short, a new line first: glued to it, this record would be unreadable.
+        start = "\n" if self.cut_short else ""
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+            f.write(start + line + "\n")
             f.flush()
             os.fsync(f.fileno())
+        self.cut_short = False
+
+
+_HINT = "set XDG_DATA_HOME (or data_dir in the config) to a folder you can write to"
+_MOVE_IT = "move it away (the targets it recorded as finished then run again), or set data_dir to another folder"
+
+
+def _is_record(rec: Any) -> bool:
+    return (
+        isinstance(rec, dict)
+        and isinstance(rec.get("spec"), str)
+        and isinstance(rec.get("source_sha256"), str)
+        and isinstance(rec.get("result"), dict)
+    )
 
 
 def summary(results: list[dict[str, Any]], skipped: int) -> dict[str, Any]:

@@ -217,6 +217,31 @@ def as_written(task: Task) -> Task:
     return replace(task, reference_source=reference, module_sha256=hashlib.sha256(original.encode()).hexdigest())
 
 
+def _config(req: OptimizeRequest) -> Config:
+    """The settings of the request's repository, its flags on top."""
+    from cuda_agent_cli.config import load_config
+
+    flags = {
+        "model": req.model,
+        "api_base": req.api_base,
+        "device": req.device,
+        "policy": req.policy,
+        "max_turns": req.max_turns,
+        "max_cost": req.max_cost,
+        "timeout": req.timeout,
+    }
+    return load_config(flags, cwd=req.cwd)
+
+
+def check_request(req: OptimizeRequest, data_dir: Path | None = None) -> None:
+    """What every new session of `req` would refuse before its target is imported: the session
+    store and the build cache, the settings and limits, the model, the sandbox. For a front door
+    that starts several sessions with the same settings (optimize --all), so a bad --model is one
+    error before the first target instead of the same error for each."""
+    _check_paths(req, _data_dir(req, data_dir))
+    _check_before_model(req, _config(req))
+
+
 def _check_before_model(req: OptimizeRequest, cfg: Config) -> None:
     from cuda_agent_cli.run.checks import check_limits, check_model
     from cuda_agent_cli.sandbox import require_sandbox
@@ -239,23 +264,10 @@ def run_optimize(
     With `req.apply` the write-back refusal rules are checked once the target is imported, before
     any model call, so nobody pays for a session that cannot land. `cancel` (a threading.Event)
     stops the agent from another thread, as Ctrl-C does."""
-    from cuda_agent_cli.config import load_config
-
     stage = on_stage or (lambda _msg: None)
     data_dir = _data_dir(req, data_dir)
     _check_paths(req, data_dir)
-    cfg = load_config(
-        {
-            "model": req.model,
-            "api_base": req.api_base,
-            "device": req.device,
-            "policy": req.policy,
-            "max_turns": req.max_turns,
-            "max_cost": req.max_cost,
-            "timeout": req.timeout,
-        },
-        cwd=req.cwd,
-    )
+    cfg = _config(req)
     start = _resume(req, cfg, data_dir, stage) if req.resuming else _new(req, cfg, stage)
     task = start.task
     if req.apply is not None:

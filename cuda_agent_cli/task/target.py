@@ -99,7 +99,7 @@ def parse_target(text: str, cwd: Path) -> Target:
             raise TargetError(f"`{text}` is not a valid target", TARGET_HINT)
         file = (cwd / path_text).resolve()
         if not file.is_file():
-            raise TargetError(f"{path_text}: no such file", "check the path (it is relative to the current folder)")
+            raise TargetError(f"{path_text}: no such file", f"check the path (it is relative to {cwd})")
         if file.suffix != ".py":
             raise TargetError(f"{path_text} is not a Python file", TARGET_HINT)
         module, root = _package_root(file)

@@ -59,6 +59,10 @@ def test_progress_keeps_finished_targets_by_spec_and_source(tmp_path: Path):
     again = Progress.load(path)
     assert again.finished(a, "h1") == {"status": "improved", "reward": 3}
     assert again.finished(a, "h2") is None and again.finished(b, "h1") is None and again.finished(a, None) is None
+    # The next record starts on a line of its own, so the cut line costs only its own target.
+    again.record(b, "h1", {"status": "correct", "reward": 1})
+    third = Progress.load(path)
+    assert third.finished(b, "h1") == {"status": "correct", "reward": 1} and third.finished(a, "h1") is not None
 
 
 def test_the_source_hash_ignores_an_integration_and_follows_the_code(tmp_path: Path):
