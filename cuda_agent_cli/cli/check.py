@@ -45,7 +45,7 @@ def check(
     ] = None,
     github: Annotated[
         bool,
-        typer.Option("--github", help="Print GitHub annotations; write a Markdown summary to $GITHUB_STEP_SUMMARY."),
+        typer.Option("--github", help="Print GitHub annotations; append a Markdown summary to $GITHUB_STEP_SUMMARY."),
     ] = False,
     sarif: Annotated[Optional[Path], typer.Option("--sarif", help="Write SARIF 2.1.0 to FILE.")] = None,
     fix: Annotated[
@@ -63,7 +63,11 @@ def check(
     ] = None,
     summary: Annotated[
         Optional[Path],
-        typer.Option("--summary", help="With --fix: write a Markdown summary for a pull request comment to FILE."),
+        typer.Option(
+            "--summary",
+            help="With --fix: write a Markdown summary for a pull request comment to FILE "
+            "(appended to $GITHUB_STEP_SUMMARY too, when that is set).",
+        ),
     ] = None,
     model: ModelOpt = None,
     api_base: ApiBaseOpt = None,
@@ -106,10 +110,14 @@ def check(
     if github:
         for line in render.github_annotations(result):
             typer.echo(line)
-        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if step_summary:
-            with open(step_summary, "a", encoding="utf-8") as f:
-                f.write(render.markdown_summary(result))
+    # The job summary of GitHub Actions: the check's own with --github; what --fix did whenever
+    # the variable is set, since nobody watches an unattended fix run but that page.
+    parts = [render.markdown_summary(result)] if github else []
+    if fixed is not None:
+        from cuda_agent_cli.check.fix import markdown
+
+        parts.append(markdown(fixed))
+    _append_step_summary(parts)
     if as_json:
         typer.echo(
             render.to_json(result) if fixed is None else json.dumps({**result.to_json(), "fix": fixed.to_json()})
@@ -211,6 +219,23 @@ def _print_fix(fixed: Any, out: Any) -> None:
         print(f"fixes written to {fixed.patch}: git apply {fixed.patch}", file=out)
     else:
         print("nothing was fixed", file=out)
+
+
+def _append_step_summary(parts: list[str]) -> None:
+    """Add Markdown to $GITHUB_STEP_SUMMARY, after what earlier commands of the step wrote there,
+    with a blank line before each part. A file that cannot take it is one warning: the check's
+    result and the fix's branch or patch stand without it."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path or not parts:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            for text in parts:
+                if f.tell():
+                    f.write("\n")
+                f.write(text)
+    except OSError as exc:
+        typer.echo(f"warning: could not append to $GITHUB_STEP_SUMMARY ({path}): {exc.strerror or exc}", err=True)
 
 
 def _writable_parent(path: Path) -> bool:

@@ -50,11 +50,11 @@ def repo(applied: Path, tmp_path: Path) -> Path:
     return dest
 
 
-def check(repo: Path, *args: str, cache: Path) -> subprocess.CompletedProcess:
+def check(repo: Path, *args: str, cache: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "cuda_agent_cli", "check", *args],
         cwd=repo,
-        env=clean_env(repo.parent, cache),
+        env={**clean_env(repo.parent, cache), **(env or {})},
         capture_output=True,
         text=True,
         timeout=900,
@@ -190,6 +190,42 @@ def test_a_kernel_the_session_cannot_fix_is_reported_and_nothing_is_written(
     assert state(repo) == before and git(repo, "branch", "--list", "cuda-agent/check-fix-*").strip() == ""
     assert f"`{TARGET}` | BROKEN | not fixed |" in summary.read_text()
     assert "no correct kernel in the session" in summary.read_text()
+
+
+def test_the_fix_summary_is_appended_to_the_github_step_summary(repo: Path, harness_cache_root: Path, tmp_path: Path):
+    kernel = repo / KERNEL
+    kernel.write_text(kernel.read_text() + "// edited by hand\n")
+    git(repo, "commit", "-qam", "hand edit")
+    give_up = tmp_path / "give-up.jsonl"
+    give_up.write_text(json.dumps({"content": "I cannot improve on this.", "tool_calls": []}) + "\n")
+    step = tmp_path / "step-summary.md"
+    step.write_text("## an earlier step\n")
+    summary = tmp_path / "fix.md"
+    env = {"GITHUB_STEP_SUMMARY": str(step)}
+    # Without --github: the fix's summary only (the check's own needs --github), after what was there.
+    proc = check(
+        repo,
+        "--fast",
+        "--fix",
+        "--model",
+        f"replay:{give_up}",
+        "--summary",
+        str(summary),
+        cache=harness_cache_root,
+        env=env,
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    fix_md = summary.read_text()
+    assert f"`{TARGET}` | BROKEN | not fixed |" in fix_md
+    assert step.read_text() == "## an earlier step\n\n" + fix_md
+    # With --github: the check's summary, then the fix's, appended again.
+    proc = check(repo, "--fast", "--fix", "--github", "--model", f"replay:{give_up}", cache=harness_cache_root, env=env)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    text = step.read_text()
+    assert text.startswith("## an earlier step\n\n" + fix_md + "\n## cuda-agent check failed\n")
+    check_part, _, fix_part = text[len("## an earlier step\n\n" + fix_md) :].partition("\n## cuda-agent check --fix\n")
+    assert f"| BROKEN | `{TARGET}` |" in check_part
+    assert f"`{TARGET}` | BROKEN | not fixed |" in fix_part and "no correct kernel in the session" in fix_part
 
 
 def test_bad_input_is_one_line_and_exit_2_before_anything_runs(repo: Path, harness_cache_root: Path, tmp_path: Path):
