@@ -95,8 +95,11 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
     device = pick_device(req.device)
     mode = "solutions" if req.solutions is not None else "agent"
     if mode == "agent":
-        from cuda_agent_cli.run.checks import check_model
+        from cuda_agent_cli.bench.task_run import session_config
+        from cuda_agent_cli.run.checks import check_limits, check_model
 
+        # Every task's session would refuse the same limit: one line for the run instead.
+        check_limits(session_config({"max_turns": req.max_turns, "max_cost": req.max_cost, "timeout": req.timeout}))
         model = req.model or ""
         if model.startswith("replay:") and Path(model.split(":", 1)[1]).expanduser().is_dir():
             pass  # a folder of per-task replays; each task checks its own file

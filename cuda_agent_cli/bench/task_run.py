@@ -18,6 +18,8 @@ from cuda_agent_cli.bench.solutions import sample_files
 from cuda_agent_cli.errors import CudaAgentError, EnvironmentMissing, Interrupted
 
 if TYPE_CHECKING:
+    from cuda_agent_cli.config import Config
+    from cuda_agent_cli.harness import Harness
     from cuda_agent_cli.harness.result import HarnessResult
 
 BINDING_FILES = ("binding.cpp", "binding_registry.h")
@@ -207,88 +209,71 @@ def model_for(job: dict[str, Any]) -> str:
     return model
 
 
+SESSION_SETTINGS = ("model", "api_base", "device", "policy", "max_turns", "max_cost", "timeout", "atol", "rtol")
+
+
+def session_config(job: dict[str, Any]) -> Config:
+    """The settings of a task's session, as the bench's own flags gave them (the job's values of
+    SESSION_SETTINGS): no config file or environment is read, so a task runs the same in a slot,
+    a Ray worker or this process."""
+    from cuda_agent_cli.config import Config, Settings
+
+    given = {name: job[name] for name in SESSION_SETTINGS if job.get(name) is not None}
+    return Config(Settings(**given), {name: "flag" for name in given})
+
+
 def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
-    """The agent on the task in its own session workspace; its best candidate is then scored anew."""
-    from cuda_agent_cli.actions import ActionContext, make_toolbox
-    from cuda_agent_cli.agent.loop import Limits, run_agent
-    from cuda_agent_cli.agent.prompts import build_system_prompt, task_message
-    from cuda_agent_cli.agent.session import new_session
-    from cuda_agent_cli.harness import Harness, HarnessResult
-    from cuda_agent_cli.model.factory import make_model
-    from cuda_agent_cli.run.checks import check_model
-    from cuda_agent_cli.run.session import candidate_files
-    from cuda_agent_cli.sandbox import SandboxPolicy, open_sandbox
-    from cuda_agent_cli.workspace import create_workspace
+    """The agent on the task, one session through the session runner, in the bench's own session
+    store under --out; its best candidate is then scored anew by the bench."""
+    from cuda_agent_cli.run.session import GivenReference, OptimizeRequest, run_optimize
 
     task = job["task"]
-    extra: dict[str, Any] = {"trials": job["trials"]} if job.get("trials") is not None else {}
-    model_string = model_for(job)
-    check_model(model_string, job.get("api_base"))
-    state = new_session(Path(job["sessions"]))
-    workspace = create_workspace(state.session_dir, task["source"])
-    harness = Harness(
-        workspace,
-        device=job.get("device"),
-        policy=job.get("policy") or "strict",
-        atol=job.get("atol") or 1e-2,
-        rtol=job.get("rtol") or 1e-2,
-        **extra,
-    )
-    allow_unsafe = bool(job.get("allow_unsafe"))
-    sandbox = open_sandbox(SandboxPolicy.optimize(workspace.root, list(workspace.locked)), allow_unsafe)
-    toolbox = make_toolbox(ActionContext(sandbox, harness=harness))
     usage = _Usage()
-    limits = Limits(max_turns=job.get("max_turns") or 200, max_cost=job.get("max_cost"), timeout=job.get("timeout"))
-    settings = {
-        "device": harness.device,
-        "policy": harness.policy,
-        "max_turns": limits.max_turns,
-        "max_cost": limits.max_cost,
-        "command": "bench",
-    }
-    try:
-        result = run_agent(
-            make_model(model_string, job.get("api_base")),
-            toolbox,
-            state=state,
-            prompt=task_message(task["key"], task["source"]),
-            system_prompt=build_system_prompt(
-                device=harness.device, policy=harness.policy, gpu=harness.environment().get("gpu")
-            ),
-            target=task["key"],
-            settings=settings,
-            workspace_root=workspace.root,
-            limits=limits,
-            sink=usage,
-        )
-    finally:
-        toolbox.close()
+    outcome = run_optimize(
+        OptimizeRequest(
+            target=None,
+            cwd=Path(job["work"]),
+            reference=GivenReference(task["key"], task["source"]),
+            config=session_config({**job, "model": model_for(job)}),
+            trials=job.get("trials"),
+            allow_unsafe=bool(job.get("allow_unsafe")),
+            command="bench",
+        ),
+        sink=usage,
+        data_dir=Path(job["sessions"]),
+    )
     record.update(
-        session_id=result.session_id,
-        turns=result.turns,
-        cost_usd=result.cost_usd,
+        session_id=outcome.session_id,
+        turns=outcome.turns,
+        cost_usd=outcome.cost_usd,
         tokens=usage.tokens,
-        stop_reason=result.stop_reason,
+        stop_reason=outcome.stop_reason,
         n_samples=0,
     )
-    best_dir = Path(result.best.snapshot) if result.best and result.best.snapshot else None
-    if result.best is None or best_dir is None or not HarnessResult.from_json(result.best.result).correct:
-        record["error"] = f"the agent found no correct candidate (stopped: {result.stop_reason})"
+    best = outcome.result
+    if best is None or outcome.best_dir is None or outcome.harness is None or not best.correct:
+        record["error"] = f"the agent found no correct candidate (stopped: {outcome.stop_reason})"
         record["n_samples"] = 1
         record["pass_at_k"] = {"1": 0.0}
         return
-    # Scored anew by the bench: the best snapshot back in the session workspace, one profile
-    # round (verify, then time) with the session's own harness, so its build is reused.
-    kernels = workspace.root / "kernels"
+    _settle(record, [(0, _score_best(job, outcome.harness, outcome.best_dir))])
+
+
+def _score_best(job: dict[str, Any], harness: Harness, best_dir: Path) -> HarnessResult:
+    """The best snapshot back in the session's workspace, then one profile round (verify, then
+    time) with the session's own harness, so its build is reused."""
+    from cuda_agent_cli.run.session import candidate_files
+
+    root = harness.workspace.root
+    kernels = root / "kernels"
     for p in kernels.iterdir() if kernels.is_dir() else []:
         if p.is_file() and not p.name.startswith("."):
             p.unlink()
     for rel, text in candidate_files(best_dir).items():
-        (workspace.root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (workspace.root / rel).write_text(text)
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
     with _device_busy(job):
-        scored = harness.profile()
-    _settle(record, [(0, scored)])
+        return harness.profile()
 
 
 def run_task(job: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 The sequence only: every step is owned elsewhere. It never prints; progress goes to the injected
 event sink, and the outcome (with the write-back plan, not yet applied) comes back to the front
-door, which shows the review and applies only with the user's yes.
+door, which shows the review and applies only with the user's yes. The task is a class in the
+user's repository (optimize, the chat's /optimize, check --fix), or a reference given as it is
+(a bench suite's problem), which has no module to write back into.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from cuda_agent_cli.errors import BadInput, JobFailed
 if TYPE_CHECKING:
     from cuda_agent_cli.agent.session import SessionState
     from cuda_agent_cli.config import Config
+    from cuda_agent_cli.harness import Harness
     from cuda_agent_cli.harness.result import HarnessResult, Timings
     from cuda_agent_cli.task.inputs import CallSpec
     from cuda_agent_cli.task.target import Task
@@ -28,6 +31,16 @@ class ApplyIntent:
 
     commit: bool = True
     allow_dirty: bool = False
+
+
+@dataclass(frozen=True)
+class GivenReference:
+    """A task that is its own reference, as a bench suite's problem is (`class Model`,
+    `get_inputs()` and `get_init_inputs()` in one source): nothing to import or resolve, and,
+    with no module of a repository behind it, nothing to write back or resume."""
+
+    name: str  # what the session and its first message call it: the suite's task key
+    source: str  # the workspace's model.py
 
 
 @dataclass
@@ -50,6 +63,12 @@ class OptimizeRequest:
     apply: ApplyIntent | None = None  # None: review only, nothing to refuse early
     brief: str | None = None  # more for the first message: why this session runs (check --fix)
     start_from: Path | None = None  # a kernel folder (model_new.py, kernels/) the new workspace starts with
+    reference: GivenReference | None = None  # the task itself, instead of a target (bench)
+    # Settings the caller resolved (bench: its own flags, the same on every node it runs on);
+    # None: load_config over cwd with the flags above.
+    config: Config | None = None
+    trials: int | None = None  # timed trials of each profile; None: the harness's default
+    command: str = "optimize"  # the command the session's settings record
 
     @property
     def resuming(self) -> bool:
@@ -74,6 +93,7 @@ class OptimizeOutcome:
     sandbox_banner: str | None = None
     stop_detail: str = ""  # e.g. "max_turns 3 from pyproject.toml"
     inputs: dict[str, Any] | None = None  # inputs_json of the call the kernel was made for
+    harness: Harness | None = None  # the session's own, its builds warm: to score the best again (bench)
 
     @property
     def result(self) -> HarnessResult | None:
@@ -147,8 +167,10 @@ class _Start:
     """What a new or resumed session starts from."""
 
     cfg: Config
-    task: Task
-    target_text: str
+    task: Task | None  # the class in the repository; None for a given reference
+    reference_source: str  # the workspace's model.py
+    target_text: str  # the target as the session records it
+    display: str  # what the first message and the outcome call it
     device: str | None
     policy: str
     state: SessionState | None  # None: a new session, made once the task is known to be good
@@ -173,7 +195,9 @@ def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None, stage: Cal
             saved.target, Path(saved.cwd), inputs=call_from_json(saved.call) if saved.explicit_inputs else None
         )
     )
-    return _Start(cfg, task, saved.target, saved.device, saved.policy, state)
+    return _Start(
+        cfg, task, task.reference_source, saved.target, task.target.display, saved.device, saved.policy, state
+    )
 
 
 def _new(req: OptimizeRequest, cfg: Config, stage: Callable[[str], None]) -> _Start:
@@ -196,7 +220,13 @@ def _new(req: OptimizeRequest, cfg: Config, stage: Callable[[str], None]) -> _St
     from cuda_agent_cli.machine import pick_device
 
     device = pick_device(cfg.device or task.call.device())
-    return _Start(cfg, task, req.target, device, cfg.policy, None)
+    return _Start(cfg, task, task.reference_source, req.target, task.target.display, device, cfg.policy, None)
+
+
+def _given(req: OptimizeRequest, reference: GivenReference, cfg: Config) -> _Start:
+    """A reference as it is: its device is the configured one (None: the harness decides)."""
+    _check_before_model(req, cfg)
+    return _Start(cfg, None, reference.source, reference.name, reference.name, cfg.device, cfg.policy, None)
 
 
 def as_written(task: Task) -> Task:
@@ -239,7 +269,7 @@ def check_request(req: OptimizeRequest, data_dir: Path | None = None) -> None:
     that starts several sessions with the same settings (optimize --all), so a bad --model is one
     error before the first target instead of the same error for each."""
     _check_paths(req, _data_dir(req, data_dir))
-    _check_before_model(req, _config(req))
+    _check_before_model(req, req.config or _config(req))
 
 
 def _check_before_model(req: OptimizeRequest, cfg: Config) -> None:
@@ -267,10 +297,13 @@ def run_optimize(
     stage = on_stage or (lambda _msg: None)
     data_dir = _data_dir(req, data_dir)
     _check_paths(req, data_dir)
-    cfg = _config(req)
-    start = _resume(req, cfg, data_dir, stage) if req.resuming else _new(req, cfg, stage)
+    cfg = req.config or _config(req)
+    if req.reference is not None:
+        start = _given(req, req.reference, cfg)
+    else:
+        start = _resume(req, cfg, data_dir, stage) if req.resuming else _new(req, cfg, stage)
     task = start.task
-    if req.apply is not None:
+    if req.apply is not None and task is not None:
         from cuda_agent_cli.writeback.refusal import refuse_before_session
 
         refuse_before_session(
@@ -304,26 +337,31 @@ def _run_agent(
     if state is None:
         state = new_session(data_dir)
         model_new, kernels = _start_files(req.start_from)
-        workspace = create_workspace(state.session_dir, task.reference_source, model_new, kernels)
-        harness = Harness(workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol)
+        workspace = create_workspace(state.session_dir, start.reference_source, model_new, kernels)
+        harness = Harness(
+            workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol, trials=req.trials
+        )
         _start_ahead(harness)
         device = harness.device
-        save_task(
-            state.session_dir,
-            SavedTask(
-                target=start.target_text,
-                cwd=str(req.cwd),
-                call=call_to_json(task.call),
-                explicit_inputs=not task.uses_module_inputs,
-                device=device,
-                policy=policy,
-                model=cfg.model,
-                api_base=cfg.api_base,
-            ),
-        )
+        if task is not None:  # what --resume rebuilds the task from; a given reference has no target to resolve
+            save_task(
+                state.session_dir,
+                SavedTask(
+                    target=start.target_text,
+                    cwd=str(req.cwd),
+                    call=call_to_json(task.call),
+                    explicit_inputs=not task.uses_module_inputs,
+                    device=device,
+                    policy=policy,
+                    model=cfg.model,
+                    api_base=cfg.api_base,
+                ),
+            )
     else:
         workspace = open_workspace(state.session_dir)
-        harness = Harness(workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol)
+        harness = Harness(
+            workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol, trials=req.trials
+        )
         _start_ahead(harness)
         device = harness.device
 
@@ -339,18 +377,19 @@ def _run_agent(
         context_tokens=cfg.context_tokens,
         origins={name: cfg.origin_phrase(name) for name in ("max_turns", "max_cost", "timeout")},
     )
-    settings = {
+    settings: dict[str, Any] = {
         "device": device,
         "policy": policy,
         "max_turns": cfg.max_turns,
         "max_cost": cfg.max_cost,
         "timeout": cfg.timeout,
-        "inputs": task.call.describe(),
-        "command": "optimize",
+        "command": req.command,
     }
-    notes = (
-        f"Inputs: {task.call.describe()}. Device: {device}. Policy: {policy}." if not task.uses_module_inputs else None
-    )
+    notes = None
+    if task is not None:
+        settings["inputs"] = task.call.describe()
+        if not task.uses_module_inputs:
+            notes = f"Inputs: {task.call.describe()}. Device: {device}. Policy: {policy}."
     if req.brief:
         notes = f"{notes}\n\n{req.brief}" if notes else req.brief
     stage("running the agent")
@@ -359,7 +398,7 @@ def _run_agent(
             model,
             toolbox,
             state=state,
-            prompt=None if start.state is not None else task_message(task.target.display, task.reference_source, notes),
+            prompt=None if start.state is not None else task_message(start.display, start.reference_source, notes),
             system_prompt=build_system_prompt(device=device, policy=policy, gpu=harness.environment().get("gpu")),
             target=start.target_text,
             settings=settings,
@@ -382,21 +421,25 @@ def _run_agent(
         cost_usd=result.cost_usd,
         device=device,
         policy=policy,
-        target=task.target.display,
+        target=start.display,
         best=best,
         best_dir=best_dir,
         sandbox_banner=sandbox.banner if req.shell else None,
         stop_detail=result.detail,
-        inputs=inputs_json(task.call),
+        inputs=inputs_json(task.call) if task is not None else None,
+        harness=harness,
     )
     typed = outcome.result
     outcome.status = status_of(typed)
     if best_dir is not None and typed is not None and typed.correct:
-        from cuda_agent_cli.writeback.plan import plan_for_session
-
         files = candidate_files(best_dir)
         outcome.best_files = [str(best_dir / rel) for rel in sorted(files)]
-        outcome.plan = plan_for_session(task, files, workspace.binding_dir, device, policy, typed, result.session_id)
+        if task is not None:
+            from cuda_agent_cli.writeback.plan import plan_for_session
+
+            outcome.plan = plan_for_session(
+                task, files, workspace.binding_dir, device, policy, typed, result.session_id
+            )
     return outcome
 
 

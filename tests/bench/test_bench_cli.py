@@ -47,6 +47,25 @@ def test_a_mode_is_required_and_only_one(tmp_path: Path):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_budget_that_leaves_no_turn_is_refused_before_any_task(tmp_path: Path):
+    # --max-turns and --timeout have their least values in the options; a cost of 0 passes them.
+    out = tmp_path / "o"
+    proc = cli(
+        "--root",
+        str(SUITE),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--model",
+        f"replay:{SUITE / 'agent'}",
+        "--max-cost",
+        "0",
+    )
+    assert proc.returncode == 2 and "max_cost 0 USD from --max-cost leaves no room for a single turn" in one_error(proc)
+    assert not out.exists()
+
+
 def test_root_that_is_not_a_suite(tmp_path: Path):
     proc = cli(
         "--suite",
