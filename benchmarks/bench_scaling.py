@@ -48,19 +48,50 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average {load}"
 
 
-def ray_run(jobs: list[dict], gpus: int, cpus: int) -> tuple[float, dict[str, dict]]:
+def ray_run(jobs: list[dict], gpus: int, cpus: int) -> tuple[float, dict[str, dict], dict]:
+    """One run on a fresh local Ray instance: its wall time (Ray's start and stop left out), the
+    records by task, and where the wall time went (see `spent`)."""
     import ray
 
     from cuda_agent_cli.bench.ray_runner import RayPool
 
     got: dict[str, dict] = {}
+    load = os.getloadavg()[0]
     ray.init(num_cpus=cpus, num_gpus=gpus, include_dashboard=False, log_to_driver=False)
     try:
-        start = time.perf_counter()
-        RayPool(None).run_jobs([dict(j) for j in jobs], lambda job, rec: got.setdefault(rec["task"], rec))
-        return time.perf_counter() - start, got
+        start = time.time()
+        # The local run's jobs say which slot ran them; here Ray's GPU does.
+        fresh = [{k: v for k, v in j.items() if k != "gpu"} for j in jobs]
+        RayPool(None).run_jobs(fresh, lambda job, rec: got.setdefault(rec["task"], rec))
+        end = time.time()
+        return end - start, got, {"gpus": gpus, "load_1min_before": round(load, 2), **spent(got, start, end)}
     finally:
         ray.shutdown()
+
+
+def spent(records: dict[str, dict], start: float, end: float) -> dict:
+    """Where a run's wall time went, from the records' spans: how long until the first task
+    started (the workers' start), and per GPU the seconds it ran tasks, the seconds of those in
+    scoring rounds, and the seconds it sat idle after its last task while another GPU worked."""
+    from cuda_agent_cli.bench.timeline import union_seconds
+
+    by_gpu: dict[str, list[dict]] = {}
+    for r in records.values():
+        by_gpu.setdefault(str(r.get("gpu")), []).append(r)
+    first = min((r["held"][0] for r in records.values()), default=start)
+    return {
+        "wall_s": round(end - start, 1),
+        "first_task_after_s": round(first - start, 1),
+        "per_gpu": {
+            g: {
+                "tasks": len(rs),
+                "in_tasks_s": round(union_seconds(r["held"] for r in rs), 1),
+                "in_rounds_s": round(union_seconds(s for r in rs for s in r.get("device_busy") or []), 1),
+                "idle_at_end_s": round(end - max(r["held"][1] for r in rs), 1),
+            }
+            for g, rs in sorted(by_gpu.items())
+        },
+    }
 
 
 def verdicts(records: dict[str, dict]) -> dict[str, str]:
@@ -87,9 +118,12 @@ def ray_cpu(args: argparse.Namespace) -> int:
         warm_s = time.perf_counter() - t0
         jobs = warm.jobs
         walls: dict[int, list[float]] = {1: [], 2: []}
+        runs = []
         for _ in range(args.repeats):
             for n in (1, 2):
-                wall, got = ray_run(jobs, n, args.cpus)
+                wall, got, where = ray_run(jobs, n, args.cpus)
+                runs.append(where)
+                print(json.dumps(where), file=sys.stderr, flush=True)
                 if verdicts(got) != verdicts(local):
                     print(
                         f"error: Ray with {n} GPU(s) gave other verdicts than the local pool: "
@@ -110,6 +144,7 @@ def ray_cpu(args: argparse.Namespace) -> int:
                 "one_gpu_s": [round(w, 1) for w in walls[1]],
                 "two_gpus_s": [round(w, 1) for w in walls[2]],
                 "ratio_of_medians": round(two / one, 3),
+                "runs": runs,
                 "goal_ratio_under": RAY_GOAL,
             },
             indent=2,

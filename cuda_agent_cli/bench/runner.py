@@ -1,8 +1,8 @@
 """Scheduling: the local pool of slots (one per GPU, or CPU slots) and Ray, one interface.
 
 `run_jobs(jobs, on_record)` calls `on_record(job, record)` in the caller's thread as each task
-finishes, in finishing order. A slot runs one task at a time, so timing is never shared between
-two tasks on one GPU. A slot process that dies mid-task is restarted and the task tried once more.
+finishes, in finishing order; tasks start longest expected first (order.py). A slot runs one
+task at a time, so timing is never shared between two tasks on one GPU. A slot process that dies mid-task is restarted and the task tried once more.
 Compile-ahead workers (harness-only mode) build queued tasks' candidates on the CPU meanwhile,
 so a slot's GPU time goes to timing rather than to waiting on nvcc.
 """
@@ -219,9 +219,10 @@ class LocalPool:
         self.busy = 0
 
     def run_jobs(self, jobs: Sequence[dict[str, Any]], on_record: OnRecord) -> None:
+        from cuda_agent_cli.bench.order import longest_first
         from cuda_agent_cli.bench.prebuild import buildable
 
-        board = _Board(jobs, len(self.slots), lambda j: bool(self.builders and buildable(j)))
+        board = _Board(longest_first(jobs), len(self.slots), lambda j: bool(self.builders and buildable(j)))
         done: queue.Queue[tuple[dict[str, Any], dict[str, Any] | BaseException]] = queue.Queue()
         lock = threading.Lock()
 

@@ -44,7 +44,8 @@ GpusOpt = Annotated[Optional[str], typer.Option("--gpus", help="all (default) or
 RayOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--ray", help="auto or ADDRESS: run each task as a Ray task with one GPU (pip install 'cuda-agent[ray]')."
+        "--ray",
+        help="auto or ADDRESS: run the tasks on the Ray cluster's GPUs, one worker per GPU (pip install 'cuda-agent[ray]').",
     ),
 ]
 RerunOpt = Annotated[

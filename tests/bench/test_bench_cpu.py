@@ -280,7 +280,7 @@ def test_ray_with_logical_gpus_gives_the_local_pool_verdicts(scored, tmp_path: P
     got: dict[str, dict] = {}
     ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        # The worker running level1/2 dies mid-task: Ray runs the task again on a new worker.
+        # The worker running level1/2 dies mid-task: the task runs again on a new worker.
         pool = RayPool(None, task=dying_worker(markers, once={"level1/2_ScaleShift"}, always=set()))
         pool.run_jobs(plan.jobs, lambda job, rec: got.setdefault(rec["task"], rec))
         # A task whose worker dies on every attempt is that task's error; the others still finish.

@@ -124,3 +124,15 @@ def test_no_builds_ahead_when_a_slot_is_idle(tmp_path: Path):
     )
     # Two slots, two tasks: each slot took one straight away and built it itself.
     assert sorted(got) == ["t0", "t1"] and not any("compile_ahead" in r for r in got.values())
+
+
+def test_tasks_start_longest_expected_first_and_ties_keep_the_suite_order(tmp_path: Path):
+    def sampled(key: str, n: int) -> dict:
+        return job(tmp_path, key, samples=[{"index": i, "kind": "kernelbench", "files": {}} for i in range(n)])
+
+    broken = sampled("broken", 3)
+    broken["task"]["error"] = "the task file does not parse"
+    jobs = [job(tmp_path, "none"), sampled("one", 1), broken, sampled("two", 2), sampled("one_b", 1)]
+    # One slot runs them one after another, so the records come back in the order they started:
+    # most candidates to score first; a task that did not load, or has no candidate, costs nothing.
+    assert [r["task"] for r in run(tmp_path, [None], jobs)] == ["two", "one", "one_b", "none", "broken"]
