@@ -19,7 +19,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
 from cuda_agent_cli.agent import events as ev
-from cuda_agent_cli.tui.app import ChatApp, detect_device
+from cuda_agent_cli.tui.app import FLUSH_HZ, ChatApp, detect_device
 from cuda_agent_cli.tui.ledger import Ledger
 
 KEYS = "Esc interrupts · Ctrl+L hides the ledger · Enter on a tool call shows its output · Ctrl+C twice quits"
@@ -107,7 +107,7 @@ class OptimizeApp(ChatApp):
             )
         )
         self.refresh_status()
-        self.set_interval(1 / 30, self._flush_text)
+        self.set_interval(1 / FLUSH_HZ, self._flush_text)
         self._check_size()
         if self.runtime.device is None:
             import threading

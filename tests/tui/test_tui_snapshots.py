@@ -62,6 +62,11 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+def steady_cursor(app: ChatApp) -> None:
+    """The prompt's cursor blinks; a snapshot must not depend on when in a blink it is taken."""
+    app.query_one("#prompt").cursor_blink = False
+
+
 def recorded_chat(root: Path) -> None:
     """A stored chat session with a fixed transcript and ledger (times and ids fixed)."""
     sdir = root / "data" / "sessions" / SID
@@ -139,6 +144,7 @@ def test_main_screen_with_ledger(here: Path, snap_compare):
     app = ChatApp(runtime(None, "replay:r.jsonl", Path("data"), resume=SID, device="cpu"))
 
     async def before(pilot):
+        steady_cursor(app)
         await pilot.press("ctrl+l")
         await pilot.pause()
 
@@ -167,6 +173,7 @@ def test_approval_modal(here: Path, snap_compare):
     app = ChatApp(runtime(Path("repo"), "replay:r.jsonl", Path("data"), session_id=SID, device="cpu"))
 
     async def before(pilot):
+        steady_cursor(app)
         app.query_one("#prompt").load_text("document Block")
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="approval")
@@ -205,6 +212,7 @@ def test_review_screen(here: Path, snap_compare):
     )
 
     async def before(pilot):
+        steady_cursor(app)
         await app.push_screen(ReviewScreen(outcome))
         await pilot.pause()
 
@@ -216,6 +224,7 @@ def test_help(here: Path, snap_compare):
     app = ChatApp(runtime(Path("repo"), "replay:r.jsonl", Path("data"), session_id=SID, device="cpu"))
 
     async def before(pilot):
+        steady_cursor(app)
         app.query_one("#prompt").load_text("/help")
         await pilot.press("enter")
         await pilot.pause()
