@@ -243,7 +243,7 @@ def streaming(base: Path, tokens: int, rate: float) -> dict[str, Any]:
             # after its first frame (the ledger, a collection, the Markdown renderer warmed in a
             # thread) belongs to the first-frame measurement, not to the reply.
             await pilot.pause()
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(1.5)
             last = [time.perf_counter(), time.thread_time()]
 
             def tick() -> None:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # imported when first needed, after the first frame
 HISTORY_PAGE = 80  # history items mounted at once when a session is resumed
 MD_SPLIT_CHARS = 1500  # a streamed reply continues in a new widget past this size
 FLUSH_HZ = 15  # how often streamed text is moved onto the screen (each move is a frame)
+SETTLE_S = 0.5  # after the first frame: the collector's settings and the renderer's warm-up
 MIN_WIDTH = 60
 MIN_HEIGHT = 16
 QUIT_WINDOW_S = 3.0
@@ -225,6 +226,12 @@ class ChatApp(App[int]):
     def on_ready(self) -> None:
         """textual's Ready: the first frame is on the terminal."""
         self.mount_later()
+        self.set_timer(SETTLE_S, self._settle)
+
+    def _settle(self) -> None:
+        """Work done once the first frames are drawn (the ledger's comes a frame or two after
+        the first): the collector's settings, and the Markdown renderer warmed in a thread for
+        the first reply."""
         from cuda_agent_cli.tui import gc_policy, markdown_blocks
 
         gc_policy.tune_after_first_frame()
