@@ -321,7 +321,6 @@ class ChatApp(App[int]):
         """A resumed session's conversation: the newest items mounted, older ones on demand
         (scrolling to the top, or Ctrl+Home), so a long session opens at once."""
         from cuda_agent_cli.agent.context import estimate_tokens
-        from cuda_agent_cli.agent.transcript import read_events
 
         rt = self.runtime
         self._older = []
@@ -335,6 +334,21 @@ class ChatApp(App[int]):
                 )
             )
             return
+        items = self.history_items(path)
+        if not rt.context_tokens:
+            rt.context_tokens = estimate_tokens(rt.state.messages)
+        self.show_history(
+            items,
+            f"resumed session {rt.session_id}: {rt.state.turns} turns, "
+            f"{len(rt.ledger.candidates)} candidates in the ledger",
+        )
+
+    def history_items(self, path: Path) -> list[HistoryItem]:
+        """The conversation a stored transcript holds, as items to show; the status bar's tokens
+        and context are taken from it on the way."""
+        from cuda_agent_cli.agent.transcript import read_events
+
+        rt = self.runtime
         items: list[HistoryItem] = []
         calls: dict[str, HistoryItem] = {}
         placed = self._placed_history()
@@ -361,18 +375,22 @@ class ChatApp(App[int]):
                 rt.context_tokens, rt.context_budget = e.context_tokens, e.context_budget or rt.context_budget
             elif isinstance(e, ev.Stopped) and e.reason not in ("done",):
                 items.append(HistoryItem("notice", f"stopped: {e.reason}" + (f" — {e.detail}" if e.detail else "")))
+            extra = self.history_event(e)
+            if extra is not None:
+                items.append(extra)
         items.extend(item for _, item in placed)  # recorded after the last event, or before "at" was kept
-        if not rt.context_tokens:
-            rt.context_tokens = estimate_tokens(rt.state.messages)
+        return items
+
+    def history_event(self, e: Any) -> HistoryItem | None:
+        """What else a stored event adds to the history. The chat's harness cards come from its
+        chat file (`_placed_history`), so its transcript's events add nothing more."""
+        return None
+
+    def show_history(self, items: list[HistoryItem], resumed: str | Text) -> None:
+        """Mount the newest page of `items` and the line saying what was resumed."""
         self._older = items[:-HISTORY_PAGE] if len(items) > HISTORY_PAGE else []
         widgets = [item.widget() for item in items[-HISTORY_PAGE:]]
-        widgets.append(
-            Notice(
-                f"resumed session {rt.session_id}: {rt.state.turns} turns, "
-                f"{len(rt.ledger.candidates)} candidates in the ledger",
-                "info",
-            )
-        )
+        widgets.append(Notice(resumed, "info"))
         conv = self.conversation
         self._older_marker = Notice("", "info")
         conv.mount(self._older_marker)
