@@ -176,13 +176,20 @@ class _Start:
     state: SessionState | None  # None: a new session, made once the task is known to be good
 
 
-def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None, stage: Callable[[str], None]) -> _Start:
+def resumed_session(req: OptimizeRequest, data_dir: Path | None = None) -> SessionState:
+    """The stored session a resuming request continues: its `--resume ID`, or the latest one
+    (`--continue`), in the session store `run_optimize` uses."""
     from cuda_agent_cli.agent.session import resume_session
+
+    return resume_session(req.resume or None, _data_dir(req, data_dir))
+
+
+def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None, stage: Callable[[str], None]) -> _Start:
     from cuda_agent_cli.run.settings import load_task, refuse_changes_on_resume
     from cuda_agent_cli.task.inputs import call_from_json
     from cuda_agent_cli.task.resolve import resolve_task
 
-    state = resume_session(req.resume if req.resume else None, data_dir)
+    state = resumed_session(req, data_dir)
     saved = load_task(state.session_dir)
     refuse_changes_on_resume(
         state.session_id, saved, device=req.device, policy=req.policy, inputs=req.inputs, capture=req.capture

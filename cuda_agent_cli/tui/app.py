@@ -35,6 +35,8 @@ if TYPE_CHECKING:  # imported when first needed, after the first frame
 
 HISTORY_PAGE = 80  # history items mounted at once when a session is resumed
 MD_SPLIT_CHARS = 1500  # a streamed reply continues in a new widget past this size
+FLUSH_HZ = 15  # how often streamed text is moved onto the screen (each move is a frame)
+SETTLE_S = 0.5  # after the first frame: the collector's settings and the renderer's warm-up
 MIN_WIDTH = 60
 MIN_HEIGHT = 16
 QUIT_WINDOW_S = 3.0
@@ -56,8 +58,9 @@ def detect_device() -> str:
     return "cpu"
 
 
-def split_point(current: str, new: str) -> int | None:
-    """Where in `new` a paragraph ends outside a code fence (after "\n\n"), or None."""
+def split_point(current: str, new: str, at_least: int = 0) -> int | None:
+    """Where in `new`, `at_least` characters in or later, a paragraph ends outside a code fence
+    (after "\n\n"), or None."""
     fences = current.count("```")
     i = 0
     while i < len(new):
@@ -69,7 +72,7 @@ def split_point(current: str, new: str) -> int | None:
             fences += 1
             i = k + 3
             continue
-        if fences % 2 == 0:
+        if fences % 2 == 0 and j + 2 >= at_least:
             return j + 2
         i = j + 2
     return None
@@ -145,6 +148,7 @@ class ChatApp(App[int]):
         self.busy: str | None = None
         self.queue: deque[str] = deque()
         self.device_label = runtime.device or "…"
+        self._conversation: VerticalScroll | None = None
         self._md: SettledMarkdown | None = None
         self._streamed = False
         self._md_source = ""
@@ -183,7 +187,7 @@ class ChatApp(App[int]):
         self._load_history()
         self.refresh_status()
         self.query_one("#prompt").focus()
-        self.set_interval(1 / 30, self._flush_text)
+        self.set_interval(1 / FLUSH_HZ, self._flush_text)
         self._check_size()
         if self.runtime.device is None:
             threading.Thread(target=self._detect_device, daemon=True).start()
@@ -222,6 +226,16 @@ class ChatApp(App[int]):
     def on_ready(self) -> None:
         """textual's Ready: the first frame is on the terminal."""
         self.mount_later()
+        self.set_timer(SETTLE_S, self._settle)
+
+    def _settle(self) -> None:
+        """Work done once the first frames are drawn (the ledger's comes a frame or two after
+        the first): the collector's settings, and the Markdown renderer warmed in a thread for
+        the first reply."""
+        from cuda_agent_cli.tui import gc_policy, markdown_blocks
+
+        gc_policy.tune_after_first_frame()
+        threading.Thread(target=markdown_blocks.warm_up, name="cuda-agent-warm-up", daemon=True).start()
 
     def mount_later(self) -> None:
         """The ledger panel and the completion popup; whoever needs one first mounts it."""
@@ -258,7 +272,10 @@ class ChatApp(App[int]):
     # -- helpers ---------------------------------------------------------------------------------
     @property
     def conversation(self) -> VerticalScroll:
-        return self.query_one("#conversation", VerticalScroll)
+        # Kept once found: a timer still asks while the app closes, its widgets already gone.
+        if self._conversation is None:
+            self._conversation = self.query_one("#conversation", VerticalScroll)
+        return self._conversation
 
     def _post(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run `fn` in the app thread from a worker; quietly nothing once the app has closed."""
@@ -304,7 +321,6 @@ class ChatApp(App[int]):
         """A resumed session's conversation: the newest items mounted, older ones on demand
         (scrolling to the top, or Ctrl+Home), so a long session opens at once."""
         from cuda_agent_cli.agent.context import estimate_tokens
-        from cuda_agent_cli.agent.transcript import read_events
 
         rt = self.runtime
         self._older = []
@@ -318,6 +334,21 @@ class ChatApp(App[int]):
                 )
             )
             return
+        items = self.history_items(path)
+        if not rt.context_tokens:
+            rt.context_tokens = estimate_tokens(rt.state.messages)
+        self.show_history(
+            items,
+            f"resumed session {rt.session_id}: {rt.state.turns} turns, "
+            f"{len(rt.ledger.candidates)} candidates in the ledger",
+        )
+
+    def history_items(self, path: Path) -> list[HistoryItem]:
+        """The conversation a stored transcript holds, as items to show; the status bar's tokens
+        and context are taken from it on the way."""
+        from cuda_agent_cli.agent.transcript import read_events
+
+        rt = self.runtime
         items: list[HistoryItem] = []
         calls: dict[str, HistoryItem] = {}
         placed = self._placed_history()
@@ -344,18 +375,22 @@ class ChatApp(App[int]):
                 rt.context_tokens, rt.context_budget = e.context_tokens, e.context_budget or rt.context_budget
             elif isinstance(e, ev.Stopped) and e.reason not in ("done",):
                 items.append(HistoryItem("notice", f"stopped: {e.reason}" + (f" — {e.detail}" if e.detail else "")))
+            extra = self.history_event(e)
+            if extra is not None:
+                items.append(extra)
         items.extend(item for _, item in placed)  # recorded after the last event, or before "at" was kept
-        if not rt.context_tokens:
-            rt.context_tokens = estimate_tokens(rt.state.messages)
+        return items
+
+    def history_event(self, e: Any) -> HistoryItem | None:
+        """What else a stored event adds to the history. The chat's harness cards come from its
+        chat file (`_placed_history`), so its transcript's events add nothing more."""
+        return None
+
+    def show_history(self, items: list[HistoryItem], resumed: str | Text) -> None:
+        """Mount the newest page of `items` and the line saying what was resumed."""
         self._older = items[:-HISTORY_PAGE] if len(items) > HISTORY_PAGE else []
         widgets = [item.widget() for item in items[-HISTORY_PAGE:]]
-        widgets.append(
-            Notice(
-                f"resumed session {rt.session_id}: {rt.state.turns} turns, "
-                f"{len(rt.ledger.candidates)} candidates in the ledger",
-                "info",
-            )
-        )
+        widgets.append(Notice(resumed, "info"))
         conv = self.conversation
         self._older_marker = Notice("", "info")
         conv.mount(self._older_marker)
@@ -462,9 +497,10 @@ class ChatApp(App[int]):
 
     async def _flush_text(self) -> None:
         """Move streamed text from the worker's buffer into the reply on screen (a timer calls
-        this ~30 times a second, so the UI never waits on each chunk and each chunk never waits
-        on the UI)."""
+        this FLUSH_HZ times a second, so the UI never waits on each chunk and each chunk never
+        waits on the UI)."""
         async with self._flush_lock:
+            self._hold_end()
             with self._text_lock:
                 text = "".join(self._pending_text)
                 self._pending_text.clear()
@@ -478,15 +514,29 @@ class ChatApp(App[int]):
                     await self.add(self._md)
                 # A long reply goes into several widgets, split between paragraphs outside code
                 # fences, so each frame renders a small piece again, not the whole reply.
-                cut = split_point(self._md_source, text) if len(self._md_source) + len(text) > MD_SPLIT_CHARS else None
+                room = MD_SPLIT_CHARS - len(self._md_source)
+                cut = split_point(self._md_source, text, room) if len(text) > room else None
                 head, text = (text, "") if cut is None else (text[:cut], text[cut:])
                 if head:
                     self._md_source += head
                     self._md.append(head)
                 if text:
                     await self._stop_stream()
-            if self._following:
-                self.conversation.scroll_end(animate=False)
+            conv = self.conversation
+            if self._following and conv.scroll_y < conv.max_scroll_y:
+                conv.scroll_end(animate=False)  # the anchor was let go; the layout keeps it otherwise
+
+    def _hold_end(self) -> None:
+        """Anchor the conversation while it follows its end and is taller than the view: then
+        the frame that lays out new text also scrolls to it (a scroll after the layout would be
+        a second frame). textual lets go of the anchor when the user scrolls up. A conversation
+        shorter than the view is never anchored: an anchored one is drawn against the bottom."""
+        conv = self.conversation
+        want = self._following and conv.max_scroll_y > 0
+        if want != conv.is_anchored:
+            conv.anchor(want)
+            if not want and conv.scroll_y < 0:
+                conv.scroll_to(y=0, animate=False)
 
     async def _stop_stream(self) -> None:
         # The streamed piece is already the settled widget: the next text starts a new one.

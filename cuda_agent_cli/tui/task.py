@@ -19,10 +19,11 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
 from cuda_agent_cli.agent import events as ev
-from cuda_agent_cli.tui.app import ChatApp, detect_device
+from cuda_agent_cli.tui.app import FLUSH_HZ, ChatApp, detect_device
 from cuda_agent_cli.tui.ledger import Ledger
 
 KEYS = "Esc interrupts · Ctrl+L hides the ledger · Enter on a tool call shows its output · Ctrl+C twice quits"
+WHERE = "the agent works in its own workspace; nothing is written into the repository before the review"
 
 
 @dataclass
@@ -88,6 +89,7 @@ class OptimizeApp(ChatApp):
         self.outcome: Any = None
         self.error: BaseException | None = None
         self.decision: bool | None = None
+        self.resumed: str | None = None  # the id of the session whose earlier turns are shown
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
@@ -98,22 +100,53 @@ class OptimizeApp(ChatApp):
 
     def start(self) -> None:
         self.query_one("#too-small").display = False
-        target = self.req.target or f"session {self.req.resume or '(the latest)'}"
-        self.notice(
-            Text.assemble(
-                ("cuda-agent optimize", "bold"),
-                f" {target} · the agent works in its own "
-                "workspace; nothing is written into the repository before the review",
-            )
-        )
+        if not (self.req.resuming and self._load_resumed()):
+            target = self.req.target or f"session {self.req.resume or '(the latest)'}"
+            self.notice(Text.assemble(("cuda-agent optimize", "bold"), f" {target} · {WHERE}"))
         self.refresh_status()
-        self.set_interval(1 / 30, self._flush_text)
+        self.set_interval(1 / FLUSH_HZ, self._flush_text)
         self._check_size()
         if self.runtime.device is None:
             import threading
 
             threading.Thread(target=self._detect_device, daemon=True).start()
         self.start_work("optimizing", self._run, self._finished)
+
+    def _load_resumed(self) -> bool:
+        """The earlier conversation and ledger of the session `--resume`/`--continue` picks, as
+        `chat --resume` shows a chat's; False when there is none (the run says why)."""
+        from cuda_agent_cli.errors import CudaAgentError
+        from cuda_agent_cli.run.session import resumed_session
+
+        try:
+            state = resumed_session(self.req)
+        except CudaAgentError:
+            return False
+        self.resumed = state.session_id
+        items = self.history_items(state.transcript_path)
+        target = state.meta.get("target") or "?"
+        self.show_history(
+            items,
+            Text.assemble(
+                ("cuda-agent optimize", "bold"),
+                f" resumed session {state.session_id} for {target}: {state.turns} turns, "
+                f"{len(self.runtime.ledger.candidates)} candidates in the ledger · {WHERE}",
+            ),
+        )
+        return True
+
+    def history_event(self, e: Any) -> Any:
+        """An optimize transcript holds its harness results: each is a card where it happened
+        and a candidate in the ledger; its cost so far goes to the status bar."""
+        from cuda_agent_cli.tui.app import HistoryItem
+
+        sid = self.resumed or ""
+        if isinstance(e, ev.HarnessResultEvent):
+            cand = self.runtime.ledger.add(sid, e.tool, e.turn, e.result)
+            return HistoryItem.card(cand, self.runtime.ledger.was_best(cand))
+        if isinstance(e, ev.CostUpdate):
+            self._session_costs[sid] = e.total_cost_usd
+        return None
 
     def _run(self) -> Any:
         """The worker: the one session runner, with this app as its sink."""
@@ -130,6 +163,10 @@ class OptimizeApp(ChatApp):
     async def handle_event(self, e: Any) -> None:
         if isinstance(e, ev.SessionStarted):
             self.runtime.model_string = e.model or self.runtime.model_string
+        elif isinstance(e, ev.Resumed):
+            # A resumed session starts no new one: what follows belongs to the session shown.
+            self.runtime.model_string = e.model or self.runtime.model_string
+            self._event_session = self.resumed
         await super().handle_event(e)
         if isinstance(e, ev.CostUpdate):
             # The chat counts context for its own session only; here the optimize session is the one.

@@ -13,6 +13,7 @@ from textual.widget import Widget
 from textual.widgets import Static, TextArea
 
 from cuda_agent_cli.tui import render
+from cuda_agent_cli.tui.markdown_blocks import MarkdownBlocks
 
 
 def __getattr__(name: str) -> Any:
@@ -34,25 +35,32 @@ class UserTurn(Static):
         super().__init__(body, classes="user-turn")
 
 
-class SettledMarkdown(Static):
+class SettledMarkdown(Widget):
     """Assistant text drawn as one widget (rich's Markdown) instead of textual's Markdown with a
-    widget per block: a long conversation lays out in a fraction of the time, and a streamed
-    reply that grows it with `append` costs one widget's render a frame, with no widgets mounted
-    or restyled per paragraph (the stalls of the 5,000-token benchmark, docs/benchmarks.md)."""
+    widget per block: a long conversation lays out in a fraction of the time. A streamed reply
+    grows it with `append`; each top-level block is rendered once per width and only the block
+    still growing again (markdown_blocks), so a frame costs about one paragraph's render, not the
+    reply's (the 5,000-token benchmark, docs/benchmarks.md)."""
+
+    DEFAULT_CSS = "SettledMarkdown { height: auto; }"
 
     def __init__(self, source: str, classes: str = "assistant-history") -> None:
-        super().__init__(_markdown(source), classes=classes)
-        self.source = source
+        super().__init__(classes=classes)
+        # Markdown's links are terminal hyperlinks, never textual's @click links: without this,
+        # textual copies every line of the widget each frame to restyle links it has none of.
+        self.auto_links = False
+        self._blocks = MarkdownBlocks(self, source)
+
+    @property
+    def source(self) -> str:
+        return self._blocks.source
 
     def append(self, text: str) -> None:
-        self.source += text
-        self.update(_markdown(self.source))
+        self._blocks.append(text)
+        self.refresh(layout=True)
 
-
-def _markdown(source: str) -> Any:
-    from rich.markdown import Markdown as RichMarkdown
-
-    return RichMarkdown(source, code_theme="monokai")
+    def render(self) -> MarkdownBlocks:
+        return self._blocks
 
 
 class Notice(Static):

@@ -116,3 +116,72 @@ def test_optimize_in_the_tui_discards_with_n(demo_repo: Path):
     assert git(demo_repo, "rev-parse", "HEAD").strip() == base
     assert git(demo_repo, "status", "--porcelain") == ""
     assert "not applied" in printed and "committed" not in printed
+
+
+def _cards(screen) -> list[tuple[str, bool]]:
+    """Each harness card's title line (tool, candidate number, best so far) and its best mark."""
+    return [(plain(c.content).splitlines()[0], c.best) for c in screen.query(HarnessCard)]
+
+
+def test_a_resumed_optimize_shows_its_earlier_conversation_and_ledger(demo_repo: Path):
+    """`optimize --resume ID` on a terminal: the turns and candidates of the stopped session are
+    on screen from the first frame, as `chat --resume` shows a chat's, and the run goes on below."""
+    first = _request(demo_repo)
+    first.max_turns = 5  # Read, two Writes, Compile, Verify; the Profile is left for the resume
+    app1 = tui_app(first, ReviewOptions(), detect=lambda: "cpu")
+    live: dict[str, object] = {}
+
+    async def stopped() -> None:
+        async with app1.run_test(size=(150, 45)) as pilot:
+            await wait_for(pilot, lambda: app1.outcome is not None, timeout=400, what="the first session's end")
+            await pilot.pause()
+            live["cards"] = _cards(app1.screen_stack[0])
+            live["sid"] = app1.outcome.session_id
+            live["stop"] = app1.outcome.stop_reason
+            await pilot.press("n" if isinstance(app1.screen, ReviewScreen) else "q")
+            await wait_for(pilot, lambda: not app1.is_running, timeout=30, what="the app to close")
+
+    run(stopped())
+    sid = str(live["sid"])
+    assert live["stop"] == "max_turns" and len(live["cards"]) == 2  # type: ignore[arg-type]
+
+    req = OptimizeRequest(target=None, cwd=demo_repo, resume=sid)
+    req.apply = ApplyIntent()
+    app = tui_app(req, ReviewOptions(), detect=lambda: "cpu")
+    seen: dict[str, object] = {}
+
+    async def go() -> None:
+        async with app.run_test(size=(150, 45)) as pilot:
+            await pilot.pause()  # the first frame, the ledger mounted after it
+            seen["before"] = texts(app)
+            seen["cards_before"] = _cards(app.screen)
+            seen["rows_before"] = app.query_one(LedgerPanel).row_count
+            await wait_for(
+                pilot,
+                lambda: isinstance(app.screen, ReviewScreen) and app.screen.query("#review-diff"),
+                timeout=400,
+                what="the review screen",
+            )
+            main = app.screen_stack[0]
+            seen["after"] = texts(app, main.query_one("#conversation"))
+            seen["cards_after"] = _cards(main)
+            seen["rows_after"] = app.query_one(LedgerPanel).row_count
+            seen["status"] = plain(main.query_one("#status").content)
+            await pilot.press("n")
+            await wait_for(pilot, lambda: not app.is_running, timeout=30, what="the app to close")
+
+    run(go())
+    before = str(seen["before"])
+    # The stopped session's turns and its cards as they were shown live, best marked as it was.
+    for text in ("Reading the reference", "Building the extension.", "Checking correctness against the reference."):
+        assert text in before, before
+    assert f"resumed session {sid} " in before and "5 turns, 2 candidates in the ledger" in before
+    assert "stopped: max_turns" in before
+    assert seen["cards_before"] == live["cards"] and seen["rows_before"] == 2
+    after = str(seen["after"])
+    # The run went on below what was restored, numbering the ledger on from it.
+    assert after.index("Checking correctness") < after.index(f"resumed session {sid} ")
+    assert after.index(f"resumed session {sid} ") < after.index("Timing it against eager")
+    cards = seen["cards_after"]
+    assert cards[:2] == live["cards"] and "Profile · candidate 3 · best so far" in cards[2][0]  # type: ignore[index]
+    assert seen["rows_after"] == 3 and "x eager" in str(seen["status"])

@@ -254,6 +254,8 @@ def test_streamed_replies_split_between_paragraphs_never_inside_code():
     # inside a fence opened earlier: the blank line is code, not a paragraph end
     assert split_point("```python\nx = 1\n", "\n\ny = 2\n```\n\nafter") == len("\n\ny = 2\n```\n\n")
     assert split_point("", "```\na\n\nb\n```") is None
+    # text that arrived all at once fills the piece first: the first break past the room left
+    assert split_point("", "one\n\ntwo\n\nthree", at_least=6) == len("one\n\ntwo\n\n")
 
 
 def test_the_diff_view_wraps_long_lines_instead_of_cutting_them():

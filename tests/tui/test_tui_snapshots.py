@@ -1,6 +1,7 @@
 """SVG snapshots of the chat's screens (pytest-textual-snapshot): the main screen with the ledger,
-the approval modal, the review screen and the help. Update them with `--snapshot-update` after a
-deliberate change, and look at the new SVGs before committing them."""
+the approval modal, the review screen and the help; and `optimize`'s screen while a session
+runs. Update them with `--snapshot-update` after a deliberate change, and look at the new SVGs
+before committing them."""
 
 from __future__ import annotations
 
@@ -15,9 +16,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from chat_helpers import make_repo, replay_file, runtime, wait_for  # noqa: E402
 
+from cuda_agent_cli.agent import events as ev  # noqa: E402
 from cuda_agent_cli.harness.result import HarnessResult  # noqa: E402
+from cuda_agent_cli.run.session import OptimizeRequest  # noqa: E402
+from cuda_agent_cli.tui import task  # noqa: E402
 from cuda_agent_cli.tui.app import ChatApp  # noqa: E402
 from cuda_agent_cli.tui.screens import ApprovalScreen, ReviewScreen  # noqa: E402
+from cuda_agent_cli.tui.task import OptimizeApp, task_runtime  # noqa: E402
 from cuda_agent_cli.writeback.apply import WriteBackPlan  # noqa: E402
 from cuda_agent_cli.writeback.diff import FileChange, unified_patch  # noqa: E402
 
@@ -60,6 +65,11 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     make_repo(tmp_path / "repo", {"blocks.py": "import torch\n\n\nclass Block(torch.nn.Module):\n    pass\n"})
     return tmp_path
+
+
+def steady_cursor(app: ChatApp) -> None:
+    """The prompt's cursor blinks; a snapshot must not depend on when in a blink it is taken."""
+    app.query_one("#prompt").cursor_blink = False
 
 
 def recorded_chat(root: Path) -> None:
@@ -139,6 +149,7 @@ def test_main_screen_with_ledger(here: Path, snap_compare):
     app = ChatApp(runtime(None, "replay:r.jsonl", Path("data"), resume=SID, device="cpu"))
 
     async def before(pilot):
+        steady_cursor(app)
         await pilot.press("ctrl+l")
         await pilot.pause()
 
@@ -167,6 +178,7 @@ def test_approval_modal(here: Path, snap_compare):
     app = ChatApp(runtime(Path("repo"), "replay:r.jsonl", Path("data"), session_id=SID, device="cpu"))
 
     async def before(pilot):
+        steady_cursor(app)
         app.query_one("#prompt").load_text("document Block")
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="approval")
@@ -205,6 +217,7 @@ def test_review_screen(here: Path, snap_compare):
     )
 
     async def before(pilot):
+        steady_cursor(app)
         await app.push_screen(ReviewScreen(outcome))
         await pilot.pause()
 
@@ -216,8 +229,79 @@ def test_help(here: Path, snap_compare):
     app = ChatApp(runtime(Path("repo"), "replay:r.jsonl", Path("data"), session_id=SID, device="cpu"))
 
     async def before(pilot):
+        steady_cursor(app)
         app.query_one("#prompt").load_text("/help")
         await pilot.press("enter")
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=before)
+
+
+class RecordedOptimize(OptimizeApp):
+    """`cuda-agent optimize` on a terminal with the session runner's place taken by a recorded
+    session: its events go through the app's sink from the worker thread, as `run_optimize`
+    sends them; then the session waits, as between turns, until the app closes."""
+
+    CSS_PATH = str(Path(task.__file__).with_name("chat.tcss"))  # relative paths follow the subclass
+
+    def __init__(self, req: OptimizeRequest, events: list) -> None:
+        super().__init__(req, task_runtime(req), ask=True, detect=lambda: "cpu")
+        self.events = events
+
+    def _run(self):
+        for e in self.events:
+            self.sink(e)
+        self.cancel.wait(60)
+        return None
+
+
+def recorded_optimize_events() -> list:
+    def turn(n, text, call, name, arguments, output, seconds):
+        return [
+            ev.AssistantMessage(n, text, [{"id": call, "name": name, "arguments": arguments, "error": None}], 3000, 80),
+            ev.ToolStarted(call, name, arguments),
+            ev.ToolFinished(call, name, output, False, None, seconds),
+        ]
+
+    sid = "20260101-120500-123456"
+    return [
+        ev.SessionStarted(sid, "vit_head.py::PooledLayerNorm", "replay:demo.jsonl", "workspace", {}, "", 1767269100.0),
+        *turn(
+            1,
+            "Reading the reference to see exactly what has to be computed.",
+            "c1",
+            "Read",
+            {"file_path": "model.py"},
+            "     1\timport torch\n",
+            0.004,
+        ),
+        *turn(
+            2,
+            "LayerNorm over the last dim, then a mean over tokens: **one pass** can do both.",
+            "c2",
+            "Write",
+            {"file_path": "kernels/pooled_layer_norm.cpp"},
+            "wrote 61 lines",
+            0.002,
+        ),
+        *turn(3, "Building the extension.", "c3", "Compile", {}, "compiled", 41.2),
+        ev.HarnessResultEvent("c3", "Compile", 3, harness_result(None, None, None, correct=False), False),
+        *turn(4, "Checking correctness against the reference.", "c4", "Verify", {}, "correct", 6.8),
+        ev.HarnessResultEvent("c4", "Verify", 4, harness_result(None, None, None), True),
+        *turn(5, "Correct. Timing it against eager and torch.compile.", "c5", "Profile", {}, "2.41x", 12.5),
+        ev.HarnessResultEvent("c5", "Profile", 5, harness_result(3, 2.41, 1.62), True),
+        ev.CostUpdate(0.0, 0.0, 3000, 80, 15400, 131072),
+    ]
+
+
+def test_optimize_app_while_the_session_runs(here: Path, snap_compare):
+    req = OptimizeRequest(
+        target="vit_head.py::PooledLayerNorm", cwd=Path("repo"), model="replay:demo.jsonl", device="cpu"
+    )
+    app = RecordedOptimize(req, recorded_optimize_events())
+
+    async def before(pilot):
+        await wait_for(pilot, lambda: len(app.runtime.ledger.candidates) == 3, what="the recorded session")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
