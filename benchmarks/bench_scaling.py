@@ -3,7 +3,10 @@
 CPU with Ray (default): the harness-only bench of the suite on a local Ray instance with 2
 logical GPUs against 1 (`ray.init(num_cpus=C, num_gpus=N)`), after one unmeasured run that pays
 the suite's builds and baselines into a private cache; the measured runs reuse those candidate
-folders, so they time scheduling and harness rounds, not compilers. Runs alternate 1, 2, 1, 2...
+folders, so they time scheduling and harness rounds, not compilers. Runs alternate 1, 2, 1, 2...;
+each prints (stderr, and in the JSON's `runs`) the load before it (the 1-minute load average and
+the cores other processes kept busy in the 3 s before) and where its wall time went: the wait
+for the first task, and per GPU its seconds in tasks, in scoring rounds and idle at the end.
 
     python benchmarks/bench_scaling.py --repeats 2
 Goal: 2 logical GPUs finish the suite in under 0.65x the time of 1.
@@ -48,6 +51,24 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average {load}"
 
 
+def other_work(seconds: float = 3.0) -> float | None:
+    """Cores kept busy by other processes while this script waits (Linux: /proc/stat); the load
+    average also counts this script's own previous run, which winds down for a while."""
+
+    def jiffies() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            parts = [int(x) for x in f.readline().split()[1:]]
+        return sum(parts) - parts[3] - parts[4], sum(parts)
+
+    try:
+        busy0, total0 = jiffies()
+        time.sleep(seconds)
+        busy1, total1 = jiffies()
+    except OSError:
+        return None
+    return round((busy1 - busy0) / max(1, total1 - total0) * (os.cpu_count() or 1), 2)
+
+
 def ray_run(jobs: list[dict], gpus: int, cpus: int) -> tuple[float, dict[str, dict], dict]:
     """One run on a fresh local Ray instance: its wall time (Ray's start and stop left out), the
     records by task, and where the wall time went (see `spent`)."""
@@ -56,6 +77,7 @@ def ray_run(jobs: list[dict], gpus: int, cpus: int) -> tuple[float, dict[str, di
     from cuda_agent_cli.bench.ray_runner import RayPool
 
     got: dict[str, dict] = {}
+    others = other_work()
     load = os.getloadavg()[0]
     ray.init(num_cpus=cpus, num_gpus=gpus, include_dashboard=False, log_to_driver=False)
     try:
@@ -64,7 +86,11 @@ def ray_run(jobs: list[dict], gpus: int, cpus: int) -> tuple[float, dict[str, di
         fresh = [{k: v for k, v in j.items() if k != "gpu"} for j in jobs]
         RayPool(None).run_jobs(fresh, lambda job, rec: got.setdefault(rec["task"], rec))
         end = time.time()
-        return end - start, got, {"gpus": gpus, "load_1min_before": round(load, 2), **spent(got, start, end)}
+        return (
+            end - start,
+            got,
+            {"gpus": gpus, "load_1min_before": round(load, 2), "other_work_cores": others, **spent(got, start, end)},
+        )
     finally:
         ray.shutdown()
 
