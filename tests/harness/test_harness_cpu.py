@@ -230,7 +230,7 @@ def test_a_session_warms_its_baselines_before_its_first_round(ws: Workspace) -> 
     first = harness.profile()
     assert first.correct and first.timings is not None, first.summary()
     assert first.timing_detail["baselines"]["reused"] is True and first.timing_detail["baselines"]["rounds"] == 1
-    assert set(_zygote_children(harness)) == started  # the round used the one started ahead
+    assert started <= set(_zygote_children(harness))  # the one started ahead is the session's service
 
 
 def test_wrong_kernel_gets_minus_one_naming_correctness(ws: Workspace) -> None:
