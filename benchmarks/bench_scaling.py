@@ -43,6 +43,9 @@ SUITE = ROOT / "tests" / "bench_suite"
 sys.path.insert(0, str(ROOT))
 
 RAY_GOAL = 0.65
+# A round's stages and the phases of its jobs (the records' samples[].seconds); the timing
+# phase includes the wait for the baselines.
+PHASES = ("round", "inputs.job", "candidate", "candidate.baselines_wait", "candidate.timing", "judge")
 GPU_GOAL = 0.70
 
 
@@ -105,9 +108,15 @@ def spent(records: dict[str, dict], start: float, end: float) -> dict:
     for r in records.values():
         by_gpu.setdefault(str(r.get("gpu")), []).append(r)
     first = min((r["held"][0] for r in records.values()), default=start)
+    phases: dict[str, float] = {}
+    for s in (s for r in records.values() for s in r.get("samples") or []):
+        for k in PHASES:
+            phases[k] = phases.get(k, 0.0) + float((s.get("seconds") or {}).get(k) or 0.0)
     return {
         "wall_s": round(end - start, 1),
         "first_task_after_s": round(first - start, 1),
+        # Summed over every sample's round, whichever GPU ran it (they overlap with 2 GPUs).
+        "rounds_sum_s": {k: round(v, 1) for k, v in phases.items()},
         "per_gpu": {
             g: {
                 "tasks": len(rs),

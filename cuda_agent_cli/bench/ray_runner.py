@@ -49,7 +49,7 @@ def reachable(address: str, timeout: float = 5.0) -> None:
 def _bench_task(job: dict[str, Any]) -> dict[str, Any]:
     from cuda_agent_cli.bench.task_run import run_task
 
-    # Ray set CUDA_VISIBLE_DEVICES to the GPU it gave this task; the record says which one.
+    # Ray set CUDA_VISIBLE_DEVICES to the GPU it gave this actor; the record says which one.
     job.setdefault("gpu", os.environ.get("CUDA_VISIBLE_DEVICES") or None)
     return run_task(job)
 

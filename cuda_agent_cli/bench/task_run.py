@@ -71,7 +71,17 @@ def materialize(folder: Path, reference: str, files: dict[str, bytes]) -> Path:
     return folder
 
 
-def _sample_entry(index: int, result: HarnessResult) -> dict[str, Any]:
+def phase_seconds(result: HarnessResult, round_s: float | None = None) -> dict[str, float]:
+    """Where a scoring round's time went, as the harness timed it: its stages (static, compile,
+    candidate, judge) and the phases inside its jobs ("inputs.job", "candidate.baselines_wait",
+    "candidate.timing", ...), with the whole round as "round" when the bench timed it."""
+    seconds = {**result.stage_seconds, **result.phase_seconds}
+    if round_s is not None:
+        seconds["round"] = round_s
+    return {k: round(float(v), 3) for k, v in seconds.items()}
+
+
+def _sample_entry(index: int, result: HarnessResult, round_s: float | None = None) -> dict[str, Any]:
     # The record keeps the numbers as the harness result's JSON object rounds them.
     t = result.to_json()["timings"] or {}
     return {
@@ -85,6 +95,7 @@ def _sample_entry(index: int, result: HarnessResult) -> dict[str, Any]:
         "failed_checks": [c.name for c in result.failed_checks()],
         "errors": [e[:300] for e in result.errors][:5],
         "warnings": list(result.warnings),
+        "seconds": phase_seconds(result, round_s),
     }
 
 
@@ -147,11 +158,14 @@ def _base_record(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _settle(record: dict[str, Any], results: list[tuple[int, HarnessResult]]) -> None:
-    """Fill in the samples, pass@k and the best sample's verdict from the scored candidates."""
+def _settle(
+    record: dict[str, Any], results: list[tuple[int, HarnessResult]], rounds: dict[int, float] | None = None
+) -> None:
+    """Fill in the samples, pass@k and the best sample's verdict from the scored candidates
+    (`rounds`: each sample's round in seconds, as the bench timed it)."""
     from cuda_agent_cli.bench.metrics import pass_at_k
 
-    record["samples"] = [_sample_entry(i, r) for i, r in results]
+    record["samples"] = [_sample_entry(i, r, (rounds or {}).get(i)) for i, r in results]
     n, c = len(results), sum(1 for _, r in results if r.correct)
     record["n_samples"], record["n_correct"] = n, c
     record["pass_at_k"] = {str(k): pass_at_k(n, c, k) for k in sorted({1, n})} if n else {}
@@ -180,11 +194,13 @@ def _run_solutions(job: dict[str, Any], record: dict[str, Any]) -> None:
     if not samples:
         record["error"] = "no candidate for this task in the solutions folder"
         return
-    results = []
+    results, rounds = [], {}
     for s in samples:
+        start = time.perf_counter()
         folder = materialize(sample_folder(job, s), job["task"]["source"], sample_files(s))
         results.append((int(s["index"]), score(folder, job)))
-    _settle(record, results)
+        rounds[int(s["index"])] = round(time.perf_counter() - start, 3)
+    _settle(record, results, rounds)
 
 
 class _Usage:

@@ -98,6 +98,12 @@ def test_verdicts_of_honest_and_adversarial_candidates(scored):
     assert relu["reward"] in (1, 2, 3) and relu["speedup_vs_eager"] > 0
     assert relu["best"]["timings"]["speedup_vs_compile"] == relu["speedup_vs_compile"]
     assert [s["failed_checks"] for s in records["level2/1_ReluScale"]["samples"]][1] == ["static"]
+    # Each sample says where its round's time went, as the harness timed its stages and jobs.
+    timed = relu["samples"][0]["seconds"]
+    assert {"static", "candidate", "judge", "inputs.job", "candidate.timing"} <= set(timed)
+    for s in (s for r in records.values() for s in r["samples"]):
+        assert s["seconds"]["round"] >= s["seconds"].get("candidate", 0) + s["seconds"].get("judge", 0)
+    assert set(records["level1/3_RowSum"]["samples"][0]["seconds"]) == {"static", "round"}  # stopped there
 
 
 def test_resume_after_a_kill_skips_finished_tasks(scored):
