@@ -429,6 +429,31 @@ def _make_calls(peer: _Peer, request: dict) -> tuple[dict, float]:
     return reply, (_perf_ns() - t0) / 1000.0
 
 
+def process_cpu_clock(pid: int) -> int | None:
+    """The kernel's CPU-time clock of process `pid` (all its threads, those that ended too), or
+    None where it cannot be read. What it counts is work the process did, whoever ran beside
+    it: another program taking the core from it moves this process's wall time, not this."""
+    import ctypes
+
+    try:
+        clock = ctypes.c_int()
+        if ctypes.CDLL(None, use_errno=True).clock_getcpuclockid(int(pid), ctypes.byref(clock)) != 0:
+            return None
+        time.clock_gettime_ns(clock.value)
+        return int(clock.value)
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+def _cpu_us(clock: int | None) -> float | None:
+    if clock is None:
+        return None
+    try:
+        return time.clock_gettime_ns(clock) / 1000.0
+    except OSError:
+        return None
+
+
 def _wait_for(path: str, timeout: float) -> dict:
     """The harness's word that the build is done (and where the extension is)."""
     import json
@@ -471,9 +496,22 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
         return [{"id": first_id + j, "model": 0, "set": rng.choice(timed_sets), "seed": secrets.randbits(62)}
                 for j in range(n)]
 
+    # On the CPU with one thread the candidate's process is also timed by its CPU-time clock: a
+    # block's work there is not inflated by other programs taking its core (harness/scoring.py).
+    one_thread = spec["device"] == "cpu" and int(spec.get("threads") or 0) == 1
+    cpu_clock = process_cpu_clock(cand.pid) if one_thread else None
+    cpu_spent: dict[str, float] = {}
+
     def run(side: str, calls: list[dict]) -> tuple[dict, float]:
         if side in ("candidate", "null"):
-            return _make_calls(cand, {"op": "calls", "calls": calls, "null": side == "null"})
+            before = _cpu_us(cpu_clock)
+            reply, block_us = _make_calls(cand, {"op": "calls", "calls": calls, "null": side == "null"})
+            after = _cpu_us(cpu_clock)
+            if before is not None and after is not None:
+                cpu_spent["last"] = after - before
+            else:
+                cpu_spent.pop("last", None)
+            return reply, block_us
         stopped = cand.stop(spare=(base.pid,))
         try:
             return _make_calls(base, {"op": "calls", "side": side, "calls": calls})
@@ -519,6 +557,8 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
                 return {"error": f"{side} answered for {len(events)} of {len(calls)} calls"}
             blocks[side].append({"round": r, "events_us": events, "walls_us": walls, "block_us": block_us,
                                  "n": len(calls)})
+            if side in ("candidate", "null") and "last" in cpu_spent:
+                blocks[side][-1]["cpu_us"] = cpu_spent.pop("last")
             if side == "candidate":
                 for c, fp, ev in zip(calls, reply.get("fingerprints", []), reply.get("evidence", [])):
                     commits[c["id"]] = (fp, ev)

@@ -80,7 +80,7 @@ def _watched_objects() -> dict[str, object]:
             watched[label] = container[attr] if attr in container else getattr(owner, attr)
 
     for attr in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns",
-                 "process_time", "process_time_ns", "thread_time", "sleep"):
+                 "process_time", "process_time_ns", "thread_time", "thread_time_ns", "sleep"):
         watch(f"time.{attr}", time, attr)
     cuda = torch.cuda
     for attr in ("synchronize", "Event", "Stream", "current_stream", "default_stream", "is_available",

@@ -41,6 +41,7 @@ SPREAD = 0.5
 LEAD_US = 300.0
 
 _perf_ns = time.perf_counter_ns
+_thread_ns = time.thread_time_ns
 
 
 def call_inputs(base: list[Any], seed: int, device: str) -> list[Any]:
@@ -56,10 +57,42 @@ def perturb(args: list[Any], seed: int) -> list[Any]:
             if gen is None:
                 gen = torch.Generator(device=t.device)
                 gen.manual_seed(int(seed))
+            if t.device.type == "cpu" and t.numel() > CPU_DIRECT:
+                _perturb_periodic(t, gen)
+                continue
             factor = torch.rand(t.shape, generator=gen, device=t.device, dtype=torch.float32)
             factor.mul_(2 * SPREAD).add_(1 - SPREAD)
             t.mul_(factor.to(t.dtype))
     return args
+
+
+# On the CPU one draw per element costs more than many calls it would time (about 5 ns each on
+# one thread: 4 ms for a 3 MB input). A large tensor there is multiplied instead by three fresh
+# random vectors of pairwise coprime lengths, each repeated along its flattened elements: every
+# element's factor is the product of three draws, and no two elements closer than the lengths'
+# product (7e10) share all three. Each vector spans the cube root of the range, so the factors
+# still lie in [1 - SPREAD, 1 + SPREAD].
+CPU_PERIODS = (4093, 4099, 4111)
+CPU_DIRECT = 4 * max(CPU_PERIODS)
+
+
+def _perturb_periodic(t: torch.Tensor, gen: torch.Generator) -> None:
+    # The factors are made in row-major order of t's elements whatever its layout, then applied
+    # in one multiply, so every copy of an input (the judge's, the candidate's) gets the same bits.
+    lo, hi = (1 - SPREAD) ** (1 / 3), (1 + SPREAD) ** (1 / 3)
+    draws = torch.rand(sum(CPU_PERIODS), generator=gen, dtype=torch.float32)
+    draws.mul_(hi - lo).add_(lo)
+    n = t.numel()
+    factor = torch.ones(n, dtype=torch.float32)
+    start = 0
+    for period in CPU_PERIODS:
+        piece = draws[start:start + period]
+        start += period
+        whole = n - n % period
+        factor[:whole].view(-1, period).mul_(piece)
+        if whole < n:
+            factor[whole:].mul_(piece[:n - whole])
+    t.mul_(factor.view(t.shape).to(t.dtype))
 
 
 class Caller:
@@ -75,6 +108,11 @@ class Caller:
             self._end = torch.cuda.Event(enable_timing=True)
             self._spin = torch.cuda._sleep  # bound before any candidate code exists
             self._lead_cycles = _cycles_for(lead_us, self._start, self._end) if lead_us > 0 else 0
+        # On the CPU with one thread a call runs wholly on the calling thread, so its time is
+        # that thread's CPU time: what the call cost, not how often other programs took the
+        # core meanwhile (their share of a loaded machine falls on long calls more than on
+        # short ones, which skews every ratio). With more threads, the wall clock.
+        self.cpu_time = device == "cpu" and torch.get_num_threads() == 1
 
     def prepare(self, base: list[Any]) -> list[Any]:
         """A fresh copy of the call's input set, made and (CUDA) finished: the device is idle
@@ -109,13 +147,14 @@ class Caller:
                 wall = (_perf_ns() - t0) / 1000.0
                 return out, self._start.elapsed_time(self._end) * 1000.0, wall
             perturb(args, seed)
+            clock = _thread_ns if self.cpu_time else _perf_ns
             if guard is not None:
                 guard.__enter__()
-            t0 = _perf_ns()
+            t0 = clock()
             try:
                 out = fn(*args)
             finally:
-                t1 = _perf_ns()
+                t1 = clock()
                 if guard is not None:
                     guard.__exit__(None, None, None)
             return out, (t1 - t0) / 1000.0, (t1 - t0) / 1000.0

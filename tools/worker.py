@@ -10,7 +10,8 @@ the zygote's pipes: nothing a candidate prints can reach the harness.
 Request:  {"id": int, "job": "compile"|"inputs"|"evaluate"|"judge"|"probe",
            "spec": path of a JSON spec, "log": path, "timeout": seconds}
           ("service" starts or prewarms a baselines service and "warm" does the zygote's own
-          dispatch-mode warm-up now: both are answered by the zygote itself, nothing is forked)
+          warm-up now, the dispatch modes' imports and torch.compile's: both are answered by the
+          zygote itself, nothing is forked)
 Answer:   {"id": int, "status": "ok"|"crash"|"timeout", "returncode": int|null, "signal": int|null,
            "result": the job's result object or null}
 The result travels through a pipe the zygote makes before it forks the job, never through a
@@ -145,6 +146,41 @@ def _child(req: dict, result_fd: int, extra: dict | None = None) -> None:
 # Jobs that use what the warm-up imports: the strict op guard and integrity snapshot
 # (candidate), torch.compile (baselines).
 _NEEDS_WARM_UP = ("evaluate",)
+_compiler_warm = False
+
+
+def _warm_compiler() -> float:
+    """Import torch.compile's machinery (dynamo, inductor and its caches) here, once: every
+    baselines service forked later starts with it loaded, instead of importing it for each
+    reference (seconds of CPU, longer than importing torch itself). Nothing is compiled, no
+    thread starts and CUDA stays untouched, so forked children are as before. Returns the
+    seconds it took (0 once done)."""
+    global _compiler_warm
+    if _compiler_warm:
+        return 0.0
+    _compiler_warm = True
+    began = time.perf_counter()
+    import torch
+
+    import torch._dynamo  # noqa: F401
+    import torch._inductor.codecache  # noqa: F401
+    import torch._inductor.compile_fx  # noqa: F401
+
+    if torch.cuda.is_initialized():
+        raise SystemExit("harness worker: importing torch.compile initialized CUDA; children could not use it")
+    return time.perf_counter() - began
+
+
+def _warm_all() -> dict:
+    import guards
+
+    began = time.perf_counter()
+    if not guards.is_warm():
+        guards.warm_up()
+    dispatch = time.perf_counter() - began
+    return {"warm": True, "dispatch_s": round(dispatch, 3), "compiler_s": round(_warm_compiler(), 3)}
+
+
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -432,10 +468,8 @@ def serve() -> None:
                                           "result": {"prewarming": bool(started)}}) + "\n")
                     continue
                 if req["job"] == "warm":  # a session that has just opened: nothing waits yet
-                    if not guards.is_warm():
-                        guards.warm_up()
                     out.write(json.dumps({"id": req["id"], "status": "ok", "returncode": 0, "signal": None,
-                                          "result": {"warm": True}}) + "\n")
+                                          "result": _warm_all()}) + "\n")
                     continue
                 # The first op under a dispatch mode imports ~800 modules (seconds on a cold
                 # machine); paid once here, it stays out of every forked candidate job. It is

@@ -292,6 +292,20 @@ def _score_best(job: dict[str, Any], harness: Harness, best_dir: Path) -> Harnes
         return harness.profile()
 
 
+_warmed = False
+
+
+def _warm_once() -> None:
+    """Before this process's first task: its harness worker imports torch.compile once, for all
+    the references it will score (each reference's baselines would import it again)."""
+    global _warmed
+    if not _warmed:
+        _warmed = True
+        from cuda_agent_cli.harness import warm_worker
+
+        warm_worker()
+
+
 def run_task(job: dict[str, Any]) -> dict[str, Any]:
     """The task's record; an environment problem comes back as {"fatal": ...} for the run to stop on."""
     start, held = time.perf_counter(), time.time()
@@ -300,10 +314,9 @@ def run_task(job: dict[str, Any]) -> dict[str, Any]:
     try:
         if task.get("error"):
             record.update(status="error", error=task["error"])
-        elif job["mode"] == "agent":
-            _run_agent(job, record)
         else:
-            _run_solutions(job, record)
+            _warm_once()
+            (_run_agent if job["mode"] == "agent" else _run_solutions)(job, record)
     except (KeyboardInterrupt, Interrupted):
         raise
     except EnvironmentMissing as exc:

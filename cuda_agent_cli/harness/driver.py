@@ -70,14 +70,7 @@ class Harness:
         # Off only to test the runtime layers behind the static checks on their own.
         self.static_checks = bool(static_checks)
         self._cache = cache_dir()
-        self._env = clean_env({
-            "TORCHINDUCTOR_CACHE_DIR": str(self._cache / "inductor"),
-            "TRITON_CACHE_DIR": str(self._cache / "triton"),
-            # The torch.compile baseline builds beside the extension's build: a pool of one
-            # compiler process per core (each importing torch) would starve nvcc.
-            "TORCHINDUCTOR_COMPILE_THREADS": "1",
-        })
-        self.pool: WorkerPool = shared_pool(resources.tools_dir(), self._env, self._cache / "worker" / "worker.log")
+        self._env, self.pool = _worker(self._cache)
         self.device = device or self._default_device()
         self._check_environment()
         default_trials, default_warmup = DEFAULT_TRIALS[self.device]
@@ -529,12 +522,42 @@ def _merge_inputs(outcomes: list[JobOutcome]) -> JobOutcome:
     return JobOutcome("inputs", "ok", merged, seconds=max(o.seconds for o in outcomes))
 
 
+def _worker(cache: Path) -> tuple[dict[str, str], WorkerPool]:
+    """The environment of the harness's processes and the worker every Harness of this process
+    shares for `cache`."""
+    env = clean_env({
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        # The torch.compile baseline builds beside the extension's build: a pool of one
+        # compiler process per core (each importing torch) would starve nvcc.
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
+    })
+    return env, shared_pool(resources.tools_dir(), env, cache / "worker" / "worker.log")
+
+
+def warm_worker() -> dict[str, Any]:
+    """Start this process's harness worker and have it warm up now (the dispatch modes' imports
+    and torch.compile's), for a caller about to score many references with it, such as a bench
+    slot: every reference's baselines then start with torch.compile loaded instead of importing
+    it again. Returns the worker's answer ({} when it failed: the first round reports why)."""
+    cache = cache_dir()
+    _, pool = _worker(cache)
+    try:
+        scratch = cache / "worker"
+        scratch.mkdir(parents=True, exist_ok=True)
+        return pool.wait(pool.submit("warm", {}, scratch / "ahead", 180)).result or {}
+    except Exception:
+        return {}
+
+
 def timing_method(device: str, trials: int, warmup: int, block: int, threads: int | None) -> str:
     side = f"eager, torch.compile and the kernel interleaved in blocks of {block}, bounded by the harness's clock"
     if device == "cuda":  # the flush and the lead-in are tools/timing.py's FLUSH_BYTES and LEAD_US
         return (f"cuda-events+device-sync+l2flush(256MB)+fresh-inputs+lead-in(300us); {side}; "
                 f"median of {trials} after {warmup} warm-up")
-    return (f"perf_counter+fresh-inputs+fixed-malloc-threshold, {threads} thread(s) each side; {side}; "
+    # One thread: each call is timed by its thread's CPU time (tools/timing.py, Caller).
+    clock = "thread-cpu-time" if threads == 1 else "perf_counter"
+    return (f"{clock}+fresh-inputs+fixed-malloc-threshold, {threads} thread(s) each side; {side}; "
             f"median of {trials} after {warmup} warm-up")
 
 

@@ -79,12 +79,20 @@ BOUND_SLACK = 1.5
 # call: the same process makes its null and its real calls, yet their time around the call
 # differs by up to about this much (allocations, the caches, the evidence on written outputs).
 BOUND_RESOLUTION = 0.05
+# The same for the candidate process's CPU-time clock (the CPU with one thread), whose wander the
+# null blocks measure: their median deviation, times three, is the allowance when it is larger.
+CPU_BOUND_RESOLUTION = 0.01
 
 
 def _per_call_block(b: dict[str, Any]) -> float:
     """A block's time from the harness's clock, per call (µs)."""
     n = max(1, int(b.get("n") or len(b["events_us"])))
     return float(b.get("block_us", sum(b["events_us"]))) / n
+
+
+def _per_call_cpu(b: dict[str, Any]) -> float:
+    """A block's time on the candidate process's CPU-time clock, per call (µs)."""
+    return float(b["cpu_us"]) / max(1, int(b.get("n") or len(b["events_us"])))
 
 
 def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> SideBySide:
@@ -98,7 +106,9 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     the candidate's own process showed beyond their events (the baseline blocks' when there are
     none), and the wander three times its median deviation. A call's claim is its
     events, or the time until the device was idle when work escaped them; a block's time is
-    the median of its claims, unless the mean claim is below the bound: then the bound. Each
+    the median of its claims, unless the mean claim is below the bound: then the bound. Where
+    every block carries the candidate process's CPU time (`cpu_us`: the CPU with one thread),
+    the bound is drawn from that clock instead, with CPU_BOUND_RESOLUTION. Each
     ratio is the median baseline block time over the median candidate block time, with a
     bootstrap 95% interval over the rounds.
     """
@@ -116,6 +126,20 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     # How long the device stays busy past a trusted call's events (the flush before it, mostly).
     idle_gap = statistics.median([w - e for b in trusted for e, w in zip(b["events_us"], b.get("walls_us") or
                                                                            b["events_us"])]) if trusted else 0.0
+    # On the CPU with one thread the candidate's process is timed by its CPU-time clock instead
+    # (tools/controller.py): it bounds a call's time from below just as the wall clock does,
+    # since all of a call's work is this process's, but other programs taking the core do not
+    # inflate it, and it wanders little enough that the allowance for what the wall clock
+    # cannot resolve is not needed: a loaded machine no longer overrules an honest claim, and a
+    # lying one is held closer to its work.
+    cpu_null = [b for b in blocks.get("null") or [] if b["events_us"] and "cpu_us" in b]
+    cpu_bounds = bool(cpu_null) and all("cpu_us" in b for b in cand)
+    cpu_overhead = cpu_wander = 0.0
+    if cpu_bounds:
+        cpu_overheads = [_per_call_cpu(b) - statistics.fmean(b["events_us"]) for b in cpu_null]
+        cpu_overhead = max(0.0, statistics.median(cpu_overheads))
+        cpu_wander = (3.0 * statistics.median([abs(x - cpu_overhead) for x in cpu_overheads])
+                      if len(cpu_overheads) > 1 else 0.0)
     clamped = 0
     cand_times: list[float] = []
     for b in cand:
@@ -124,6 +148,8 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
         # several times too small always is.
         bound = ((_per_call_block(b) - overhead - max(wander, BOUND_RESOLUTION * overhead)) / BOUND_SLACK
                  if "block_us" in b else 0.0)
+        if cpu_bounds:
+            bound = (_per_call_cpu(b) - cpu_overhead - max(cpu_wander, CPU_BOUND_RESOLUTION * cpu_overhead)) / BOUND_SLACK
         claimed = statistics.median(claims)
         if bound > statistics.fmean(claims) * 1.02 + 0.5:
             clamped += 1
@@ -158,6 +184,9 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
                            ("null", blocks.get("null") or [])) if side}
     detail.update(overhead_us=round(overhead, 2), wander_us=round(wander, 2), idle_gap_us=round(idle_gap, 2),
                   clamped_blocks=clamped, candidate_blocks=len(cand))
+    if cpu_bounds:
+        detail.update(cpu_overhead_us=round(cpu_overhead, 2), cpu_wander_us=round(cpu_wander, 2),
+                      candidate_cpu_per_call_us=round(statistics.median([_per_call_cpu(b) for b in cand]), 2))
     return SideBySide(
         eager_us=statistics.median(eager_times), compile_us=statistics.median(comp_times), candidate_us=cand_us,
         speedup_vs_eager=ratio(eager_times, cand_times), speedup_vs_compile=ratio(comp_times, cand_times),

@@ -136,12 +136,23 @@ def test_correct_kernel_passes_every_check(ws: Workspace) -> None:
     assert result.to_json()["timings"] is None
 
 
+def test_a_warmed_worker_loads_torch_compile_once_and_scores_as_before(ws: Workspace) -> None:
+    from cuda_agent_cli.harness import warm_worker
+
+    first = warm_worker()
+    assert first.get("warm") is True and first.get("compiler_s", -1) >= 0, first
+    assert warm_worker().get("compiler_s") == 0.0  # once per worker
+    result = Harness(ws, device="cpu", trials=10, warmup=2).profile()
+    assert result.correct and result.timings is not None, result.summary()
+
+
 def test_profile_of_a_correct_kernel_earns_a_positive_reward(ws: Workspace) -> None:
     result = Harness(ws, device="cpu", trials=10, warmup=2).profile()
     assert result.correct and result.reward is not None and result.reward >= 1, result.summary()
     t = result.timings
     assert t is not None and t.trials == 10 and t.candidate_us > 0 and t.eager_us > 0 and t.compile_us > 0
-    assert t.method.startswith("perf_counter+fresh-inputs+fixed-malloc-threshold, ")
+    assert t.method.startswith(("thread-cpu-time+fresh-inputs+fixed-malloc-threshold, 1 thread(s)",
+                                "perf_counter+fresh-inputs+fixed-malloc-threshold, "))
     assert "interleaved in blocks" in t.method and t.method.endswith("median of 10 after 2 warm-up")
     assert t.speedup_vs_eager == pytest.approx(t.eager_us / t.candidate_us)
     lo, hi = t.speedup_vs_eager_interval

@@ -103,6 +103,41 @@ def test_a_small_kernel_is_not_overruled_by_what_the_clock_cannot_resolve() -> N
     assert lied.clamped_blocks == 8 and lied.candidate_us > 10.0
 
 
+def _cpu_window(claim: float, cand_cpu: float, preempted_ms: float) -> dict:
+    """A CPU window as the dev machine measured it (one thread): about 10 ms of harness work
+    around each call of the candidate's process, and `preempted_ms` of every block lost to
+    other programs (the wall clock sees it, the process's CPU-time clock does not)."""
+    w = _window(claim, 0.0)
+    for b in w["candidate"]:
+        b["block_us"] = 4 * (cand_cpu + 10_000.0) + preempted_ms * 1000.0
+        b["cpu_us"] = 4 * (cand_cpu + 10_000.0)
+    w["null"] = [{**_block(r, [200.0] * 4, 4 * 10_200.0 + 300.0 * (r % 2)), "cpu_us": 4 * 10_200.0}
+                 for r in range(8)]
+    return w
+
+
+def _wall_only(window: dict) -> dict:
+    return {side: [{k: v for k, v in b.items() if k != "cpu_us"} for b in blocks] for side, blocks in window.items()}
+
+
+def test_on_the_cpu_a_preempted_block_does_not_overrule_an_honest_claim() -> None:
+    # 800 µs calls, 6 ms of each block lost to a CPU hog: from the wall clock the bound
+    # ((4 * 10.8 ms + 6 ms) / 4 - 10 ms overhead - 5%) / 1.5 is above the honest claim.
+    window = _cpu_window(800.0, 800.0, preempted_ms=6.0)
+    assert side_by_side(_wall_only(window)).clamped_blocks == 8
+    stats = side_by_side(window)
+    assert stats.clamped_blocks == 0 and stats.candidate_us == 800.0
+    assert stats.detail["cpu_overhead_us"] == 10_000.0
+
+
+def test_on_the_cpu_a_lying_claim_is_held_close_to_its_work() -> None:
+    # The wall clock cannot resolve 5% of a 10 ms overhead: a claim of 10 µs for 800 µs of work
+    # would be held to 174 µs only. The CPU clock, steady to 1%, holds it to 467 µs.
+    assert side_by_side(_wall_only(_cpu_window(10.0, 800.0, preempted_ms=0.0))).candidate_us < 180.0
+    lied = side_by_side(_cpu_window(10.0, 800.0, preempted_ms=0.0))
+    assert lied.clamped_blocks == 8 and lied.candidate_us > 450.0
+
+
 def test_side_by_side_times_work_that_escapes_the_calls_stream() -> None:
     # Events on the call's stream read 5 µs, but the device stayed busy 60 µs: another stream.
     window = _window(5.0, 70.0)
