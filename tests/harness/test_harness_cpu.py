@@ -151,8 +151,12 @@ def test_profile_of_a_correct_kernel_earns_a_positive_reward(ws: Workspace) -> N
     assert result.correct and result.reward is not None and result.reward >= 1, result.summary()
     t = result.timings
     assert t is not None and t.trials == 10 and t.candidate_us > 0 and t.eager_us > 0 and t.compile_us > 0
-    assert t.method.startswith(("thread-cpu-time+fresh-inputs+fixed-malloc-threshold, 1 thread(s)",
-                                "perf_counter+fresh-inputs+fixed-malloc-threshold, "))
+    assert t.method.startswith(
+        (
+            "thread-cpu-time+fresh-inputs+fixed-malloc-threshold, 1 thread(s)",
+            "perf_counter+fresh-inputs+fixed-malloc-threshold, ",
+        )
+    )
     assert "interleaved in blocks" in t.method and t.method.endswith("median of 10 after 2 warm-up")
     assert t.speedup_vs_eager == pytest.approx(t.eager_us / t.candidate_us)
     lo, hi = t.speedup_vs_eager_interval

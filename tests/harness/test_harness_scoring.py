@@ -111,8 +111,7 @@ def _cpu_window(claim: float, cand_cpu: float, preempted_ms: float) -> dict:
     for b in w["candidate"]:
         b["block_us"] = 4 * (cand_cpu + 10_000.0) + preempted_ms * 1000.0
         b["cpu_us"] = 4 * (cand_cpu + 10_000.0)
-    w["null"] = [{**_block(r, [200.0] * 4, 4 * 10_200.0 + 300.0 * (r % 2)), "cpu_us": 4 * 10_200.0}
-                 for r in range(8)]
+    w["null"] = [{**_block(r, [200.0] * 4, 4 * 10_200.0 + 300.0 * (r % 2)), "cpu_us": 4 * 10_200.0} for r in range(8)]
     return w
 
 
