@@ -9,9 +9,9 @@ the zygote's pipes: nothing a candidate prints can reach the harness.
 
 Request:  {"id": int, "job": "compile"|"inputs"|"evaluate"|"judge"|"probe",
            "spec": path of a JSON spec, "log": path, "timeout": seconds}
-          ("service" starts or prewarms a baselines service and "warm" does the zygote's own
-          warm-up now, the dispatch modes' imports and torch.compile's: both are answered by the
-          zygote itself, nothing is forked)
+          ("service" starts or prewarms a baselines service, "warm" does the zygote's own
+          warm-up of the dispatch modes' imports now, "warm-compiler" that and torch.compile's
+          imports: all are answered by the zygote itself, nothing is forked)
 Answer:   {"id": int, "status": "ok"|"crash"|"timeout", "returncode": int|null, "signal": int|null,
            "result": the job's result object or null}
 The result travels through a pipe the zygote makes before it forks the job, never through a
@@ -171,14 +171,16 @@ def _warm_compiler() -> float:
     return time.perf_counter() - began
 
 
-def _warm_all() -> dict:
+def _warm_all(compiler: bool) -> dict:
     import guards
 
     began = time.perf_counter()
     if not guards.is_warm():
         guards.warm_up()
-    dispatch = time.perf_counter() - began
-    return {"warm": True, "dispatch_s": round(dispatch, 3), "compiler_s": round(_warm_compiler(), 3)}
+    answer = {"warm": True, "dispatch_s": round(time.perf_counter() - began, 3)}
+    if compiler:
+        answer["compiler_s"] = round(_warm_compiler(), 3)
+    return answer
 
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -467,9 +469,10 @@ def serve() -> None:
                     out.write(json.dumps({"id": req["id"], "status": "ok", "returncode": 0, "signal": None,
                                           "result": {"prewarming": bool(started)}}) + "\n")
                     continue
-                if req["job"] == "warm":  # a session that has just opened: nothing waits yet
+                if req["job"] in ("warm", "warm-compiler"):  # nothing waits yet (a session has just
+                    # opened; a bench slot is about to score many references)
                     out.write(json.dumps({"id": req["id"], "status": "ok", "returncode": 0, "signal": None,
-                                          "result": _warm_all()}) + "\n")
+                                          "result": _warm_all(req["job"] == "warm-compiler")}) + "\n")
                     continue
                 # The first op under a dispatch mode imports ~800 modules (seconds on a cold
                 # machine); paid once here, it stays out of every forked candidate job. It is

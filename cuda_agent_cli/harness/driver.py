@@ -545,7 +545,7 @@ def warm_worker() -> dict[str, Any]:
     try:
         scratch = cache / "worker"
         scratch.mkdir(parents=True, exist_ok=True)
-        return pool.wait(pool.submit("warm", {}, scratch / "ahead", 180)).result or {}
+        return pool.wait(pool.submit("warm-compiler", {}, scratch / "ahead", 180)).result or {}
     except Exception:
         return {}
 
