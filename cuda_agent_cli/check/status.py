@@ -96,7 +96,7 @@ def _interval(value: Any) -> tuple[float, float] | None:
 class Comparison:
     verdict: str  # "regressed" | "improved" | "same"
     change: float  # measured / recorded - 1
-    limit: float  # the relative change that counts here: max(threshold, 3 x spread)
+    limit: float  # the relative change that counts here (see compare)
     significant: bool  # the intervals (where known) do not overlap
     detail: str = field(default="")
 
@@ -110,15 +110,19 @@ def compare(
 ) -> Comparison:
     """Whether `measured` is significantly below (or above) `recorded`.
 
-    Regressed: the drop exceeds max(threshold, 3 x the measured spread) and the intervals do not
-    overlap. Improved: the gain exceeds max(10%, 3 x spread), again without overlap. The spread
-    is the measured interval's half-width relative to the measured value; without an interval,
+    Regressed: the drop exceeds the threshold and 3 x the measured spread taken as a factor
+    (below recorded / (1 + 3 x spread)), and the intervals do not overlap. Improved: the gain
+    exceeds max(10%, 3 x spread), again without overlap. The spread is the measured interval's half-width relative to the measured value; without an interval,
     only the threshold applies (the detail says so)."""
     rec_iv, mea_iv = _interval(recorded_interval), _interval(measured_interval)
     spread = (mea_iv[1] - mea_iv[0]) / (2.0 * measured) if mea_iv and measured > 0 else 0.0
     change = measured / recorded - 1.0 if recorded > 0 else 0.0
     note = "" if mea_iv else " (no interval measured: threshold only)"
-    drop_limit, gain_limit = max(threshold, 3 * spread), max(IMPROVED_BY, 3 * spread)
+    # The spread bounds the drop as a factor, recorded / (1 + 3 x spread): a relative drop never
+    # exceeds 100%, so with a wide interval (a busy machine) "3 x spread" alone would let a kernel
+    # fall from 1000x to 5x unnoticed.
+    drop_limit = max(threshold, 1.0 - 1.0 / (1.0 + 3 * spread))
+    gain_limit = max(IMPROVED_BY, 3 * spread)
     m_lo, m_hi = mea_iv if mea_iv else (measured, measured)
     r_lo, r_hi = rec_iv if rec_iv else (recorded, recorded)
     if -change > drop_limit:

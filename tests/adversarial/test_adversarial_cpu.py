@@ -102,10 +102,15 @@ def test_a_process_left_behind_dies_with_its_evaluation(name: str, workspaces, h
     # It was stopped while the baselines were timed, so it did not slow them down (what it is
     # for: a busy machine under eager and torch.compile only). The baselines are compared, not
     # the speedups: on a shared 2-core machine a small kernel's own time swings 2x between runs.
+    # Against the slower of two honest runs, one before and one after, so a moment of load from
+    # other programs on the machine is not taken for the escapee.
     if result.correct:
-        assert result.timings is not None and honest.timings is not None
-        assert result.timings.eager_us <= 1.5 * honest.timings.eager_us, result.summary()
-        assert result.timings.compile_us <= 1.5 * honest.timings.compile_us, result.summary()
+        after = run(Case("h_relu_destination", None, None, action="profile"), workspaces)
+        assert result.timings is not None and honest.timings is not None and after.timings is not None
+        eager = max(honest.timings.eager_us, after.timings.eager_us)
+        compiled = max(honest.timings.compile_us, after.timings.compile_us)
+        assert result.timings.eager_us <= 1.5 * eager, result.summary()
+        assert result.timings.compile_us <= 1.5 * compiled, result.summary()
 
 
 def test_candidate_cannot_write_the_harness_cache(workspaces, harness_cache):

@@ -35,6 +35,13 @@ def test_a_drop_inside_three_times_the_spread_is_noise():
     assert compare(2.0, [1.95, 2.05], 1.6, [1.44, 1.76]).verdict == "same"
 
 
+def test_a_wide_interval_never_hides_a_collapse():
+    # A busy machine: the measured interval is +-60%. 3x spread is 180%, more than any drop can
+    # be; taken as a factor (recorded / 2.8) it still sees 1000x fall to 5x.
+    assert compare(1000.0, [990.0, 1010.0], 5.0, [2.0, 8.0]).verdict == "regressed"
+    assert compare(2.0, [1.95, 2.05], 1.0, [0.4, 1.6]).verdict == "same"  # 50% down, inside 2.8x
+
+
 def test_overlapping_intervals_are_not_significant_even_past_the_threshold():
     c = compare(2.0, [1.5, 2.5], 1.8, [1.78, 1.82])
     assert c.verdict == "same" and not c.significant
