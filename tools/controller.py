@@ -19,6 +19,7 @@ them into times, ratios and intervals (harness/scoring.py).
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import signal
@@ -48,8 +49,7 @@ class _Peer:
         """Stop it and everything else this controller has below it (what it started, and what
         that left behind, reparented here: the controller is their subreaper), but `spare`."""
         _signal_group(self.pid, signal.SIGSTOP)
-        keep = set(spare) | {d for pid in spare for d in _descendants(pid)} | {self.pid}
-        stopped = [pid for pid in _descendants(os.getpid()) if pid not in keep]
+        stopped = _below_but((self.pid,), spare)
         for pid in stopped:
             try:
                 os.kill(pid, signal.SIGSTOP)
@@ -224,6 +224,33 @@ def _descendants_by_scan(root: int) -> list[int]:
     return out
 
 
+def _below_but(pids: tuple[int, ...], trees: tuple[int, ...] = ()) -> list[int]:
+    """Processes below this controller (their subreaper), but `pids` and `trees` with everything
+    below them."""
+    keep = set(pids) | set(trees) | {d for pid in trees for d in _descendants(pid)}
+    return [pid for pid in _descendants(os.getpid()) if pid not in keep]
+
+
+def _strays(cand: _Peer, base: Any) -> list[int]:
+    """What the candidate started and left running: processes below this controller that are
+    neither the candidate's own nor the baselines'. Work done in another process is on neither
+    the candidate's clocks nor its thread count."""
+    return _below_but((cand.pid,), (base.pid,) if base is not None else ())
+
+
+def _strays_error(strays: list[int], when: str) -> dict:
+    names = []
+    for pid in strays[:3]:
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                names.append(f"{pid} ({f.read().strip()})")
+        except OSError:
+            names.append(str(pid))
+    return {"error": f"the candidate started {len(strays)} process(es) still running {when}: "
+                     f"{', '.join(names)}; a kernel must do its work in the candidate's own process",
+            "strays": len(strays)}
+
+
 def _become_subreaper() -> None:
     try:
         import ctypes
@@ -301,6 +328,46 @@ class LoadMeter:
         if elapsed <= 0:
             return 0.0
         return max(0.0, ((busy - b0) - (ours - o0)) / elapsed)
+
+
+class Pinning:
+    """Every thread of some processes held to a set of CPUs, and what to put back: each thread's
+    own affinity from before, and for threads started meanwhile, their process's."""
+
+    def __init__(self) -> None:
+        self.processes: dict[int, set[int]] = {}
+        self.threads: dict[int, set[int]] = {}
+
+    def pin(self, pids: list[int], cpus: set[int]) -> bool:
+        """True when every thread of every process could be pinned."""
+        whole = True
+        for pid in pids:
+            try:
+                self.processes[pid] = os.sched_getaffinity(pid)
+                tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+            except OSError:
+                whole = False
+                continue
+            for tid in tids:
+                try:
+                    had = os.sched_getaffinity(tid)
+                    os.sched_setaffinity(tid, cpus)
+                    self.threads[tid] = had
+                except OSError:
+                    whole = False
+        return whole
+
+    def restore(self) -> None:
+        for pid, cpus in self.processes.items():
+            try:
+                tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    os.sched_setaffinity(tid, self.threads.get(tid, cpus))
+                except OSError:
+                    continue
 
 
 def _idle_load(pids: list[int], seconds: float = 0.2) -> float:
@@ -477,7 +544,29 @@ def _finish(cand: _Peer, bandwidth: bool = False) -> dict:
         return {}
 
 
+def _times(values: Any) -> list[float] | None:
+    """A reply's call times (µs), or None unless it is a list of finite numbers, none below 0."""
+    if values is None:
+        return []
+    if not isinstance(values, list):
+        return None
+    out = []
+    for x in values:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0.0:
+            return None
+        out.append(float(x))
+    return out
+
+
 def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> dict:
+    pinning = Pinning()
+    try:
+        return _timed_window(spec, cand, base, commits, pinning)
+    finally:
+        pinning.restore()
+
+
+def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: Pinning) -> dict:
     t = spec["timing"]
     trials, warmup, block = int(t["trials"]), int(t["warmup"]), max(1, int(t["block"]))
     timed_sets = [int(k) for k in spec["timed_sets"]]
@@ -488,7 +577,22 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
         return {"error": f"the baselines could not be prepared: {exc}", "baselines_failed": True}
     if not ready.get("ok"):
         return {"error": "the baselines could not be prepared", "baselines_failed": True}
+    # On the CPU with one thread a side, both sides' processes run on one and the same core for
+    # the window (once the baselines are ready, so nothing they start to prepare stays pinned):
+    # every side's calls then meet the same core and caches, whichever core the scheduler would
+    # have handed each process.
+    # On the CPU with one thread the candidate's process is also timed by its CPU-time clock: a
+    # block's work there is not inflated by other programs taking its core (harness/scoring.py).
+    one_thread = spec["device"] == "cpu" and int(spec.get("threads") or 0) == 1
+    pinned_cpu = None
+    if one_thread:
+        core = max(os.sched_getaffinity(0))
+        pinned_cpu = core if pinning.pin([cand.pid, base.pid], {core}) else None
     sides = ["eager", *(["compile"] if "compile" in ready.get("sides", []) else []), "candidate"]
+    # The baselines' process makes null blocks too: the same harness work around a stand-in,
+    # where no candidate code ever ran (harness/scoring.py believes the candidate's up to theirs).
+    if "null" in ready.get("sides", []):
+        sides.append("base_null")
     waited = time.perf_counter() - waited
     rng = secrets.SystemRandom()
 
@@ -496,25 +600,31 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
         return [{"id": first_id + j, "model": 0, "set": rng.choice(timed_sets), "seed": secrets.randbits(62)}
                 for j in range(n)]
 
-    # On the CPU with one thread the candidate's process is also timed by its CPU-time clock: a
-    # block's work there is not inflated by other programs taking its core (harness/scoring.py).
-    one_thread = spec["device"] == "cpu" and int(spec.get("threads") or 0) == 1
     cpu_clock = process_cpu_clock(cand.pid) if one_thread else None
+    # The baselines' process's own clock, for its null blocks: the trusted measure of the same
+    # work on the same clock as the candidate's null blocks.
+    base_clock = process_cpu_clock(base.pid) if one_thread else None
     cpu_spent: dict[str, float] = {}
+
+    def timed(clock: int | None, peer: _Peer, request: dict) -> tuple[dict, float]:
+        before = _cpu_us(clock)
+        reply, block_us = _make_calls(peer, request)
+        after = _cpu_us(clock)
+        if before is not None and after is not None:
+            cpu_spent["last"] = after - before
+        else:
+            cpu_spent.pop("last", None)
+        return reply, block_us
 
     def run(side: str, calls: list[dict]) -> tuple[dict, float]:
         if side in ("candidate", "null"):
-            before = _cpu_us(cpu_clock)
-            reply, block_us = _make_calls(cand, {"op": "calls", "calls": calls, "null": side == "null"})
-            after = _cpu_us(cpu_clock)
-            if before is not None and after is not None:
-                cpu_spent["last"] = after - before
-            else:
-                cpu_spent.pop("last", None)
-            return reply, block_us
+            return timed(cpu_clock, cand, {"op": "calls", "calls": calls, "null": side == "null"})
         stopped = cand.stop(spare=(base.pid,))
         try:
-            return _make_calls(base, {"op": "calls", "side": side, "calls": calls})
+            request = {"op": "calls", "side": "null" if side == "base_null" else side, "calls": calls}
+            if side == "base_null":
+                return timed(base_clock, base, request)
+            return _make_calls(base, request)
         finally:
             cand.cont(stopped)
 
@@ -536,6 +646,9 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
     if warmup:
         cand.ask({"op": "drop", "ids": [c["id"] for c in warm]})
 
+    strays = _strays(cand, base)
+    if strays:
+        return _strays_error(strays, "when timing began")
     load_before = _idle_load([cand.pid, base.pid])
     meter = LoadMeter([cand.pid, base.pid])
     meter.start()
@@ -551,18 +664,26 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
             if not reply.get("ok"):
                 return {"error": f"{side} failed while timed: {reply.get('error', '')}"[:600],
                         "baselines_failed": side not in ("candidate", "null")}
-            events = [float(x) for x in reply.get("events_us", [])][:len(calls)]
-            walls = [float(x) for x in reply.get("walls_us", [])][:len(calls)]
+            # A time is a finite number of microseconds, not below zero: NaN compares false with
+            # every bound and a claim of 0 or less makes any ratio infinite.
+            events, walls = _times(reply.get("events_us")), _times(reply.get("walls_us"))
+            if events is None or walls is None:
+                return {"error": f"{side} reported call times that are not finite, non-negative numbers",
+                        "forged_times": side in ("candidate", "null")}
+            events, walls = events[:len(calls)], walls[:len(calls)]
             if len(events) != len(calls):
                 return {"error": f"{side} answered for {len(events)} of {len(calls)} calls"}
             blocks[side].append({"round": r, "events_us": events, "walls_us": walls, "block_us": block_us,
                                  "n": len(calls)})
-            if side in ("candidate", "null") and "last" in cpu_spent:
+            if side in ("candidate", "null", "base_null") and "last" in cpu_spent:
                 blocks[side][-1]["cpu_us"] = cpu_spent.pop("last")
             if side == "candidate":
                 for c, fp, ev in zip(calls, reply.get("fingerprints", []), reply.get("evidence", [])):
                     commits[c["id"]] = (fp, ev)
+    strays = _strays(cand, base)
+    if strays:
+        return _strays_error(strays, "while it was timed")
     return {"blocks": blocks, "calls": all_calls, "load_before": round(load_before, 3),
             "load_during": round(meter.foreign_cores(), 3), "trials": len(all_calls), "warmup": warmup,
-            "block": block, "baselines_wait_s": round(waited, 4),
+            "block": block, "baselines_wait_s": round(waited, 4), "pinned_cpu": pinned_cpu,
             "baselines_ready": {k: ready.get(k) for k in ("prepare_s", "rounds", "reused")}}

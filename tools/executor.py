@@ -29,6 +29,7 @@ import channel
 import evidence
 import guards
 import landlock
+import process_filter
 import tensor_files
 import timing
 from worker_common import (
@@ -193,12 +194,30 @@ def _output_bytes(out: Any) -> int:
     return sum(t.numel() * t.element_size() for t in items if isinstance(t, torch.Tensor))
 
 
-def _reserve(device: str, nbytes: int) -> None:
-    """Have the caching allocator hold `nbytes` before the window, so the outputs kept while
-    timed are carved from it rather than each costing a cudaMalloc inside a call (the baselines
-    free theirs, so their allocator hands the same blocks back: both sides allocate cheaply)."""
+# The harness starts every timed process with glibc's mmap threshold at 32 MB and no trimming
+# (harness/pool.py): allocations below it come from the heap and freed ones stay mapped.
+_MMAP_THRESHOLD = 32 << 20
+_HEAP_CHUNK = 8 << 20
+_HEAP_RESERVE_MOST = (2 << 30) + (64 << 20)  # the CPU's budget for kept outputs, and the margin
+
+
+def _reserve(device: str, nbytes: int, output_bytes: int = 0) -> None:
+    """Have the allocator hold `nbytes` before the window, so the outputs kept while timed are
+    carved from it rather than each costing a cudaMalloc, or on the CPU fresh page faults,
+    inside a call (the baselines free theirs, so their allocator hands the same blocks back:
+    both sides allocate cheaply)."""
     if device == "cuda" and nbytes > 0:
         torch.empty(nbytes, dtype=torch.uint8, device="cuda")  # freed at once, kept by the allocator
+    elif device == "cpu" and nbytes > 0 and 0 < output_bytes < _MMAP_THRESHOLD - (1 << 20):
+        # Blocks that each hold whole outputs, touched, then freed into the heap, which is never
+        # trimmed: the kept outputs reuse pages already faulted in, as the null blocks' unkept
+        # outputs and the baselines' freed ones do. (Outputs over the threshold are fresh
+        # mappings on every side alike.)
+        chunk = max(_HEAP_CHUNK, output_bytes + (1 << 20))
+        per_chunk = chunk // output_bytes
+        count = min(nbytes, _HEAP_RESERVE_MOST) // (per_chunk * output_bytes) + 1
+        chunks = [torch.zeros(chunk, dtype=torch.uint8) for _ in range(count)]
+        del chunks
 
 
 class _Sets:
@@ -242,6 +261,7 @@ def _serve(chan: channel.Channel, handlers: dict[str, Any]) -> None:
 
 def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     device, policy = spec["device"], spec["policy"]
+    evidence.session_device(device)
     claims: dict[str, Any] = {"checks": [], "phases": {}}
     checks = claims["checks"]
     mark = _clock()
@@ -279,6 +299,8 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         chan.send({"ok": False, "claims": claims})
 
     if spec.get("module_dir"):
+        # Built by the harness already: nothing the candidate runs needs a process of its own.
+        claims["process_filter"] = process_filter.install()
         sys.path.insert(0, spec["module_dir"])
         try:
             import cuda_extension
@@ -294,6 +316,8 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
 
             return fail(_check("compile", False, trim_compiler_output(text, (spec.get("extensions_dir") or "",))))
         return fail(_check("import", False, f"model_new.py failed to import: {trim_exception(exc, 800)}"))
+    if "process_filter" not in claims:  # a single-file candidate built its extension as it imported
+        claims["process_filter"] = process_filter.install()
     cls = getattr(cand, "ModelNew", None)
     if not isinstance(cls, type):
         return fail(_check("import", False, "model_new.py defines no class ModelNew"))
@@ -391,8 +415,9 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         return {"ok": True}
 
     def reserve(request: dict) -> dict:
-        _reserve(device, int(request.get("bytes", 0)))
-        return {"ok": True, "output_bytes": _output_bytes(kept.get(0))}
+        size = _output_bytes(kept.get(0))
+        _reserve(device, int(request.get("bytes", 0)), size)
+        return {"ok": True, "output_bytes": size}
 
     def finish(request: dict) -> dict:
         native_end = guards.native_threads()
@@ -449,6 +474,7 @@ class Baselines:
 
     def __init__(self, spec: dict) -> None:
         self.device = spec["device"]
+        evidence.session_device(self.device)
         self.precision = apply_precision_flags()
         if spec.get("threads"):
             torch.set_num_threads(int(spec["threads"]))
@@ -456,6 +482,7 @@ class Baselines:
         self.caller: timing.Caller | None = None
         self.flush_bytes = int(spec.get("flush_bytes", timing.FLUSH_BYTES))
         self.sides: dict[str, Any] = {}
+        self.template: Any = None  # the outputs the null side's stand-in is shaped like
         self.model: Any = None
         self.init: Any = None
         self.compile_error: str | None = None
@@ -500,8 +527,9 @@ class Baselines:
                 self.sides.pop("compile")
                 self.compile_error = trim_exception(exc, 600)
         self.rounds += 1
+        self.template = None
         self.graphs_at_start = _dynamo_graphs()
-        return {"ok": True, "sides": sorted(self.sides), "prepare_s": round(_clock() - start, 4),
+        return {"ok": True, "sides": sorted(self.sides) + ["null"], "prepare_s": round(_clock() - start, 4),
                 "rounds": self.rounds, "reused": not fresh}
 
     def prewarm(self) -> None:
@@ -553,14 +581,26 @@ class Baselines:
 
     def calls(self, request: dict) -> dict:
         assert self.caller is not None and self.sets is not None
-        fn = self.sides.get(request.get("side"))
+        side = request.get("side")
+        # "null": the candidate's null blocks made here, in a process no candidate code ever
+        # ran in (the same stand-in, op guard and evidence): what the harness's work around a
+        # call costs, against which the candidate process's own null blocks are believed.
+        null = side == "null"
+        fn = self.sides.get("eager") if null else self.sides.get(side)
         if fn is None:
-            return {"ok": False, "error": f"no baseline named {request.get('side')!r}"}
+            return {"ok": False, "error": f"no baseline named {side!r}"}
         events, walls, fps, proofs = [], [], [], []
         try:
             for c in request["calls"]:
                 args = self.caller.prepare(self.sets.device_inputs(int(c["set"])))
-                out, event_us, wall_us = self.caller.run(fn, args, int(c["seed"]))
+                if null:
+                    if self.template is None:
+                        with torch.no_grad():
+                            self.template = fn(*args)
+                    out, event_us, wall_us = self.caller.run(_stand_in(self.template), args, int(c["seed"]),
+                                                             guards.StrictOpGuard("strict"))
+                else:
+                    out, event_us, wall_us = self.caller.run(fn, args, int(c["seed"]))
                 # What the candidate's process does after each call, and a reply of the same
                 # size, so both sides pay the same for everything around the call.
                 proofs.append(evidence.call_evidence(args, out))

@@ -67,6 +67,7 @@ def _nbytes(obj: Any) -> int:
 # ---------------------------------------------------------------------------------------------
 
 def run_inputs_job(spec: dict) -> dict:
+    evidence.session_device(spec["device"])
     """Init args, weights and inputs per seed, all produced by the pristine reference."""
     apply_precision_flags()
     try:
@@ -126,6 +127,7 @@ def _payload_fingerprints(payload: dict, inputs: list[Any], device: str) -> dict
 # ---------------------------------------------------------------------------------------------
 
 def run_judge_job(spec: dict) -> dict:
+    evidence.session_device(spec["device"])
     """Expected outputs from the pristine reference, compared with the candidate's on the device.
 
     The candidate's code never ran in this process; its outputs arrive as raw tensor files, each

@@ -23,7 +23,7 @@ from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_en
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.workspace import Workspace, cache_dir, external_workspace, pair_workspace
 
-DEFAULT_TRIALS = {"cuda": (40, 5), "cpu": (30, 3)}  # (timed calls per side, warm-up calls)
+DEFAULT_TRIALS = {"cuda": (40, 5), "cpu": (100, 3)}  # (timed calls per side, warm-up calls)
 _BLOCK = {"cuda": 5, "cpu": 5}  # calls per side per round of the side-by-side window
 _MIN_TRIALS = 10
 # Every timed output stays in the candidate's process until the checked ones are chosen.
@@ -319,6 +319,9 @@ class Harness:
         confinement = str(claims.get("write_confinement") or "")
         if confinement.startswith("Landlock"):
             result.checks.append(Check("write_confinement", True, confinement))
+        filtered = str(claims.get("process_filter") or "")
+        if filtered.startswith("seccomp"):
+            result.checks.append(Check("process_filter", True, filtered))
         if info.get("baselines_failed"):
             raise WorkspaceError(f"timing the reference failed: {info.get('error', '')}",
                                  "make sure the reference runs on this device")
@@ -331,6 +334,10 @@ class Harness:
                 tail = " | ".join(outcome.log_tail.strip().splitlines()[-4:])
                 result.checks.append(Check("crash", False, f"the candidate process {how}"
                                            + (f": {tail}" if tail else "")))
+        if info.get("strays"):
+            result.checks.append(Check("processes", False, str(info.get("error", ""))))
+        if info.get("forged_times"):
+            result.checks.append(Check("harness_integrity", False, str(info.get("error", ""))))
         if info.get("stage") != "done":
             if "error" in info and not result.failed_checks():
                 result.checks.append(Check("crash", False, str(info["error"])))
@@ -475,7 +482,8 @@ class Harness:
                                    f"{str(base_info['compile_error'])[:200]}")
         stats = scoring.side_by_side(blocks)
         # Whether this round's baselines came from the warm service (rounds: how many it has timed).
-        result.timing_detail = {**stats.detail, "baselines": window.get("baselines_ready") or {}}
+        result.timing_detail = {**stats.detail, "baselines": window.get("baselines_ready") or {},
+                                "pinned_cpu": window.get("pinned_cpu")}
         method = timing_method(self.device, int(window.get("trials", 0)), int(window.get("warmup", 0)),
                                int(window.get("block", 0)), self.threads)
         result.timings = Timings(stats.eager_us, stats.compile_us, stats.candidate_us,
@@ -492,6 +500,9 @@ class Harness:
             result.warnings.append(
                 f"timing_bound: the kernel's own clock read less than the harness's clock allows in "
                 f"{stats.clamped_blocks} of {len(blocks['candidate'])} blocks; the harness's bound was used")
+        if stats.detail.get("null_stalled"):
+            result.warnings.append("timing_bound: the candidate's process took far longer around calls that ran none "
+                                   "of its code than the baselines' processes did; the baselines' overhead was used")
         if base_info.get("recompiles_in_window"):
             result.warnings.append(f"torch.compile recompiled {base_info['recompiles_in_window']} time(s) while timed: "
                                    "its time may include compilation")

@@ -60,11 +60,16 @@ def clean_env(extra: Mapping[str, str] | None = None, source: Mapping[str, str] 
             pass
     path += [p for p in _SYSTEM_PATH if p not in path]
     env["PATH"] = os.pathsep.join(path)
-    # glibc moves its mmap threshold after the first large free, so whether a multi-MB CPU
-    # temporary costs fresh page faults on every call depended on each process's allocation
-    # history: eager baselines came out 1x or 5x from one run to the next. A fixed threshold (the
-    # default's starting value) gives every timed process the same allocator behaviour.
-    env["MALLOC_MMAP_THRESHOLD_"] = "131072"
+    # glibc moves its mmap threshold after the first large free, so whether a CPU temporary cost
+    # fresh page faults on every call depended on each process's allocation history: eager
+    # baselines came out 1x or 5x from one run to the next. Every timed process gets the same
+    # allocator behaviour: the threshold where the moving one ends up (32 MB) and a heap that is
+    # never trimmed, so what a call frees the next reuses without faulting its pages in again,
+    # as in any process that has run a while. At 128 KB (the starting value) every output of a
+    # 64x512 float32 op was a fresh mapping: relu read 70-100 us for 15-25 us of work, and the
+    # harness's own work around each call doubled, and with it what its clock can resolve.
+    env["MALLOC_MMAP_THRESHOLD_"] = str(32 << 20)
+    env["MALLOC_TRIM_THRESHOLD_"] = str(1 << 40)
     env.update(extra or {})
     return env
 

@@ -82,6 +82,40 @@ BOUND_RESOLUTION = 0.05
 # The same for the candidate process's CPU-time clock (the CPU with one thread), whose wander the
 # null blocks measure: their median deviation, times three, is the allowance when it is larger.
 CPU_BOUND_RESOLUTION = 0.01
+# The null blocks run in the candidate's own process, which can stall on purpose while they run
+# (a hook on the request path, a thread it wakes) so that its overhead looks large and the bound
+# falls away. What they show is believed up to NULL_TRUST times what the trusted sides'
+# processes show around the same calls, plus NULL_TRUST_US: an honest candidate's process does
+# a little more per call (the op guard, the evidence), not several times as much: 1.13-1.18
+# times on the H200, 0.9 times on the CPU (docs/benchmarks.md). Their wander is believed up to
+# twice the trusted sides' own or half the trusted overhead, whichever is more: an honest
+# candidate's process on the H200 wandered up to a third of its overhead (712 of 2,176 µs), and
+# a tighter cap overruled its noisy blocks enough to move the interval, and with it the reward.
+NULL_TRUST, NULL_TRUST_US = 1.5, 50.0
+# On the CPU-time bound, against the null blocks of the baselines' process on its own CPU-time
+# clock (the same work on the same clock): an honest candidate's process measured 0.92-1.24
+# times theirs on the dev CPU (docs/benchmarks.md, "Null blocks on the CPU"). The wall-clock
+# bound (CUDA) keeps NULL_TRUST. Against their wall clock, which carries the round trip too,
+# NULL_TRUST_WALL.
+NULL_TRUST_SAME = 1.2
+NULL_TRUST_WALL = 1.05
+# No call is believed to take less than this (µs): a claim of 0 would make any ratio infinite.
+MIN_CALL_US = 0.1
+# Their wander there is believed up to twice that of the baselines' process's, or this share of
+# its overhead, whichever is more.
+CPU_WANDER_SHARE = 0.2
+# The result says the null blocks were overruled only where they showed more than this many
+# times what is believed (a process stalling on purpose): below it the cap bounds them quietly,
+# since between two processes on a busy 2-core machine their overheads differ by up to a fifth.
+NULL_FLAG = 1.5
+
+
+def _overhead_and_wander(overheads: Sequence[float]) -> tuple[float, float]:
+    """The typical overhead per call of some null blocks (their median, not below 0) and how
+    much it wanders (three times their median deviation; 0 for a single block)."""
+    overhead = max(0.0, statistics.median(overheads))
+    wander = 3.0 * statistics.median([abs(x - overhead) for x in overheads]) if len(overheads) > 1 else 0.0
+    return overhead, wander
 
 
 def _per_call_block(b: dict[str, Any]) -> float:
@@ -109,8 +143,8 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     the median of its claims, unless the mean claim is below the bound: then the bound. Where
     every block carries the candidate process's CPU time (`cpu_us`: the CPU with one thread),
     the bound is drawn from that clock instead, with CPU_BOUND_RESOLUTION. Each
-    ratio is the median baseline block time over the median candidate block time, with a
-    bootstrap 95% interval over the rounds.
+    ratio is the median over the rounds of the round's baseline block time over its candidate
+    block time, with a bootstrap 95% interval over the rounds.
     """
     cand = blocks["candidate"]
     eager = blocks["eager"]
@@ -121,8 +155,25 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     # a stand-in), else from the trusted sides.
     calibration = [b for b in blocks.get("null") or [] if b["events_us"]] or [b for b in trusted if b["events_us"]]
     overheads = [_per_call_block(b) - statistics.fmean(b["events_us"]) for b in calibration]
-    overhead = max(0.0, statistics.median(overheads)) if overheads else 0.0
-    wander = 3.0 * statistics.median([abs(x - overhead) for x in overheads]) if len(overheads) > 1 else 0.0
+    overhead, wander = _overhead_and_wander(overheads) if overheads else (0.0, 0.0)
+    # The trusted measure of that overhead: the same null blocks made in the baselines' process,
+    # where no candidate code ever ran, else the baselines' own calls.
+    trusted_timed = ([b for b in blocks.get("base_null") or [] if b["events_us"] and "block_us" in b]
+                     or [b for b in trusted if b["events_us"] and "block_us" in b])
+    trusted_overheads = [_per_call_block(b) - statistics.fmean(b["events_us"]) for b in trusted_timed]
+    most_overhead = most_wander = most_cpu_overhead = float("inf")
+    base = 0.0
+    if trusted_overheads:
+        base, base_wander = _overhead_and_wander(trusted_overheads)
+        most_overhead = NULL_TRUST * base + NULL_TRUST_US
+        # The CPU-time bound against the wall-clock overhead of the baselines' own null blocks,
+        # where their CPU-time clock could not be read (replaced below where it could): an honest
+        # candidate's CPU time measured 0.97-1.02 times that.
+        most_cpu_overhead = (NULL_TRUST_WALL if blocks.get("base_null") else NULL_TRUST) * base + NULL_TRUST_US
+        most_wander = max(2.0 * base_wander, 0.5 * base) + NULL_TRUST_US
+    null_capped = overhead > most_overhead or wander > most_wander
+    null_stalled = overhead > NULL_FLAG * most_overhead or wander > NULL_FLAG * most_wander
+    overhead, wander = min(overhead, most_overhead), min(wander, most_wander)
     # How long the device stays busy past a trusted call's events (the flush before it, mostly).
     idle_gap = statistics.median([w - e for b in trusted for e, w in zip(b["events_us"], b.get("walls_us") or
                                                                            b["events_us"])]) if trusted else 0.0
@@ -135,11 +186,24 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     cpu_null = [b for b in blocks.get("null") or [] if b["events_us"] and "cpu_us" in b]
     cpu_bounds = bool(cpu_null) and all("cpu_us" in b for b in cand)
     cpu_overhead = cpu_wander = 0.0
+    trusted_cpu: float | None = None
+    trusted_cpu_wander = 0.0
     if cpu_bounds:
-        cpu_overheads = [_per_call_cpu(b) - statistics.fmean(b["events_us"]) for b in cpu_null]
-        cpu_overhead = max(0.0, statistics.median(cpu_overheads))
-        cpu_wander = (3.0 * statistics.median([abs(x - cpu_overhead) for x in cpu_overheads])
-                      if len(cpu_overheads) > 1 else 0.0)
+        cpu_overhead, cpu_wander = _overhead_and_wander([_per_call_cpu(b) - statistics.fmean(b["events_us"])
+                                                         for b in cpu_null])
+        # Against the baselines' process's null blocks on its own CPU-time clock, the same work
+        # on the same clock; else against the trusted sides' wall-clock overhead, which is at
+        # least their CPU time's.
+        base_cpu = [_per_call_cpu(b) - statistics.fmean(b["events_us"])
+                    for b in blocks.get("base_null") or [] if b["events_us"] and "cpu_us" in b]
+        most_cpu_wander = most_wander
+        if base_cpu:
+            trusted_cpu, trusted_cpu_wander = _overhead_and_wander(base_cpu)
+            most_cpu_overhead = NULL_TRUST_SAME * trusted_cpu + NULL_TRUST_US
+            most_cpu_wander = max(2.0 * trusted_cpu_wander, CPU_WANDER_SHARE * trusted_cpu) + NULL_TRUST_US
+        null_capped = cpu_overhead > most_cpu_overhead or cpu_wander > most_cpu_wander
+        null_stalled = cpu_overhead > NULL_FLAG * most_cpu_overhead or cpu_wander > NULL_FLAG * most_cpu_wander
+        cpu_overhead, cpu_wander = min(cpu_overhead, most_cpu_overhead), min(cpu_wander, most_cpu_wander)
     clamped = 0
     cand_times: list[float] = []
     for b in cand:
@@ -154,42 +218,51 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
         if bound > statistics.fmean(claims) * 1.02 + 0.5:
             clamped += 1
             claimed = max(claimed, bound)
-        cand_times.append(claimed)
+        cand_times.append(max(claimed, MIN_CALL_US))
     eager_times = [statistics.median(b["events_us"]) for b in eager]
     comp_times = [statistics.median(b["events_us"]) for b in comp]
     rounds = min(len(cand_times), len(eager_times), len(comp_times))
     eager_times, comp_times, cand_times = eager_times[:rounds], comp_times[:rounds], cand_times[:rounds]
 
-    def ratio(base: Sequence[float], kernel: Sequence[float]) -> float:
-        k = statistics.median(kernel)
-        return statistics.median(base) / k if k > 0 else float("inf")
-
+    # Each round's ratio pairs blocks timed next to each other, so whatever slowed the machine
+    # during that round (a neighbour on the host, a burst on the other core) slows both sides
+    # of it and cancels; a ratio of medians taken across the window would carry it instead.
+    e_rounds = [paired_ratio(e, k) for e, k in zip(eager_times, cand_times)]
+    c_rounds = [paired_ratio(c, k) for c, k in zip(comp_times, cand_times)]
     rng = random.Random(seed)
     e_samples, c_samples = [], []
     for _ in range(BOOTSTRAP_RESAMPLES):
         pick = [rng.randrange(rounds) for _ in range(rounds)]
-        kernel = [cand_times[i] for i in pick]
-        e_samples.append(ratio([eager_times[i] for i in pick], kernel))
-        c_samples.append(ratio([comp_times[i] for i in pick], kernel))
+        e_samples.append(statistics.median([e_rounds[i] for i in pick]))
+        c_samples.append(statistics.median([c_rounds[i] for i in pick]))
     cand_us = statistics.median(cand_times)
 
     def med(side: list[dict[str, Any]], key: str) -> float | None:
         values = [v for b in side for v in b.get(key) or []]
         return round(statistics.median(values), 2) if values else None
 
+    def per_call(side: list[dict[str, Any]]) -> dict[str, Any]:
+        found = {"events_us": med(side, "events_us"), "device_idle_us": med(side, "walls_us"),
+                 "block_per_call_us": round(statistics.median([_per_call_block(b) for b in side]), 2)}
+        if all("cpu_us" in b for b in side):
+            found["cpu_per_call_us"] = round(statistics.median([_per_call_cpu(b) for b in side]), 2)
+        return found
+
     detail: dict[str, Any] = {
-        name: {"events_us": med(side, "events_us"), "device_idle_us": med(side, "walls_us"),
-               "block_per_call_us": round(statistics.median([_per_call_block(b) for b in side]), 2)}
+        name: per_call(side)
         for name, side in (("eager", eager), ("compile", comp), ("candidate", cand),
-                           ("null", blocks.get("null") or [])) if side}
+                           ("null", blocks.get("null") or []), ("base_null", blocks.get("base_null") or [])) if side}
     detail.update(overhead_us=round(overhead, 2), wander_us=round(wander, 2), idle_gap_us=round(idle_gap, 2),
-                  clamped_blocks=clamped, candidate_blocks=len(cand))
+                  clamped_blocks=clamped, candidate_blocks=len(cand), null_capped=null_capped, null_stalled=null_stalled,
+                  trusted_overhead_us=round(base, 2))
     if cpu_bounds:
         detail.update(cpu_overhead_us=round(cpu_overhead, 2), cpu_wander_us=round(cpu_wander, 2),
                       candidate_cpu_per_call_us=round(statistics.median([_per_call_cpu(b) for b in cand]), 2))
+        if trusted_cpu is not None:
+            detail.update(trusted_cpu_overhead_us=round(trusted_cpu, 2), trusted_cpu_wander_us=round(trusted_cpu_wander, 2))
     return SideBySide(
         eager_us=statistics.median(eager_times), compile_us=statistics.median(comp_times), candidate_us=cand_us,
-        speedup_vs_eager=ratio(eager_times, cand_times), speedup_vs_compile=ratio(comp_times, cand_times),
+        speedup_vs_eager=statistics.median(e_rounds), speedup_vs_compile=statistics.median(c_rounds),
         eager_interval=percentile_interval(e_samples), compile_interval=percentile_interval(c_samples),
         trials=sum(b["n"] for b in cand[:rounds]), clamped_blocks=clamped, overhead_us=overhead, detail=detail)
 
@@ -197,6 +270,11 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
 # A call whose device stays busy this much longer than its own stream's events ran work the
 # events did not see (another stream): its time is the time until the device was idle.
 ESCAPE_RATIO, ESCAPE_SLACK_US = 1.5, 50.0
+
+
+def paired_ratio(base: float, kernel: float) -> float:
+    """One round's speedup: its baseline block's time over its candidate block's."""
+    return base / kernel if kernel > 0 else float("inf")
 
 
 def call_times(block: dict[str, Any], idle_gap: float = 0.0) -> list[float]:

@@ -25,6 +25,9 @@ class Case:
     # False tests a runtime layer behind the static checks on its own (a spelling the static
     # checks reject must still be caught by what runs).
     static_checks: bool = True
+    # Words the failed check's detail must contain: which defence stopped it, where a crash
+    # alone could have other causes.
+    says: str | None = None
 
 
 def static(name: str, finding: str, threat: int, kernels: str | None = "cpu_honest") -> Case:
@@ -108,6 +111,24 @@ ADVERSARIAL: list[Case] = [
     Case("r_torch_ops_when_timed", "torch_ops", 27, kernels="cpu_tricks", action="profile", static_checks=False),
     Case("r_import_thread", "threads", 23, kernels="cpu_import", static_checks=False),
     Case("r_import_precision", "precision_flags", 23, kernels="cpu_import", static_checks=False),
+    # Work or reach outside the candidate's own process, and outputs completed after their call
+    # (the process filter, the stray-process check, the content fingerprint).
+    Case("r_fill_in_revealed_calls", "committed_outputs", 25, kernels="cpu_process_tricks", static_checks=False),
+    Case("r_work_in_a_child", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
+         says="PermissionError: [Errno 1] Operation not permitted"),
+    Case("r_cpp_clone_task", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
+         says="clone(CLONE_VM): Operation not permitted"),
+    Case("r_perf_sample_baselines", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
+         says="perf_event_open on the other processes: Operation not permitted"),
+    # Forked while model_new.py is imported, before the process filter is in place: the worker
+    # it leaves running fails the round once timing begins.
+    Case("r_import_process", "processes", 23, kernels=None, action="profile", static_checks=False),
+    # Claims NaN or negative call times (its reply hook): NaN compares false with every bound and a
+    # claim below zero would make the speedup infinite; the controller refuses such a reply.
+    Case("r_nan_claims", "harness_integrity", 22, kernels="cpu_process_tricks", action="profile",
+         static_checks=False, says="not finite, non-negative"),
+    Case("r_text_claims", "harness_integrity", 22, kernels="cpu_process_tricks", action="profile",
+         static_checks=False, says="not finite, non-negative"),
 ]
 
 # Timing tricks that stay correct, so no check fails: what matters is that they buy no speed.
@@ -120,7 +141,15 @@ TIMING_TRICKS: list[tuple[str, str, int, str]] = [  # + the trick's kernel set
     # Rescaled cached outputs for rescaled inputs: timed inputs are perturbed element by element,
     # so the cache never hits and the work is paid for (threat 26).
     ("r_scaled_replay", "h_relu_destination", 26, "cpu_tricks"),
+    # Stalls while the null blocks measure its process's overhead, then divides its claims: the
+    # overhead believed is bounded by that of the baselines' process's null blocks (threat 22).
+    ("r_slow_null_blocks_heavy", "h_tanh_chain", 22, "cpu_process_tricks"),
 ]
+
+# The same trick on a kernel whose whole time is below what the outside clock resolves around
+# the harness's own work per call (docs/security.md, Limits): its claims still stand, and its
+# result must say that the null blocks were overruled and the speedup wants review.
+BELOW_RESOLUTION: list[tuple[str, int, str]] = [("r_slow_null_blocks", 22, "cpu_process_tricks")]
 
 # Leaves a busy process behind (threat 29): it must not outlive its evaluation.
 ESCAPEES: list[str] = ["r_leave_a_process"]
@@ -135,6 +164,7 @@ HONEST: list[Case] = [
     Case("h_softmax", None, None),
     Case("h_layernorm", None, None),
     Case("h_matmul", None, None),
+    Case("h_tanh_chain", None, None),
     Case("h_linear_relu", None, None),
     Case("h_conv2d", None, None),
     Case("h_cumsum", None, None),

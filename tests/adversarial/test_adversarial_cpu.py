@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from adversarial.cache_check import assert_not_forged, baseline_files
-from adversarial.manifest import ADVERSARIAL, ESCAPEES, HONEST, TIMING_TRICKS, Case
+from adversarial.manifest import ADVERSARIAL, BELOW_RESOLUTION, ESCAPEES, HONEST, TIMING_TRICKS, Case
 from adversarial.workspaces import Workspaces
 
 pytestmark = pytest.mark.integration
@@ -38,7 +38,8 @@ def failed_checks(result) -> dict[str, str]:
 
 
 def test_manifest_matches_the_candidate_directories():
-    listed = {c.name for c in ADVERSARIAL + HONEST} | {t[0] for t in TIMING_TRICKS} | set(ESCAPEES)
+    listed = ({c.name for c in ADVERSARIAL + HONEST} | {t[0] for t in TIMING_TRICKS} | set(ESCAPEES)
+              | {t[0] for t in BELOW_RESOLUTION})
     on_disk = {p.name for p in CANDIDATES.iterdir() if p.is_dir()}
     assert listed == on_disk
     assert len(ADVERSARIAL) >= 24 and len(HONEST) >= 12
@@ -65,9 +66,19 @@ def test_adversarial_candidate_is_rejected(case: Case, workspaces, harness_cache
     assert failed[case.expected], "a rejection must say why"
     if case.finding:
         assert f"error {case.finding} at" in failed["static"]
+    if case.says:
+        assert case.says in failed[case.expected], failed[case.expected]
+    # A process a candidate started does not outlive its evaluation.
+    assert _processes_named("ca-escapee") == []
     # The JSON a model or user sees names the failed check too.
     payload = result.to_json()
     assert any(c["name"] == case.expected and not c["passed"] for c in payload["checks"])
+
+
+# A trick that stalls its null blocks is held to its work less the slack believed over the
+# baselines' process's null blocks, and then divided by the bound's own allowance for noise
+# (BOUND_SLACK): it may read up to about twice its twin's speed, never the 1000x it claims.
+_FLOOR = {"r_slow_null_blocks_heavy": 0.5}
 
 
 @pytest.mark.parametrize("trick, twin, threat, kernels", TIMING_TRICKS, ids=[t[0] for t in TIMING_TRICKS])
@@ -75,12 +86,33 @@ def test_timing_trick_buys_no_speed(trick: str, twin: str, threat: int, kernels:
     honest = run(Case(twin, None, None, action="profile"), workspaces)
     tricked = run(Case(trick, None, threat, kernels=kernels, action="profile", static_checks=False), workspaces)
     assert honest.correct and honest.timings is not None
+    # An honest process's null blocks are believed as they are: no warning says otherwise.
+    assert not [w for w in honest.warnings if "took far longer" in w], honest.warnings
     if tricked.correct:
         assert tricked.timings is not None
         # Timed calls see new input values each time, so a cache of results never hits and the
-        # trick pays for the real work (plus its lookups).
-        assert tricked.timings.candidate_us >= 0.7 * honest.timings.candidate_us, (
-            f"{trick} timed {tricked.timings.candidate_us:.1f} us against {honest.timings.candidate_us:.1f} us")
+        # trick pays for the real work (plus its lookups). Against the faster of two honest runs,
+        # one before and one after: a relu of 64x512 reads 65-105 us from one profile to the next.
+        again = run(Case(twin, None, None, action="profile"), workspaces)
+        assert again.timings is not None
+        fastest = min(honest.timings.candidate_us, again.timings.candidate_us)
+        floor = _FLOOR.get(trick, 0.7)
+        assert tricked.timings.candidate_us >= floor * fastest, (
+            f"{trick} timed {tricked.timings.candidate_us:.1f} us against {fastest:.1f} us")
+
+
+# Known gap (docs/security.md, "Limits"): a kernel whose whole time is below what the harness's
+# clock resolves around its own work per call can still have its claims forged. What the user
+# is owed then is the word: the result says its null blocks were overruled and asks for review.
+@pytest.mark.parametrize("trick, threat, kernels", BELOW_RESOLUTION, ids=[t[0] for t in BELOW_RESOLUTION])
+def test_a_trick_below_the_clocks_resolution_is_flagged(trick: str, threat: int, kernels: str, workspaces,
+                                                       harness_cache):
+    tricked = run(Case(trick, None, threat, kernels=kernels, action="profile", static_checks=False), workspaces)
+    assert tricked.correct and tricked.timings is not None
+    warnings = " | ".join(tricked.warnings)
+    assert "took far longer around calls that ran none of its code" in warnings, warnings
+    if tricked.timings.speedup_vs_eager > 10:
+        assert "speedup_review" in warnings, warnings
 
 
 def _processes_named(name: str) -> list[int]:
@@ -107,10 +139,12 @@ def test_a_process_left_behind_dies_with_its_evaluation(name: str, workspaces, h
     if result.correct:
         after = run(Case("h_relu_destination", None, None, action="profile"), workspaces)
         assert result.timings is not None and honest.timings is not None and after.timings is not None
+        # Plus 25 us: a relu of 64x512 takes 15-25 us on one thread, where a cache line more or
+        # less moves a call by a few microseconds; a process busy beside it costs far more.
         eager = max(honest.timings.eager_us, after.timings.eager_us)
         compiled = max(honest.timings.compile_us, after.timings.compile_us)
-        assert result.timings.eager_us <= 1.5 * eager, result.summary()
-        assert result.timings.compile_us <= 1.5 * compiled, result.summary()
+        assert result.timings.eager_us <= 1.5 * eager + 25.0, result.summary()
+        assert result.timings.compile_us <= 1.5 * compiled + 25.0, result.summary()
 
 
 def test_candidate_cannot_write_the_harness_cache(workspaces, harness_cache):

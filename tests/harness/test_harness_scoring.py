@@ -46,13 +46,16 @@ def _block(round_: int, events: list[float], block_us: float) -> dict:
     return {"round": round_, "events_us": events, "walls_us": events, "block_us": block_us, "n": n}
 
 
-def _window(cand_events: float, cand_block: float, rounds: int = 8, jitter: float = 0.0) -> dict:
-    # Baselines: 100 µs (eager) and 80 µs (compile) calls, each block's wall 20 µs a call above.
+def _window(
+    cand_events: float, cand_block: float, rounds: int = 8, jitter: float = 0.0, overhead: float = 20.0
+) -> dict:
+    # Baselines: 100 µs (eager) and 80 µs (compile) calls, each block's wall `overhead` µs a call
+    # above (the harness's work around a call in the baselines' process).
     out: dict[str, list[dict]] = {"eager": [], "compile": [], "candidate": []}
     for r in range(rounds):
         j = 1 + jitter * ((r % 3) - 1)
-        out["eager"].append(_block(r, [100.0 * j] * 4, 4 * (100.0 * j + 20)))
-        out["compile"].append(_block(r, [80.0 * j] * 4, 4 * (80.0 * j + 20)))
+        out["eager"].append(_block(r, [100.0 * j] * 4, 4 * (100.0 * j + overhead)))
+        out["compile"].append(_block(r, [80.0 * j] * 4, 4 * (80.0 * j + overhead)))
         out["candidate"].append(_block(r, [cand_events * j] * 4, 4 * cand_block * j))
     return out
 
@@ -73,27 +76,58 @@ def test_side_by_side_bounds_a_lying_clock_by_the_harness_clock() -> None:
 
 
 def test_the_candidates_own_overhead_is_calibrated_by_its_null_blocks() -> None:
-    # A small kernel (50 µs) in a process whose harness work costs 120 µs a call more than the
-    # baselines' (op guard, kept outputs): bounded by the baselines' overhead alone, the honest
-    # claim would be overruled; the null blocks of its own process say what its overhead is.
-    window = _window(50.0, 50.0 + 20.0 + 120.0)
+    # A small kernel (50 µs) in a process whose harness work costs 300 µs a call more than the
+    # baselines' 2,000 µs (op guard, kept outputs; 1.13-1.18 times on the H200): bounded by the
+    # baselines' overhead alone, the honest claim would be overruled; the null blocks of its own
+    # process say what its overhead is.
+    window = _window(50.0, 50.0 + 2300.0, overhead=2000.0)
     assert side_by_side(window).clamped_blocks == 8
-    window["null"] = [_block(r, [2.0] * 4, 4 * (2.0 + 140.0)) for r in range(8)]
+    window["null"] = [_block(r, [2.0] * 4, 4 * (2.0 + 2300.0)) for r in range(8)]
     stats = side_by_side(window)
     assert stats.clamped_blocks == 0 and stats.candidate_us == 50.0
+    assert not stats.detail["null_capped"]
     # The same process lying about its calls (1 µs) is still bounded by its own overhead.
-    window = _window(1.0, 50.0 + 140.0)
-    window["null"] = [_block(r, [2.0] * 4, 4 * 142.0) for r in range(8)]
+    window = _window(1.0, 400.0 + 2300.0, overhead=2000.0)
+    window["null"] = [_block(r, [2.0] * 4, 4 * 2302.0) for r in range(8)]
     lied = side_by_side(window)
-    assert lied.clamped_blocks == 8 and lied.candidate_us > 28.0
+    assert lied.clamped_blocks == 8 and lied.candidate_us > 180.0
+
+
+def test_null_blocks_made_slow_on_purpose_do_not_loosen_the_bound() -> None:
+    # The candidate's process stalls while its null blocks run (10 ms a call) so that its
+    # overhead looks larger than its real calls and any claim stands: what the null blocks show
+    # is believed only up to NULL_TRUST times the baselines' processes' overhead.
+    window = _window(1.0, 50.0 + 100.0)
+    window["null"] = [_block(r, [2.0] * 4, 4 * 10_000.0) for r in range(8)]
+    stats = side_by_side(window)
+    assert stats.detail["null_capped"] and stats.clamped_blocks == 8
+    # (150 - the most believed overhead, 4 x 20 + 50 - its unresolved 5%) / 1.5, not the 1 µs claimed
+    assert stats.candidate_us > 8.5
+
+
+def test_on_the_cpu_clock_slow_null_blocks_are_held_to_the_baselines_overhead() -> None:
+    # One thread a side: the CPU-time bound. The real calls cost 2,000 µs of the process's CPU
+    # each, of which 1,000 µs is the harness's own work (as in the baselines' processes); the
+    # null blocks burn 5,000 µs a call on purpose. Held to 1.5x the baselines' 1,000 µs, the
+    # claim of 10 µs is overruled.
+    window = {"eager": [], "compile": [], "candidate": [], "null": []}
+    for r in range(6):
+        window["eager"].append(_block(r, [3000.0] * 4, 4 * 4000.0))
+        window["compile"].append(_block(r, [2000.0] * 4, 4 * 3000.0))
+        window["candidate"].append({**_block(r, [10.0] * 4, 4 * 2100.0), "cpu_us": 4 * 2000.0})
+        window["null"].append({**_block(r, [5.0] * 4, 4 * 5100.0), "cpu_us": 4 * 5000.0})
+    stats = side_by_side(window)
+    assert stats.detail["null_capped"] and stats.clamped_blocks == 6
+    assert stats.candidate_us > 250.0 and stats.speedup_vs_eager < 12.0
 
 
 def test_a_small_kernel_is_not_overruled_by_what_the_clock_cannot_resolve() -> None:
     # Measured on the H200 (axpby): 2.3 ms of harness work around each 54 µs call, and the real
-    # calls cost about 110 µs more around them than the null ones of the same process. The honest
-    # claim stands; a claim of 1 µs is still overruled.
+    # calls cost about 110 µs more around them than the null ones of the same process (the
+    # baselines' processes do the same work around their calls: fresh inputs, the flush). The
+    # honest claim stands; a claim of 1 µs is still overruled.
     def window(claim: float) -> dict:
-        w = _window(claim, 54.0 + 2306.0 + 110.0)
+        w = _window(claim, 54.0 + 2306.0 + 110.0, overhead=2200.0)
         w["null"] = [_block(r, [1.3] * 4, 4 * (1.3 + 2306.0 + 48.0 * ((r % 3) - 1))) for r in range(8)]
         return w
 
@@ -105,9 +139,10 @@ def test_a_small_kernel_is_not_overruled_by_what_the_clock_cannot_resolve() -> N
 
 def _cpu_window(claim: float, cand_cpu: float, preempted_ms: float) -> dict:
     """A CPU window as the dev machine measured it (one thread): about 10 ms of harness work
-    around each call of the candidate's process, and `preempted_ms` of every block lost to
-    other programs (the wall clock sees it, the process's CPU-time clock does not)."""
-    w = _window(claim, 0.0)
+    around each call of the candidate's process (about as much as in the baselines' processes),
+    and `preempted_ms` of every block lost to other programs (the wall clock sees it, the
+    process's CPU-time clock does not)."""
+    w = _window(claim, 0.0, overhead=9_500.0)
     for b in w["candidate"]:
         b["block_us"] = 4 * (cand_cpu + 10_000.0) + preempted_ms * 1000.0
         b["cpu_us"] = 4 * (cand_cpu + 10_000.0)
@@ -145,11 +180,39 @@ def test_side_by_side_times_work_that_escapes_the_calls_stream() -> None:
     assert side_by_side(window).candidate_us == 60.0
 
 
+def _candidate_noise(window: dict, amount: float) -> dict:
+    # The candidate's blocks alone vary from round to round: noise a round's baselines do not share.
+    for r, b in enumerate(window["candidate"]):
+        j = 1 + amount * ((r * 7 % 5) - 2) / 2
+        b["events_us"] = [e * j for e in b["events_us"]]
+        b["walls_us"] = list(b["events_us"])
+        b["block_us"] *= j
+    return window
+
+
 def test_side_by_side_intervals_widen_with_noise_and_are_reproducible() -> None:
-    noisy = side_by_side(_window(50.0, 70.0, jitter=0.3), seed=1)
+    noisy = side_by_side(_candidate_noise(_window(50.0, 70.0, rounds=12), 0.3), seed=1)
     lo, hi = noisy.eager_interval
-    assert lo <= noisy.speedup_vs_eager <= hi
-    assert noisy == side_by_side(_window(50.0, 70.0, jitter=0.3), seed=1)
+    assert lo < noisy.speedup_vs_eager < hi and hi - lo > 0.3
+    assert noisy == side_by_side(_candidate_noise(_window(50.0, 70.0, rounds=12), 0.3), seed=1)
+
+
+def test_a_slowdown_that_hits_every_side_of_a_round_leaves_the_ratio_alone() -> None:
+    # The machine gets up to 30% slower or faster from round to round (a neighbour on the host),
+    # which each round's blocks share, while the candidate's own calls vary by 2%: each round's
+    # ratio, and so the interval, stays within those 2%.
+    window = _window(50.0, 70.0, rounds=14)
+    for r in range(14):
+        load = 1 + 0.3 * ((r * 5 % 7) - 3) / 3
+        own = 1 + 0.02 * ((r * 3 % 5) - 2) / 2
+        for side, b in ((s, window[s][r]) for s in ("eager", "compile", "candidate")):
+            j = load * (own if side == "candidate" else 1.0)
+            b["events_us"] = [e * j for e in b["events_us"]]
+            b["walls_us"] = list(b["events_us"])
+            b["block_us"] *= j
+    loaded = side_by_side(window, seed=1)
+    assert 1.96 <= loaded.eager_interval[0] <= loaded.speedup_vs_eager <= loaded.eager_interval[1] <= 2.04
+    assert 1.56 <= loaded.compile_interval[0] <= loaded.compile_interval[1] <= 1.64
 
 
 def test_kernel_names_are_read_from_global_functions() -> None:
@@ -276,3 +339,56 @@ def test_result_json_has_exactly_the_design_keys() -> None:
     assert HarnessResult.from_json(j).to_json() == j
     assert j["environment"] == {"gpu": None, "torch": "2.13.0", "cuda": None}
     assert "reward 2" in r.summary() and "2.00x" in r.summary()
+
+
+def test_null_blocks_of_the_baselines_process_set_what_the_candidates_are_believed_up_to() -> None:
+    # On the CPU-time bound (one thread a side): the same null blocks made in the baselines'
+    # process (2,300 µs a call around a stand-in). The candidate's process showing 3,500 µs
+    # around its own null calls is believed only up to 1.05 times that, so a 1 µs claim for
+    # 1,000 µs of work is held to a third of its work (what a clock around 2.3 ms of harness
+    # work per call can resolve), and an honest process showing 2,350 µs is believed as it is.
+    def window(cand_null: float, claim: float, base_null: bool = True) -> dict:
+        w = _window(claim, 1000.0 + 2350.0, overhead=2000.0)
+        for b in w["candidate"]:
+            b["cpu_us"] = b["block_us"]
+        w["null"] = [{**_block(r, [2.0] * 4, 4 * (2.0 + cand_null)), "cpu_us": 4 * (2.0 + cand_null)} for r in range(8)]
+        if base_null:
+            w["base_null"] = [_block(r, [2.0] * 4, 4 * (2.0 + 2300.0 + 10.0 * (r % 3))) for r in range(8)]
+        return w
+
+    honest = side_by_side(window(2350.0, 1000.0))
+    assert honest.clamped_blocks == 0 and honest.candidate_us == 1000.0 and not honest.detail["null_capped"]
+    lied = side_by_side(window(3500.0, 1.0))
+    assert lied.detail["null_capped"] and lied.clamped_blocks == 8 and lied.candidate_us > 300.0
+    # Without the baselines' null blocks the looser NULL_TRUST applies, and the lie stands.
+    assert side_by_side(window(3500.0, 1.0, base_null=False)).candidate_us < 300.0
+
+
+def test_the_baselines_null_blocks_on_their_own_cpu_clock_are_the_trusted_measure() -> None:
+    # Their wall clock includes the round trip to the controller (here 300 µs a call more than
+    # their CPU time): the candidate's CPU-time overhead is held to their CPU time, the same
+    # clock, so a process stalling its null blocks gains no more than NULL_TRUST_SAME's share.
+    def window(cand_null: float, claim: float) -> dict:
+        w = _window(claim, 1000.0 + 2350.0, overhead=2000.0)
+        for b in w["candidate"]:
+            b["cpu_us"] = b["block_us"] - 300.0 * 4
+        w["null"] = [
+            {**_block(r, [2.0] * 4, 4 * (302.0 + cand_null)), "cpu_us": 4 * (2.0 + cand_null)} for r in range(8)
+        ]
+        w["base_null"] = [
+            {
+                **_block(r, [2.0] * 4, 4 * (302.0 + 1800.0 + 10.0 * (r % 3))),
+                "cpu_us": 4 * (2.0 + 1800.0 + 10.0 * (r % 3)),
+            }
+            for r in range(8)
+        ]
+        return w
+
+    honest = side_by_side(window(1950.0, 1000.0))
+    assert honest.clamped_blocks == 0 and honest.candidate_us == 1000.0 and not honest.detail["null_capped"]
+    assert honest.detail["trusted_cpu_overhead_us"] == 1810.0
+    lied = side_by_side(window(5000.0, 1.0))
+    assert lied.detail["null_capped"] and lied.clamped_blocks == 8
+    # (3,050 µs of CPU a call - the most believed, 1.2 x 1,810 + 50 - its unresolved 1%) / 1.5
+    most = 1.2 * 1810.0 + 50.0
+    assert abs(lied.candidate_us - (3050.0 - most - 0.01 * most) / 1.5) < 0.5

@@ -63,24 +63,38 @@ def test_a_header_that_does_not_describe_the_data_is_refused(tmp_path: Path, tam
         tensor_files.load_outputs(tmp_path / "out")
 
 
-def test_fingerprints_tell_any_changed_or_moved_word_and_agree_on_equal_tensors() -> None:
-    x = torch.randn(1 << 20)
-    fp = evidence.fingerprint([x, 3])
-    assert evidence.fingerprint([x.clone(), 3]) == fp
-    changed = x.clone()
-    changed[12345] = changed[12345].item() + 1e-3
-    assert evidence.fingerprint([changed, 3]) != fp
-    swapped = x.clone()
-    swapped[[0, 1, 2, 3]] = x[[2, 3, 0, 1]]  # two 8-byte words trade places: the plain sum is blind to it
-    after = evidence.fingerprint([swapped, 3])
-    assert after[0]["sum"] == fp[0]["sum"] and after != fp
-    assert evidence.fingerprint([x, 4]) != fp
-    odd = torch.arange(13, dtype=torch.uint8)
-    tail_changed = odd.clone()
-    tail_changed[12] = 0
-    assert evidence.fingerprint(odd) != evidence.fingerprint(tail_changed)
-    misaligned = torch.randn(101)[1:]
-    assert evidence.fingerprint(misaligned) == evidence.fingerprint(misaligned.clone())
+@pytest.mark.parametrize(
+    "device, numel", [("cpu", 1 << 20), ("cuda", (evidence.DIGEST_CUDA_BYTES >> 2) + 1)], ids=["digest", "sums"]
+)
+def test_fingerprints_tell_any_changed_or_moved_word_and_agree_on_equal_tensors(device: str, numel: int) -> None:
+    # On the CPU device every tensor is fingerprinted by its digest; in a CUDA evaluation one over
+    # DIGEST_CUDA_BYTES by its two sums (here a CPU tensor stands in for it: the rule is the size).
+    evidence.session_device(device)
+    try:
+        x = torch.randn(numel)
+        fp = evidence.fingerprint([x, 3])
+        assert ("digest" in fp[0]) == (device == "cpu") and ("sum" in fp[0]) == (device != "cpu")
+        assert evidence.fingerprint([x.clone(), 3]) == fp
+        changed = x.clone()
+        changed[12345] = changed[12345].item() + 1e-3
+        assert evidence.fingerprint([changed, 3]) != fp
+        swapped = x.clone()
+        swapped[[0, 1, 2, 3]] = x[[2, 3, 0, 1]]  # two 8-byte words trade places: the plain sum is blind to it
+        after = evidence.fingerprint([swapped, 3])
+        assert after != fp
+        if device != "cpu":
+            assert after[0]["sum"] == fp[0]["sum"]
+        assert evidence.fingerprint([x, 4]) != fp
+        odd = torch.arange(13, dtype=torch.uint8)
+        tail_changed = odd.clone()
+        tail_changed[12] = 0
+        assert evidence.fingerprint(odd) != evidence.fingerprint(tail_changed)
+        misaligned = torch.randn(101)[1:]
+        assert evidence.fingerprint(misaligned) == evidence.fingerprint(misaligned.clone())
+        strided = torch.randn(64, 32)[:, 1:]
+        assert evidence.fingerprint(strided) == evidence.fingerprint(strided.contiguous())
+    finally:
+        evidence.session_device("cpu")
 
 
 def test_inputs_unchanged_and_aliasing_decided_from_the_evidence() -> None:
