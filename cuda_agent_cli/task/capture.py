@@ -57,6 +57,13 @@ def capture_call(
                 f"--capture: `{command}` ran for {timeout:.0f} s without calling {class_name}.forward",
                 "give a command that reaches the first forward call sooner, or use --inputs",
             ) from None
+        if not out.is_file() and not Path(str(out) + ".loaded").exists() and proc.returncode == 0:
+            raise InputSpecError(
+                f"--capture: `{command}` ran, but no Python it started loaded the recording hook "
+                "(the command sets PYTHONPATH itself, or runs python with -I, -E or -S)",
+                "set such paths before cuda-agent instead (PYTHONPATH=src cuda-agent optimize ... "
+                '--capture "python train.py"), or use --inputs',
+            )
         if not out.is_file():
             last = _last_line(proc.stderr) or _last_line(proc.stdout)
             why = f"exited with {proc.returncode}" + (f": {last}" if last else "")

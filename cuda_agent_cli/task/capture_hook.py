@@ -91,9 +91,30 @@ def install(target_file: str, class_name: str, out: str) -> None:
     builtins.__build_class__ = build_class  # type: ignore[assignment]
 
 
+def _run_the_next_sitecustomize() -> None:
+    """This file shadows any sitecustomize.py the user's Python has (a virtualenv's, a
+    cluster's): run that one too, so the command starts as it would without cuda-agent."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
 if __name__ == "sitecustomize":
+    try:  # the capture tells "no Python loaded the hook" from "the class was never called"
+        open(os.environ["CUDA_AGENT_CAPTURE_OUT"] + ".loaded", "a").close()
+    except OSError:
+        pass
     install(
         os.environ["CUDA_AGENT_CAPTURE_TARGET"],
         os.environ["CUDA_AGENT_CAPTURE_CLASS"],
         os.environ["CUDA_AGENT_CAPTURE_OUT"],
     )
+    _run_the_next_sitecustomize()

@@ -6,6 +6,9 @@
 - `name=` is optional: named entries become keyword arguments, the others positional ones;
 - a tensor is `DTYPE[D0,D1,...]`, optionally followed by a device (`cpu`, `cuda`, `cuda:1`) and a
   value range `LO..HI` (integers: `randint(LO, HI)`; floats: uniform in [LO, HI));
+- an object of the user's code is a call, `Config(dim=64, act="gelu")`, or a dotted name,
+  `torch.float16`, `Mode.FAST`: the names are looked up in the target's own module, and the
+  call's arguments are written in this same form;
 - anything else is a Python literal (number, bool, None, string, tuple of numbers);
 - an optional `; init: ...` part gives the constructor arguments in the same form.
 
@@ -18,7 +21,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Any, Union, cast
+from typing import Any, Callable, Iterable, Union, cast
 
 from cuda_agent_cli.errors import InputSpecError
 
@@ -52,6 +55,8 @@ SPEC_HINT = 'write it like --inputs "x=float16[8,4096] cuda, mask=bool[8], eps=1
 _TENSOR_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*\[([^\]]*)\]\s*(.*)$", re.S)
 _NAME_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)\s*(.*)$", re.S)
 _DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+_CALL_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s*\((.*)\)$", re.S)
+_DOTTED_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
 _RANGE_RE = re.compile(r"^(-?[0-9.eE+-]+)\.\.(-?[0-9.eE+-]+)$")
 
 
@@ -82,7 +87,19 @@ class ListSpec:
     kind: str = "list"  # "list" or "tuple"
 
 
-Value = Union[TensorSpec, ListSpec, int, float, bool, str, None, tuple[Any, ...]]
+@dataclass(frozen=True)
+class ObjectSpec:
+    """An object of the user's code, made again by importing `qualname` from `module` and
+    calling it with `args` (a dataclass, a namedtuple, a namespace, a dict), or just reading it
+    (`call` False: a dtype, an enum member). `module` None: the target's own module (--inputs)."""
+
+    module: str | None
+    qualname: str
+    args: tuple["Arg", ...] = ()
+    call: bool = True
+
+
+Value = Union[TensorSpec, ListSpec, ObjectSpec, int, float, bool, str, None, tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -140,6 +157,9 @@ def _collect(label: str, value: Value, out: list[tuple[str, TensorSpec]]) -> Non
     elif isinstance(value, ListSpec):
         for j, item in enumerate(value.items):
             _collect(f"{label}[{j}]", item, out)
+    elif isinstance(value, ObjectSpec):
+        for j, a in enumerate(value.args):
+            _collect(f"{label}.{a.name or j}", a.value, out)
 
 
 def _num(x: float) -> str:
@@ -152,6 +172,10 @@ def _describe_value(value: Value) -> str:
     if isinstance(value, ListSpec):
         inner = ", ".join(_describe_value(v) for v in value.items)
         return f"[{inner}]" if value.kind == "list" else f"({inner}{',' if len(value.items) == 1 else ''})"
+    if isinstance(value, ObjectSpec):
+        if not value.call:
+            return value.qualname if value.module in (None, "builtins") else f"{value.module}.{value.qualname}"
+        return f"{value.qualname}({', '.join(_describe_arg(a) for a in value.args)})"
     return repr(value)
 
 
@@ -194,6 +218,11 @@ def parse_value(text: str) -> Value:
     m = _TENSOR_RE.match(text)
     if m and m.group(1) not in ("True", "False", "None"):
         return _parse_tensor(m.group(1), m.group(2), m.group(3), text)
+    call = _CALL_RE.match(text)
+    if call and _balanced(call.group(2)):  # one call, closed at the end (not `f(a)(b)`)
+        return ObjectSpec(None, call.group(1), parse_args(call.group(2)) if call.group(2).strip() else ())
+    if _DOTTED_RE.match(text):
+        return ObjectSpec(None, text, call=False)
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -203,6 +232,15 @@ def parse_value(text: str) -> Value:
     if not isinstance(value, (int, float, bool, str, type(None), tuple)):
         raise InputSpecError(f"--inputs: `{text}` is not a number, bool, string, None or tuple", SPEC_HINT)
     return value
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        depth += (ch in "([{") - (ch in ")]}")
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def _parse_tensor(dtype_word: str, dims: str, rest: str, text: str) -> TensorSpec:
@@ -309,6 +347,11 @@ def value_to_json(value: Value) -> Any:
         return {value.kind: [value_to_json(v) for v in value.items]}
     if isinstance(value, tuple):
         return {"tuple": [value_to_json(v) for v in value]}
+    if isinstance(value, ObjectSpec):
+        body: dict[str, Any] = {"module": value.module, "qualname": value.qualname, "call": value.call}
+        if value.call:
+            body["args"] = [{"name": a.name, **value_to_json(a.value)} for a in value.args]
+        return {"object": body}
     return {"value": value}
 
 
@@ -333,6 +376,12 @@ def value_from_json(obj: Any) -> Value:
         return ListSpec(items, kind)
     if kind == "value":
         return cast(Value, body)
+    if kind == "object" and isinstance(body, dict) and isinstance(body.get("qualname"), str):
+        args = tuple(
+            Arg(x.get("name"), value_from_json({k: v for k, v in x.items() if k != "name"}))
+            for x in body.get("args") or []
+        )
+        return ObjectSpec(body.get("module"), body["qualname"], args, bool(body.get("call", True)))
     raise InputSpecError(f"unknown input kind {kind!r}", "record the call again with --capture")
 
 
@@ -358,8 +407,10 @@ def call_from_json(obj: dict[str, Any]) -> CallSpec:
 # ---------------------------------------------------------------- Python source (generated model.py)
 
 
-def value_to_python(value: Value) -> str:
-    """A Python expression that makes `value` (tensors on the CPU; the harness moves them)."""
+def value_to_python(value: Value, name_of: Callable[[ObjectSpec], str] | None = None) -> str:
+    """A Python expression that makes `value` (tensors on the CPU; the harness moves them).
+    `name_of` gives the expression that names an object's class (or the object itself); by
+    default `_cuda_agent_object(module, qualname)`, which the generated model.py defines."""
     if isinstance(value, TensorSpec):
         shape = repr(tuple(value.shape))
         dt = f"torch.{value.dtype}"
@@ -373,6 +424,34 @@ def value_to_python(value: Value) -> str:
         high = int(value.high) if value.high is not None else (2 if value.dtype == "uint8" else 16)
         return f"torch.randint({low}, {high}, {shape}, dtype={dt})"
     if isinstance(value, ListSpec):
-        inner = ", ".join(value_to_python(v) for v in value.items)
+        inner = ", ".join(value_to_python(v, name_of) for v in value.items)
         return f"[{inner}]" if value.kind == "list" else f"({inner}{',' if len(value.items) == 1 else ''})"
+    if isinstance(value, ObjectSpec):
+        callee = name_of(value) if name_of else f"_cuda_agent_object({value.module!r}, {value.qualname!r})"
+        if not value.call:
+            return callee
+        parts = [(f"{a.name}=" if a.name else "") + value_to_python(a.value, name_of) for a in value.args]
+        return f"{callee}({', '.join(parts)})"
     return repr(value)
+
+
+def objects_in(values: Iterable[Value]) -> list[ObjectSpec]:
+    """Every object among `values`, nested ones included."""
+    found: list[ObjectSpec] = []
+    for v in values:
+        if isinstance(v, ObjectSpec):
+            found.append(v)
+            found += objects_in(a.value for a in v.args)
+        elif isinstance(v, ListSpec):
+            found += objects_in(v.items)
+    return found
+
+
+def with_module(value: Value, module: str) -> Value:
+    """`value` with the objects that name no module (written in --inputs) bound to `module`."""
+    if isinstance(value, ObjectSpec):
+        args = tuple(Arg(a.name, with_module(a.value, module)) for a in value.args)
+        return ObjectSpec(value.module or module, value.qualname, args, value.call)
+    if isinstance(value, ListSpec):
+        return ListSpec(tuple(with_module(v, module) for v in value.items), value.kind)
+    return value

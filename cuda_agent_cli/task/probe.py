@@ -79,6 +79,20 @@ def _build(torch: Any, v: dict[str, Any]) -> Any:
         return [_build(torch, x) for x in v["list"]]
     if "tuple" in v:
         return tuple(_build(torch, x) for x in v["tuple"])
+    if "object" in v:
+        o = v["object"]
+        found: Any = importlib.import_module(o["module"])
+        for name in o["qualname"].split("."):
+            if not hasattr(found, name):
+                raise ValueError(f"`{o['qualname']}` is not defined in {o['module']} (names are looked up there)")
+            found = getattr(found, name)
+        if not o.get("call", True):
+            return found
+        args = o.get("args") or []
+        return found(
+            *[_build(torch, a) for a in args if a.get("name") is None],
+            **{a["name"]: _build(torch, a) for a in args if a.get("name") is not None},
+        )
     return v["value"]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from cuda_agent_cli.task.inputs import Arg, value_to_python
+from cuda_agent_cli.task.inputs import Arg, ObjectSpec, objects_in, value_to_python
 from cuda_agent_cli.task.target import Task
 
 
@@ -70,6 +70,20 @@ def reference_source(task: Task) -> str:
         parts.append(f"\n# The class, from {task.file}:{task.class_start}\n{quoted}\n")
         base = "_Reference"
         needs_wrapper = True
+
+    def name_of(o: ObjectSpec) -> str:
+        if task.standalone and o.module == t.module_name:
+            return o.qualname  # the module's own code is in this file
+        return f"_cuda_agent_object({o.module!r}, {o.qualname!r})"
+
+    def py(a: Arg) -> str:
+        return value_to_python(a.value, name_of)
+
+    if any(
+        name_of(o).startswith("_cuda_agent_object")
+        for o in objects_in(a.value for a in task.call.args + task.call.init)
+    ):
+        parts.append(_OBJECT_HELPER)
     if needs_wrapper:
         parts.append(f"\n\nclass Model({base}):\n")
         if named:
@@ -85,19 +99,32 @@ def reference_source(task: Task) -> str:
             parts.append(f'    """The harness\'s name for {cls}."""\n')
         if init_named:
             # KernelBench builds Model(*get_init_inputs()); keyword constructor arguments are bound here.
-            kw = ", ".join(f"{a.name}={value_to_python(a.value)}" for a in init_named)
+            kw = ", ".join(f"{a.name}={py(a)}" for a in init_named)
             parts.append(f"\n    def __init__(self, *args):\n        super().__init__(*args, {kw})\n")
     if not task.uses_module_inputs:
         init_pos = _split(task.call.init)[0]
         parts.append("\n\ndef get_init_inputs():\n")
-        parts.append(f"    return [{', '.join(value_to_python(a.value) for a in init_pos)}]\n")
+        parts.append(f"    return [{', '.join(py(a) for a in init_pos)}]\n")
         parts.append("\n\ndef get_inputs():\n")
-        items = [value_to_python(a.value) for a in pos + named]
+        items = [py(a) for a in pos + named]
         body = ",\n        ".join(items)
         parts.append(f"    return [\n        {body},\n    ]\n" if items else "    return []\n")
     elif not _has_init_inputs(task):
         parts.append("\n\ndef get_init_inputs():\n    return []\n")
     return "".join(parts)
+
+
+_OBJECT_HELPER = '''
+
+def _cuda_agent_object(module, qualname):
+    """An object of the user's code that the class is constructed or called with."""
+    import importlib
+
+    found = importlib.import_module(module)
+    for name in qualname.split("."):
+        found = getattr(found, name)
+    return found
+'''
 
 
 def _has_init_inputs(task: Task) -> bool:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent_cli.errors import InputSpecError, TargetError
-from cuda_agent_cli.task.inputs import Arg, CallSpec, call_from_json, call_to_json
+from cuda_agent_cli.task.inputs import Arg, CallSpec, call_from_json, call_to_json, with_module
 from cuda_agent_cli.task.reference import defines_conflicting_names, reference_source
 from cuda_agent_cli.task.target import TARGET_HINT, Target, Task, parse_target
 
@@ -128,6 +128,8 @@ def resolve_task(
 
         assert target.file is not None  # a file target, or the probe's answer above
         call = capture_call(capture_command, target.file, target.class_name, cwd)
+    if call is not None:  # names written in --inputs are the target module's
+        call = replace(call, args=_bound(call.args, target.module_name), init=_bound(call.init, target.module_name))
     r = _run_probe(target, call, timeout)
     if "file" in r and target.file is None:
         target = _with_file(target, Path(r["file"]))
@@ -154,6 +156,10 @@ def resolve_task(
         training_sensitive=bool(r.get("training_sensitive")),
     )
     return _with_reference(task)
+
+
+def _bound(args: tuple[Arg, ...], module: str) -> tuple[Arg, ...]:
+    return tuple(Arg(a.name, with_module(a.value, module)) for a in args)
 
 
 def positional_where_possible(call: CallSpec, forward_params: tuple[str, ...]) -> CallSpec:

@@ -180,12 +180,111 @@ def revert_commit(root: Path, sha: str) -> str:
     return str(repo.head.commit.hexsha)
 
 
-def session_diff(root: Path) -> str:
-    """`git diff HEAD` of the working tree (what is not committed yet), '' outside git."""
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree: the base before any commit
+
+
+@dataclass(frozen=True)
+class RepoState:
+    """Where a repository stood when a chat started: the commit checked out and the paths that
+    already had uncommitted changes or were untracked (repository-relative)."""
+
+    head: str | None  # None: no commit yet
+    dirty: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"head": self.head, "dirty": list(self.dirty)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> RepoState | None:
+        if not isinstance(data, dict):
+            return None
+        head = data.get("head")
+        dirty = data.get("dirty") or []
+        return cls(head if isinstance(head, str) else None, tuple(str(p) for p in dirty if isinstance(p, str)))
+
+
+@dataclass(frozen=True)
+class SessionDiff:
+    """What changed since a chat started: `patch` (committed since, uncommitted, and new files),
+    `left_out` (paths that were already uncommitted then, so their changes are not the chat's
+    alone) and `base` (the start commit)."""
+
+    patch: str
+    left_out: list[str]
+    base: str | None
+
+
+def _status_paths(repo: Any) -> list[str]:
+    """Every path `git status` lists (modified, staged, deleted, untracked, both sides of a rename)."""
+    out = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all")
+    tokens = out.split("\0")
+    paths: list[str] = []
+    i = 0
+    while i < len(tokens):
+        entry = tokens[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC" or entry[1] in "RC":
+            if i < len(tokens) and tokens[i]:
+                paths.append(tokens[i])  # the rename's old path follows
+            i += 1
+    return paths
+
+
+def repo_state(root: Path) -> RepoState | None:
+    """The repository's state now (the start of a chat's /diff); None outside git."""
     repo = _repo(root)
     if repo is None:
-        return ""
+        return None
     try:
-        return str(repo.git.diff("HEAD"))
-    except Exception:
-        return str(repo.git.diff())
+        head: str | None = str(repo.head.commit.hexsha)
+    except ValueError:  # no commit yet
+        head = None
+    return RepoState(head, tuple(sorted(set(_status_paths(repo)))))
+
+
+def _split_z(out: str) -> list[str]:
+    return [p for p in out.split("\0") if p.strip()]
+
+
+def session_diff(root: Path, start: RepoState | None) -> SessionDiff | None:
+    """The changes since `start` under `root`: the diff from the start commit to the working tree
+    (commits made since included) plus every file created since that git does not track or
+    ignore; the paths already dirty at the start are left out and listed. Reads only: the
+    index and the working tree are not touched. None outside git."""
+    import git
+
+    repo = _repo(root)
+    if repo is None or repo.working_tree_dir is None:
+        return None
+    if start is None:
+        start = RepoState(None)
+    top = Path(repo.working_tree_dir).resolve()
+    try:
+        prefix = root.resolve().relative_to(top).as_posix()
+    except ValueError:
+        prefix = "."
+    spec = prefix if prefix not in ("", ".") else "."
+    base = start.head
+    if base is not None:
+        try:
+            repo.git.rev_parse("--verify", "--quiet", f"{base}^{{commit}}")
+        except git.GitCommandError:
+            base = None  # the start commit is gone (history rewritten): compare with nothing
+    against = base or EMPTY_TREE
+    before = set(start.dirty)
+    changed = _split_z(repo.git.diff("--name-only", "-z", against, "--", spec))
+    untracked = _split_z(repo.git.ls_files("--others", "--exclude-standard", "-z", "--", spec))
+    keep = [p for p in changed if p not in before]
+    new = [p for p in untracked if p not in before]
+    left_out = sorted({p for p in changed + untracked if p in before})
+    parts = []
+    if keep:
+        parts.append(str(repo.git.diff(against, "--", *keep)))
+    for p in sorted(new):
+        # --no-index exits 1 when the files differ, which they always do here.
+        parts.append(str(repo.git.diff("--no-index", "--", "/dev/null", p, with_exceptions=False)))
+    patch = "\n".join(x.rstrip("\n") for x in parts if x.strip())
+    return SessionDiff(patch + "\n" if patch else "", left_out, base)
