@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from cuda_agent_cli.tui.app import ChatApp
 from cuda_agent_cli.tui.runtime import ChatOptions, ChatRuntime
@@ -37,6 +38,27 @@ def make_repo(root: Path, files: dict[str, str] | None = None) -> Path:
 def replay_file(path: Path, turns: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(t) + "\n" for t in turns))
     return path
+
+
+# The two models every scripted flow runs against: the replay model, and litellm for real over
+# HTTP to the fake OpenAI-compatible server on 127.0.0.1, streamed, with the same turns.
+MODELS = ("replay", "fake-server")
+
+
+@contextlib.contextmanager
+def scripted_model(kind: str, turns: list[dict[str, Any]], path: Path) -> Iterator[dict[str, Any]]:
+    """`runtime()` keywords for a model that answers with `turns`, one per request."""
+    if kind == "replay":
+        yield {"model": f"replay:{replay_file(path, turns)}"}
+        return
+    from cuda_agent_cli.model.fake_server import FakeOpenAIServer, reply_from_dict
+
+    with FakeOpenAIServer([reply_from_dict(t) for t in turns], exhausted_text="") as srv:
+        yield {"model": "openai/fake-coder", "api_base": srv.api_base}
+
+
+def replay_turns(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def runtime(repo: Path, model: str, data: Path, **kw: Any) -> ChatRuntime:

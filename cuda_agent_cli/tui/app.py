@@ -37,8 +37,8 @@ HISTORY_PAGE = 80  # history items mounted at once when a session is resumed
 MD_SPLIT_CHARS = 1500  # a streamed reply continues in a new widget past this size
 FLUSH_HZ = 15  # how often streamed text is moved onto the screen (each move is a frame)
 SETTLE_S = 0.5  # after the first frame: the collector's settings and the renderer's warm-up
-MIN_WIDTH = 60
-MIN_HEIGHT = 16
+MIN_WIDTH = render.MIN_WIDTH
+MIN_HEIGHT = render.MIN_HEIGHT
 QUIT_WINDOW_S = 3.0
 
 
@@ -78,6 +78,25 @@ def split_point(current: str, new: str, at_least: int = 0) -> int | None:
     return None
 
 
+def _turn_items(e: Any, items: list[HistoryItem], calls: dict[str, HistoryItem]) -> None:
+    """A stored agent event as the conversation showed it: a reply and its tool calls, a tool's
+    result on its line, a stop that was not `done`."""
+    if isinstance(e, ev.AssistantMessage):
+        if e.content and e.content.strip():
+            items.append(HistoryItem("assistant", e.content))
+        for c in e.tool_calls:
+            item = HistoryItem("tool", c["name"], c["id"], c.get("arguments") or {})
+            if c.get("error"):
+                item.status, item.output = "error", f"Error: {c['error']}"
+            calls[c["id"]] = item
+            items.append(item)
+    elif isinstance(e, ev.ToolFinished) and e.call_id in calls:
+        item = calls[e.call_id]
+        item.status, item.output, item.duration = ("error" if e.is_error else "ok"), e.output, e.duration_s
+    elif isinstance(e, ev.Stopped) and e.reason not in ("done",):
+        items.append(HistoryItem("notice", f"stopped: {e.reason}" + (f" — {e.detail}" if e.detail else "")))
+
+
 class HistoryItem:
     """One piece of a resumed conversation, made into a widget only when it is shown."""
 
@@ -112,7 +131,7 @@ class HistoryItem:
         if self.kind == "card":
             c = self.candidate
             return HarnessCard(c.tool, c.result, self.best, c.number)
-        return Notice(self.text, self.kind if self.kind == "info" else "warning")
+        return Notice(self.text, self.kind if self.kind in ("info", "success", "warning", "error") else "warning")
 
 
 class ChatApp(App[int]):
@@ -208,19 +227,13 @@ class ChatApp(App[int]):
 
     def _check_size(self, size: Any = None) -> None:
         w, h = size or self.size
-        small = w < MIN_WIDTH or h < MIN_HEIGHT
+        small = render.is_too_small(w, h)
         msg = self.query_one("#too-small", Static)
         msg.display = small
         for wid in self.LAYOUT:
             self.query_one(wid).display = not small
         if small:
-            msg.update(
-                Text(
-                    f"The terminal is {w}x{h}; {self.NAME} needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\n"
-                    "Make the window larger (the session keeps running).",
-                    style="bold yellow",
-                )
-            )
+            msg.update(render.too_small(w, h, self.NAME))
 
     # -- parts mounted after the first frame -----------------------------------------------------
     def on_ready(self) -> None:
@@ -297,6 +310,13 @@ class ChatApp(App[int]):
     def notice(self, text: Any, kind: str = "info") -> None:
         self.add(Notice(text, kind))
 
+    def lasting_notice(self, text: str, kind: str = "info") -> None:
+        """A notice a resumed chat shows again (its transcript does not hold it)."""
+        self.notice(text, kind)
+        record = getattr(self.runtime, "record_note", None)
+        if record is not None:
+            record(text, kind)
+
     def refresh_status(self) -> None:
         rt = self.runtime
         budget = rt.context_budget or 1
@@ -360,21 +380,11 @@ class ChatApp(App[int]):
                 items.append(HistoryItem("user", e.content))
             elif isinstance(e, ev.AssistantMessage):
                 self.tokens += e.prompt_tokens + e.completion_tokens
-                if e.content and e.content.strip():
-                    items.append(HistoryItem("assistant", e.content))
-                for c in e.tool_calls:
-                    item = HistoryItem("tool", c["name"], c["id"], c.get("arguments") or {})
-                    if c.get("error"):
-                        item.status, item.output = "error", f"Error: {c['error']}"
-                    calls[c["id"]] = item
-                    items.append(item)
-            elif isinstance(e, ev.ToolFinished) and e.call_id in calls:
-                item = calls[e.call_id]
-                item.status, item.output, item.duration = ("error" if e.is_error else "ok"), e.output, e.duration_s
+                _turn_items(e, items, calls)
             elif isinstance(e, ev.CostUpdate):
                 rt.context_tokens, rt.context_budget = e.context_tokens, e.context_budget or rt.context_budget
-            elif isinstance(e, ev.Stopped) and e.reason not in ("done",):
-                items.append(HistoryItem("notice", f"stopped: {e.reason}" + (f" — {e.detail}" if e.detail else "")))
+            else:
+                _turn_items(e, items, calls)
             extra = self.history_event(e)
             if extra is not None:
                 items.append(extra)
@@ -399,19 +409,66 @@ class ChatApp(App[int]):
         conv.scroll_end(animate=False)
 
     def _placed_history(self) -> list[tuple[float, HistoryItem]]:
-        """What the chat's transcript does not hold, at the place it happened: the start of each
-        /optimize session and every harness card (from the chat file), sorted by where they go."""
+        """What the chat's transcript does not hold, at the place it happened (from the chat
+        file): each /optimize session (its line, its start, the agent's turns and cards from its
+        own transcript), the other harness cards (/verify, /profile), and the lines the chat
+        recorded (what the review applied, what /undo reverted), sorted by where they go."""
         rt = self.runtime
-        out: list[tuple[tuple[float, float], HistoryItem]] = []
+        out: list[tuple[tuple[float, float, int, float], list[HistoryItem]]] = []
         end = float("inf")
-        for sid, start in getattr(rt, "optimize_started", {}).items():
-            at, after = start.get("at"), start.get("after")
-            key = (at if isinstance(at, int) else end, (after if isinstance(after, int) else end) + 0.5)
-            out.append((key, HistoryItem("info", f"optimize session {sid} started for {start.get('target') or '?'}")))
+        cards: dict[str, list[Any]] = {}
         for c in rt.ledger.candidates:
-            out.append(((c.at if c.at is not None else end, c.number), HistoryItem.card(c, rt.ledger.was_best(c))))
+            cards.setdefault(c.session_id, []).append(c)
+        consumed: set[int] = set()
+
+        def where(entry: dict[str, Any]) -> tuple[float, float, int, float]:
+            at, after, seq = entry.get("at"), entry.get("after"), entry.get("seq")
+            # Before the cards judged after it was recorded (a card's place: number - 1, then 1).
+            return (
+                at if isinstance(at, int) else end,
+                after if isinstance(after, int) else end,
+                0,
+                seq if isinstance(seq, int) else 0,
+            )
+
+        for sid, start in getattr(rt, "optimize_started", {}).items():
+            block = [HistoryItem("info", f"optimize session {sid} started for {start.get('target') or '?'}")]
+            block += self._optimize_history(sid, cards.get(sid, []), consumed)
+            out.append((where(start), block))
+        for note in getattr(rt, "notes", []):
+            out.append((where(note), [HistoryItem(str(note.get("kind") or "info"), note["text"])]))
+        for c in rt.ledger.candidates:
+            if c.number not in consumed:
+                key = (c.at if c.at is not None else end, float(c.number - 1), 1, 0.0)
+                out.append((key, [HistoryItem.card(c, rt.ledger.was_best(c))]))
         out.sort(key=lambda pair: pair[0])
-        return [(key[0], item) for key, item in out]
+        return [(key[0], item) for key, block in out for item in block]
+
+    def _optimize_history(self, sid: str, cards: list[Any], consumed: set[int]) -> list[HistoryItem]:
+        """An /optimize session's conversation from its own transcript, as it was shown live: the
+        agent's text and tool calls, each harness result as the ledger's card of it, a stop that
+        was not `done`. Empty when its transcript is gone (the cards are then placed alone)."""
+        from cuda_agent_cli.agent.transcript import read_events
+
+        find = getattr(self.runtime, "optimize_transcript", None)
+        path = find(sid) if find is not None else None
+        if path is None or not path.is_file():
+            return []
+        items: list[HistoryItem] = []
+        calls: dict[str, HistoryItem] = {}
+        left = list(cards)
+        try:
+            for e in read_events(path):
+                if isinstance(e, ev.HarnessResultEvent):
+                    if left:
+                        c = left.pop(0)
+                        consumed.add(c.number)
+                        items.append(HistoryItem.card(c, self.runtime.ledger.was_best(c)))
+                elif not isinstance(e, ev.UserMessage):  # the task message was not shown live
+                    _turn_items(e, items, calls)
+        except (OSError, ValueError):
+            return items
+        return items
 
     def _mark_older(self) -> None:
         marker = getattr(self, "_older_marker", None)
@@ -607,7 +664,16 @@ class ChatApp(App[int]):
             if self.cancel.is_set():
                 self._post(self._drop_approval)
                 return Decision("deny")
-        return box.get("d", Decision("deny"))
+        decision = box.get("d", Decision("deny"))
+        if decision.choice == "session":
+            from cuda_agent_cli.tui.approval import session_grant
+
+            self._post(
+                self.notice,
+                f"allowed for the rest of this session: {session_grant(request)} (/mode ask asks again)",
+                "warning",
+            )
+        return decision
 
     def _drop_approval(self) -> None:
         from cuda_agent_cli.tui.screens import ApprovalScreen
@@ -840,9 +906,18 @@ class ChatApp(App[int]):
         if not args:
             self.notice(f"model: {self.runtime.model_string}")
             return
-        self.runtime.set_model(args[0])
-        self.notice(f"model is now {args[0]} for the next turns")
-        self.refresh_status()
+        name = args[0]
+        self.notice(f"checking model {name}…")
+
+        def check() -> str:
+            self.runtime.set_model(name)  # the model check may ask the network: not on this thread
+            return name
+
+        def done(name: str) -> None:
+            self.notice(f"model is now {name} for the next turns")
+            self.refresh_status()
+
+        self.start_work("checking model", check, done)
 
     def cmd_mode(self, args: list[str], raw: str) -> None:
         if not args:
@@ -858,13 +933,23 @@ class ChatApp(App[int]):
         self.notice("cleared the screen; the transcript keeps everything")
 
     def cmd_diff(self, args: list[str], raw: str) -> None:
-        from cuda_agent_cli.writeback.git import session_diff
-
-        patch = session_diff(self.runtime.root)
-        if not patch.strip():
-            self.notice("no uncommitted changes in the repository")
+        d = self.runtime.session_diff()
+        if d is None:
+            self.notice(f"{self.runtime.root} is not a git repository, so there is no diff to show", "warning")
             return
-        self.add(Static(render.diff_view(patch), classes="diff"))
+        since = f"commit {d.base[:10]}" if d.base else "an empty repository"
+        if d.patch.strip():
+            self.notice(f"what this session changed since it started ({since}; new files included):")
+            self.add(Static(render.diff_view(d.patch), classes="diff"))
+        else:
+            self.notice(f"this session has not changed the repository since it started ({since})")
+        if d.left_out:
+            shown = ", ".join(d.left_out[:8]) + (f" and {len(d.left_out) - 8} more" if len(d.left_out) > 8 else "")
+            self.notice(
+                f"left out {len(d.left_out)} files that already had uncommitted changes when the session "
+                f"started: {shown}",
+                "warning",
+            )
 
     def _harness(self, tool: str) -> None:
         harness, sid = self.runtime.harness_for_last()
@@ -936,17 +1021,22 @@ class ChatApp(App[int]):
             allow_unsafe=old.opts.allow_unsafe,
             data_dir=old.opts.data_dir,
         )
-        new = ChatRuntime(opts)
-        old.close()
-        self.runtime = new
-        self.conversation.remove_children()
-        self._calls.clear()
-        self._session_costs.clear()
-        self.tokens = 0
-        self._files = None
-        self._load_history()
-        self.ledger_panel.show(new.ledger)
-        self.refresh_status()
+        self.notice(f"opening session {args[0]}…")
+
+        def opened(new: Any) -> None:
+            old.close()
+            self.runtime = new
+            self.conversation.remove_children()
+            self._calls.clear()
+            self._session_costs.clear()
+            self.tokens = 0
+            self._files = None
+            self._load_history()
+            self.ledger_panel.show(new.ledger)
+            self.refresh_status()
+
+        # Opening a session checks its model and sandbox: seconds, so not on this thread.
+        self.start_work("opening session", lambda: ChatRuntime(opts), opened)
 
     def cmd_export(self, args: list[str], raw: str) -> None:
         from cuda_agent_cli.tui.export import export_transcript
@@ -963,7 +1053,9 @@ class ChatApp(App[int]):
         self.refresh_status()
 
     def cmd_undo(self, args: list[str], raw: str) -> None:
-        self.notice(self.runtime.undo())
+        self.lasting_notice(self.runtime.undo())
+        self.ledger_panel.show(self.runtime.ledger)  # an undone kernel is no longer the best
+        self.refresh_status()
 
     def cmd_ledger(self, args: list[str], raw: str) -> None:
         self.action_toggle_ledger()
@@ -973,6 +1065,7 @@ class ChatApp(App[int]):
 
         parse_optimize_args(args)  # a bad line is refused before anything starts
         self.add(UserTurn("/optimize " + raw))
+        self.runtime.record_note("/optimize " + raw, "user")
         self.runtime.permissions.ask = self.ask
 
         def run() -> Any:
@@ -985,7 +1078,9 @@ class ChatApp(App[int]):
     def review(self, outcome: Any) -> None:
         """After /optimize: the review screen when there is a correct kernel to write back."""
         if outcome.plan is None:
-            self.notice(f"no correct kernel in this run (stopped: {outcome.stop_reason}); nothing to review", "warning")
+            self.lasting_notice(
+                f"no correct kernel in this run (stopped: {outcome.stop_reason}); nothing to review", "warning"
+            )
             return
         self.review_open = True
 
@@ -994,25 +1089,25 @@ class ChatApp(App[int]):
             self._following = True
             if apply and outcome.status != "improved":
                 # The same rule as `cuda-agent optimize`: only a measured improvement lands.
-                self.notice("not applied: the kernel is correct but not faster than eager PyTorch", "warning")
+                self.lasting_notice("not applied: the kernel is correct but not faster than eager PyTorch", "warning")
             elif apply:
                 try:
-                    result = self.runtime.apply(outcome.plan)
+                    result = self.runtime.apply(outcome.plan, outcome.session_id)
                 except CudaAgentError as exc:
-                    self.notice(f"not applied: {exc.one_line()}", "error")
+                    self.lasting_notice(f"not applied: {exc.one_line()}", "error")
                 else:
                     if result.commit:
-                        self.notice(
+                        self.lasting_notice(
                             f"applied: committed {result.commit[:10]} on new branch {result.branch} "
                             f"({len(result.written)} files; /undo reverts it)",
                             "success",
                         )
                     else:
-                        self.notice(f"applied: wrote {len(result.written)} files (not committed)", "success")
+                        self.lasting_notice(f"applied: wrote {len(result.written)} files (not committed)", "success")
                     for n in result.notes:
-                        self.notice(n, "warning")
+                        self.lasting_notice(n, "warning")
             else:
-                self.notice("discarded: nothing was written into the repository")
+                self.lasting_notice("discarded: nothing was written into the repository")
             if self.queue and not self.busy:
                 self.send(self.queue.popleft())
 

@@ -48,6 +48,15 @@ class FileBackup:
     old: bytes | None  # None: the file did not exist
 
 
+def session_grant(request: ApprovalRequest, short: bool = False) -> str:
+    """What "allow for this session" lets through without asking again, in the user's words
+    (`short`: for a button)."""
+    if request.command is not None:
+        program = command_program(request.command) or request.command
+        return f"`{program}`" if short else f"every `{program}` command"
+    return "all writes" if short else "every file write in the repository"
+
+
 def proposed_text(action: Action, args: dict[str, Any], old: str | None) -> tuple[str | None, str | None]:
     """(the file's text after the call, problem) for Write/Edit/MultiEdit; (None, None) otherwise."""
     name = action.name

@@ -25,7 +25,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("model", "[NAME]", "Show the model, or switch to NAME for the next turns", False),
     SlashCommand("mode", "[ask|accept-edits|yolo]", "Show or change the permission mode", True),
     SlashCommand("clear", "", "Clear the conversation on screen (the transcript keeps it)", True),
-    SlashCommand("diff", "", "Show what this session changed in the repository (git diff)", True),
+    SlashCommand("diff", "", "Show what this session changed in the repository", True),
     SlashCommand("verify", "", "Verify the current candidate of the last /optimize again", False),
     SlashCommand("profile", "", "Verify and time the current candidate of the last /optimize", False),
     SlashCommand("sessions", "", "List stored sessions", True),

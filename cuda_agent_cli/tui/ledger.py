@@ -21,6 +21,7 @@ class Candidate:
     turn: int
     result: dict[str, Any]  # the harness result's JSON object, as chat.json keeps it
     at: int | None = None  # events in the chat's transcript when it was judged: where its card goes
+    reverted: bool = False  # its session's kernel was applied and then undone: no longer a best
 
     def __post_init__(self) -> None:
         self.harness = HarnessResult.from_json(self.result)
@@ -68,16 +69,27 @@ class Ledger:
         self.candidates.append(cand)
         return cand
 
-    def best(self, upto: int | None = None) -> Candidate | None:
+    def best(self, upto: int | None = None, with_reverted: bool = False) -> Candidate | None:
         """The best measured candidate (of the first `upto`): reward, then speedup vs torch.compile,
-        then vs eager."""
-        scored = [(candidate_score(c.result), -c.number, c) for c in self.candidates[:upto]]
+        then vs eager; one whose kernel was applied and undone counts only `with_reverted`."""
+        scored = [
+            (candidate_score(c.result), -c.number, c) for c in self.candidates[:upto] if with_reverted or not c.reverted
+        ]
         scored = [s for s in scored if s[0] is not None]
         return max(scored, key=lambda s: (s[0], s[1]))[2] if scored else None
 
     def was_best(self, cand: Candidate) -> bool:
         """Whether `cand` was the best when it was judged (what its card said then)."""
-        return self.best(cand.number) is cand
+        return self.best(cand.number, with_reverted=True) is cand
+
+    def mark_reverted(self, session_id: str) -> int:
+        """The kernel of `session_id` was undone: its candidates stop counting as the best; how many."""
+        n = 0
+        for c in self.candidates:
+            if c.session_id == session_id and not c.reverted:
+                c.reverted = True
+                n += 1
+        return n
 
     def best_verified_speedup(self) -> str:
         best = self.best()
@@ -92,7 +104,7 @@ class Ledger:
         best = self.best()
         out: list[tuple[str, ...]] = []
         for c in self.candidates:
-            mark = "★" if c is best else ""
+            mark = "★" if c is best else ("↶" if c.reverted else "")
             out.append(
                 (
                     f"{mark}{c.number}",

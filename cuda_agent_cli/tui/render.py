@@ -20,6 +20,21 @@ if TYPE_CHECKING:
     from cuda_agent_cli.harness.result import HarnessResult
 
 THEME = "monokai"
+MIN_WIDTH = 60  # below this size every screen shows `too_small` instead of its content
+MIN_HEIGHT = 16
+
+
+def is_too_small(width: int, height: int) -> bool:
+    return width < MIN_WIDTH or height < MIN_HEIGHT
+
+
+def too_small(width: int, height: int, name: str) -> Text:
+    """What a screen shows in place of its content while the terminal is too small."""
+    return Text(
+        f"The terminal is {width}x{height}; {name} needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\n"
+        "Make the window larger (the session keeps running).",
+        style="bold yellow",
+    )
 
 
 def short_argument(name: str, args: dict[str, Any]) -> str:

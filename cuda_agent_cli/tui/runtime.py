@@ -9,6 +9,7 @@ sessions started from the chat, so `--resume` brings both back.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from dataclasses import dataclass, field
@@ -40,7 +41,8 @@ class ChatOptions:
 
 @dataclass
 class UndoEntry:
-    """One change this session made to the repository, newest last."""
+    """One change this session made to the repository, newest last; kept in chat.json, so a
+    resumed chat can still undo it."""
 
     kind: str  # "files" (an approved write by the agent) | "apply" (a kernel written back)
     what: str
@@ -48,7 +50,56 @@ class UndoEntry:
     commit: str | None = None
     branch: str | None = None
     written: list[str] = field(default_factory=list)
-    plan: Any = None  # the WriteBackPlan of an uncommitted apply
+    # An uncommitted apply: its files as (path, text before, text written), under repo_root.
+    changes: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    repo_root: str | None = None
+    session_id: str | None = None  # the optimize session whose kernel an apply wrote
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "what": self.what,
+            "backups": [
+                {
+                    "path": str(b.path),
+                    "shown": b.shown,
+                    "old": base64.b64encode(b.old).decode("ascii") if b.old is not None else None,
+                }
+                for b in self.backups
+            ],
+            "commit": self.commit,
+            "branch": self.branch,
+            "written": self.written,
+            "changes": [list(c) for c in self.changes],
+            "repo_root": self.repo_root,
+            "session_id": self.session_id,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> UndoEntry | None:
+        if not isinstance(data, dict) or data.get("kind") not in ("files", "apply"):
+            return None
+        try:
+            backups = [
+                FileBackup(
+                    Path(b["path"]), str(b["shown"]), base64.b64decode(b["old"]) if b.get("old") is not None else None
+                )
+                for b in data.get("backups") or []
+            ]
+            changes = [(str(c[0]), c[1], c[2]) for c in data.get("changes") or []]
+        except (KeyError, TypeError, ValueError, IndexError):
+            return None
+        return cls(
+            str(data["kind"]),
+            str(data.get("what") or ""),
+            backups,
+            data.get("commit"),
+            data.get("branch"),
+            [str(w) for w in data.get("written") or []],
+            changes,
+            data.get("repo_root"),
+            data.get("session_id"),
+        )
 
 
 def is_chat(state: Any) -> bool:
@@ -162,13 +213,22 @@ class ChatRuntime:
         self.ledger = Ledger()
         self.optimize_sessions: list[str] = []
         self.optimize_started: dict[str, dict[str, Any]] = {}  # id -> where in the chat it started, target
+        # Lines the chat showed outside the transcript (the /optimize line, applied, reverted ...),
+        # each with where it goes: {"at", "after", "seq", "text", "kind"}.
+        self.notes: list[dict[str, Any]] = []
+        self._seq = 0
         self.undo_stack: list[UndoEntry] = []
         self.device: str | None = opts.device
         self.context_tokens = 0
         self.context_budget = self.cfg.context_tokens
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.repo_start: Any = None  # writeback.git.RepoState when the chat started: what /diff compares with
         self._load_chat_file()
+        if self.repo_start is None:
+            from cuda_agent_cli.writeback.git import repo_state
+
+            self.repo_start = repo_state(root)
 
     # -- the chat file ---------------------------------------------------------------------------
     @property
@@ -184,30 +244,48 @@ class ChatRuntime:
             data = json.loads(self.chat_file.read_text())
         except (OSError, ValueError):
             return
+        from cuda_agent_cli.writeback.git import RepoState
+
+        self.repo_start = RepoState.from_json(data.get("repo_start"))
         self.optimize_sessions = [str(s) for s in data.get("optimize_sessions") or []]
         started = data.get("optimize_started")
         self.optimize_started = (
             {str(k): v for k, v in started.items() if isinstance(v, dict)} if isinstance(started, dict) else {}
         )
+        self.undo_stack = [e for e in map(UndoEntry.from_json, data.get("undo") or []) if e is not None]
+        self.notes = [n for n in data.get("notes") or [] if isinstance(n, dict) and isinstance(n.get("text"), str)]
+        seqs = [x.get("seq") for x in [*self.notes, *self.optimize_started.values()]]
+        self._seq = max([q for q in seqs if isinstance(q, int)], default=0)
         for row in data.get("ledger") or []:
             if isinstance(row, dict) and isinstance(row.get("result"), dict):
                 at = row.get("at")
-                self.ledger.add(
+                cand = self.ledger.add(
                     str(row.get("session_id", "")),
                     str(row.get("tool", "")),
                     int(row.get("turn") or 0),
                     row["result"],
                     at if isinstance(at, int) else None,
                 )
+                cand.reverted = row.get("reverted") is True
 
     def _save_chat_file(self) -> None:
         data = {
+            "repo_start": self.repo_start.to_json() if self.repo_start is not None else None,
             "optimize_sessions": self.optimize_sessions,
             "optimize_started": self.optimize_started,
             "ledger": [
-                {"session_id": c.session_id, "tool": c.tool, "turn": c.turn, "result": c.result, "at": c.at}
+                {
+                    "session_id": c.session_id,
+                    "tool": c.tool,
+                    "turn": c.turn,
+                    "result": c.result,
+                    "at": c.at,
+                    "reverted": c.reverted,
+                }
                 for c in self.ledger.candidates
             ],
+            "undo": [e.to_json() for e in self.undo_stack],
+            "notes": self.notes,
         }
         tmp = self.chat_file.with_suffix(".tmp")
         self.state.session_dir.mkdir(parents=True, exist_ok=True)
@@ -245,6 +323,7 @@ class ChatRuntime:
         self.state.apply(event)
         with TranscriptWriter(self.state.transcript_path) as writer:
             writer(event)
+        self._save_chat_file()
 
     def system_prompt(self) -> str:
         from cuda_agent_cli.agent.prompts import chat_system_prompt
@@ -259,8 +338,34 @@ class ChatRuntime:
                 "at": self.events_written(),
                 "target": target,
                 "after": len(self.ledger.candidates),
+                "seq": self._next_seq(),
             }
             self._save_chat_file()
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def record_note(self, text: str, kind: str = "info") -> None:
+        """A line the chat shows that its transcript does not hold (the /optimize line, what the
+        review applied, what /undo reverted): kept so a resumed chat shows it where it was."""
+        self.ensure_started()
+        self.notes.append(
+            {
+                "at": self.events_written(),
+                "after": len(self.ledger.candidates),
+                "seq": self._next_seq(),
+                "text": text,
+                "kind": kind,
+            }
+        )
+        self._save_chat_file()
+
+    def optimize_transcript(self, session_id: str) -> Path:
+        """The transcript of an optimize session started from this chat."""
+        from cuda_agent_cli.agent.session import sessions_root
+
+        return sessions_root(self.opts.data_dir) / session_id / "transcript.jsonl"
 
     # -- turns -----------------------------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
@@ -278,6 +383,8 @@ class ChatRuntime:
         from cuda_agent_cli.tui.mentions import expand
 
         prompt, _ = expand(text, self.root)
+        if not self.chat_file.is_file():
+            self._save_chat_file()  # where the repository stood at the start, for /diff after a resume
         limits = Limits(
             max_turns=self.cfg.max_turns,
             max_cost=self.cfg.max_cost,
@@ -314,6 +421,9 @@ class ChatRuntime:
         if mode not in MODES:
             raise BadInput(f"unknown permission mode {mode!r}", f"use one of {', '.join(MODES)}")
         self.permissions.mode = mode
+        # Choosing a mode starts it afresh: what "allow for this session" granted is forgotten.
+        self.permissions.always_writes = False
+        self.permissions.always_programs.clear()
 
     def compact(self) -> str:
         """Summarize older turns now (what the loop does on its own near the budget)."""
@@ -368,7 +478,7 @@ class ChatRuntime:
         self.device = outcome.device
         return outcome
 
-    def apply(self, plan: Any) -> Any:
+    def apply(self, plan: Any, session_id: str | None = None) -> Any:
         """Write the reviewed kernel into the repository (branch, commit, manifest), as optimize does."""
         from cuda_agent_cli.writeback.apply import apply_plan
 
@@ -380,9 +490,12 @@ class ChatRuntime:
                 commit=result.commit,
                 branch=result.branch,
                 written=list(result.written),
-                plan=None if result.commit else plan,
+                changes=[] if result.commit else [(c.path, c.old, c.new) for c in plan.changes],
+                repo_root=str(plan.repo_root),
+                session_id=session_id,
             )
         )
+        self._save_chat_file()
         return result
 
     def harness_for_last(self) -> tuple[Any, str]:
@@ -402,16 +515,27 @@ class ChatRuntime:
         )
         return harness, sid
 
+    def session_diff(self) -> Any:
+        """What this chat changed in the repository since it started (writeback.git.SessionDiff),
+        or None outside git."""
+        from cuda_agent_cli.writeback.git import session_diff
+
+        return session_diff(self.root, self.repo_start)
+
     # -- undo ------------------------------------------------------------------------------------
     def take_file_backups(self) -> None:
         """Move the gate's backups of approved writes onto the undo stack (call after each turn)."""
         taken = []
         while (b := self.permissions.pop_backup()) is not None:
             taken.append(b)
+        pushed = False
         for b in reversed(taken):  # pop_backup gives newest first; the stack wants oldest first
             changed = [x for x in b if _current(x.path) != x.old]
             if changed:
                 self.undo_stack.append(UndoEntry("files", ", ".join(x.shown for x in changed), backups=changed))
+                pushed = True
+        if pushed:
+            self._save_chat_file()
 
     def undo(self) -> str:
         """Revert the newest change this session made; says what was reverted."""
@@ -423,21 +547,23 @@ class ChatRuntime:
         entry = self.undo_stack[-1]
         if entry.kind == "apply" and entry.commit:
             sha = revert_commit(self.root, entry.commit)
-            self.undo_stack.pop()
-            return (
+            message = (
                 f"reverted commit {entry.commit[:10]} ({entry.what}) with commit {sha[:10]} on "
                 f"{entry.branch}; files: {', '.join(entry.written)}"
             )
-        if entry.kind == "apply" and entry.plan is not None:
+        elif entry.kind == "apply":
             from cuda_agent_cli.writeback.diff import FileChange
 
-            back = [FileChange(c.path, c.old, c.new) for c in entry.plan.changes]
-            write_changes(entry.plan.repo_root, back)
-            self.undo_stack.pop()
-            return f"put back {len(back)} files written for {entry.what}: {', '.join(entry.written)}"
-        lines = restore(entry.backups)
+            back = [FileChange(path, before, written) for path, before, written in entry.changes]
+            write_changes(Path(entry.repo_root or self.root), back)
+            message = f"put back {len(back)} files written for {entry.what}: {', '.join(entry.written)}"
+        else:
+            message = "undid the agent's write: " + "; ".join(restore(entry.backups))
+        if entry.kind == "apply" and entry.session_id and self.ledger.mark_reverted(entry.session_id):
+            message += f"; the candidates of session {entry.session_id} no longer count as the best"
         self.undo_stack.pop()
-        return "undid the agent's write: " + "; ".join(lines)
+        self._save_chat_file()
+        return message
 
     def close(self) -> None:
         self.toolbox.close()

@@ -13,7 +13,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Input, Static
 
 from cuda_agent_cli.tui import render
-from cuda_agent_cli.tui.approval import ApprovalRequest, Decision
+from cuda_agent_cli.tui.approval import ApprovalRequest, Decision, session_grant
 from cuda_agent_cli.tui.commands import COMMANDS
 
 KEYS_HELP = [
@@ -31,9 +31,40 @@ KEYS_HELP = [
 ]
 
 
-class ApprovalScreen(ModalScreen[Decision]):
-    """Allow once, allow for this session, deny, or deny with an instruction for the agent."""
+def guard_size(screen: Screen[Any], content: str) -> bool:
+    """The main screen's "terminal too small" message on a pushed screen too: `content` (a
+    selector) is hidden and the message shown while the terminal is below the minimum size;
+    called when the screen mounts and on each resize."""
+    w, h = screen.app.size
+    small = render.is_too_small(w, h)
+    found = screen.query("#screen-too-small")
+    if not found:
+        return small
+    msg = found.first(Static)
+    msg.display = small
+    for widget in screen.query(content):
+        widget.display = not small
+    if small:
+        msg.update(render.too_small(w, h, getattr(screen.app, "NAME", "cuda-agent")))
+    return small
 
+
+def too_small_message() -> Static:
+    msg = Static(id="screen-too-small")
+    msg.display = False
+    return msg
+
+
+class ApprovalScreen(ModalScreen[Decision]):
+    """Allow once, allow for this session, deny, or deny with an instruction for the agent.
+
+    The modal opens while the user may still be typing their next message, so for `GRACE_S`
+    after it opens every choice (keys, Enter on a button, a click) is swallowed: nothing typed
+    in that moment answers it or reaches the prompt. No button has the focus at first, so a
+    late Enter answers nothing either, and the session-wide choice says what it grants."""
+
+    GRACE_S = 0.45
+    AUTO_FOCUS = "#approval-body"
     BINDINGS = [
         Binding("1,y", "choose('once')", "Allow once"),
         Binding("2,a", "choose('session')", "Allow for session"),
@@ -47,6 +78,8 @@ class ApprovalScreen(ModalScreen[Decision]):
         super().__init__()
         self.request = request
         self.side = False
+        self.armed = False  # whether the choices answer yet (after GRACE_S)
+        self.small = False  # the terminal is too small to show the request: nothing answers it
 
     def compose(self) -> ComposeResult:
         r = self.request
@@ -57,32 +90,52 @@ class ApprovalScreen(ModalScreen[Decision]):
             yield Input(placeholder="What should the agent do instead? (Enter sends)", id="approval-instruction")
             with Horizontal(id="approval-buttons"):
                 yield Button("1 Allow once", id="once", variant="success")
-                yield Button("2 Allow for session", id="session", variant="primary")
+                yield Button(f"2 Allow {session_grant(r, short=True)} this session", id="session", variant="primary")
                 yield Button("3 Deny", id="deny", variant="error")
                 yield Button("4 Deny + instruct", id="instruct", variant="warning")
-            hint = "t: unified / side by side · " if r.new is not None else ""
-            yield Static(Text(hint + "keys 1-4 (y/a/n/i)", style="dim"), id="approval-hint")
+            yield Static(self._hint(), id="approval-hint")
+        yield too_small_message()
+
+    def _hint(self) -> Text:
+        if not self.armed:
+            return Text("keys paused for a moment, so typing does not answer by accident…", style="dim")
+        hint = "t: unified / side by side · " if self.request.new is not None else ""
+        return Text(hint + "keys 1-4 (y/a/n/i)", style="dim")
 
     def on_mount(self) -> None:
         self.query_one("#approval-instruction", Input).display = False
+        self.set_timer(self.GRACE_S, self._arm)
+        self.small = guard_size(self, "#approval")
+
+    def on_resize(self, event: Any) -> None:
+        self.small = guard_size(self, "#approval")
+
+    def _arm(self) -> None:
+        self.armed = True
+        self.query_one("#approval-hint", Static).update(self._hint())
 
     def action_choose(self, choice: str) -> None:
         # While the instruction is typed the Input takes the letters, so this is a real choice.
-        self.dismiss(Decision(choice))  # type: ignore[arg-type]
+        if self.armed and not self.small:
+            self.dismiss(Decision(choice))  # type: ignore[arg-type]
 
     def action_instruct(self) -> None:
+        if not self.armed or self.small:
+            return
         box = self.query_one("#approval-instruction", Input)
         box.display = True
         box.focus()
 
     def action_toggle_view(self) -> None:
+        if not self.armed:
+            return
         self.side = not self.side
         self.query_one("#approval-diff", Static).update(render.approval_body(self.request, self.side))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "instruct":
             self.action_instruct()
-        else:
+        elif self.armed and not self.small:
             self.dismiss(Decision(event.button.id))  # type: ignore[arg-type]
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -125,6 +178,13 @@ class ReviewScreen(Screen[bool]):
         else:
             keys = "n: close — correct but not faster than eager PyTorch, so it is not applied"
         yield Static(Text(keys, style="bold"), id="review-keys")
+        yield too_small_message()
+
+    def on_mount(self) -> None:
+        guard_size(self, "#review, #review-keys")
+
+    def on_resize(self, event: Any) -> None:
+        guard_size(self, "#review, #review-keys")
 
     def action_decide(self, apply: bool) -> None:
         if apply and self.refused:
@@ -156,6 +216,13 @@ class HelpScreen(ModalScreen[None]):
             yield Static(cmds)
             yield Static(keys, id="help-keys")
             yield Static(Text("Esc closes this help.", style="dim"))
+        yield too_small_message()
+
+    def on_mount(self) -> None:
+        guard_size(self, "#help")
+
+    def on_resize(self, event: Any) -> None:
+        guard_size(self, "#help")
 
     def action_close(self) -> None:
         self.dismiss(None)

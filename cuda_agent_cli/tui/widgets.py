@@ -71,7 +71,8 @@ class Notice(Static):
 
 
 class ToolCallLine(Widget, can_focus=True):
-    """One tool call collapsed to a line; Enter or Space shows its highlighted output."""
+    """One tool call collapsed to a line; Enter or Space shows its highlighted output, and what
+    else is typed goes to the prompt."""
 
     BINDINGS = [Binding("enter,space", "toggle_output", "Expand", show=False)]
 
@@ -120,6 +121,20 @@ class ToolCallLine(Widget, can_focus=True):
     def on_click(self) -> None:
         self.focus()
         self.action_toggle_output()
+
+    def on_key(self, event: events.Key) -> None:
+        """A letter typed here is the start of the next message: it goes to the prompt, which
+        takes the focus back (Enter and Space stay this line's)."""
+        if event.key == "space" or not event.is_printable or not event.character:
+            return
+        prompts = self.app.query(PromptArea)
+        if not prompts:
+            return  # optimize's screen has no prompt: its own keys (q) apply
+        event.stop()
+        event.prevent_default()
+        prompt = prompts.first()
+        prompt.focus()
+        prompt.insert(event.character)
 
 
 class HarnessCard(Static):

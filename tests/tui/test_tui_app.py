@@ -12,7 +12,19 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from chat_helpers import chat_app, make_repo, plain, replay_file, run, runtime, texts, type_and_send, wait_for  # noqa: E402
+from chat_helpers import (  # noqa: E402
+    MODELS,
+    chat_app,
+    make_repo,
+    plain,
+    replay_file,
+    run,
+    runtime,
+    scripted_model,
+    texts,
+    type_and_send,
+    wait_for,
+)
 
 from cuda_agent_cli.agent.transcript import read_records  # noqa: E402
 from cuda_agent_cli.errors import BadInput, EnvironmentMissing  # noqa: E402
@@ -101,85 +113,90 @@ def _edits():
     ]
 
 
-def test_approval_each_choice_and_the_diff_views(repo, tmp_path):
-    model = replay_file(tmp_path / "r.jsonl", _edits())
-    rt = runtime(repo, f"replay:{model}", tmp_path / "data", mode="ask")
-    app = chat_app(rt)
+@pytest.mark.parametrize("kind", MODELS)
+def test_approval_each_choice_and_the_diff_views(kind, repo, tmp_path):
+    with scripted_model(kind, _edits(), tmp_path / "r.jsonl") as model:
+        rt = runtime(repo, data=tmp_path / "data", mode="ask", **model)
+        app = chat_app(rt)
 
-    async def modal(pilot):
-        return await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen, what="approval")
+        async def modal(pilot):
+            # Its keys answer once the grace after it opened is over (typing ahead answers nothing).
+            return await wait_for(
+                pilot,
+                lambda: isinstance(app.screen, ApprovalScreen) and app.screen.armed and app.screen,
+                what="approval",
+            )
 
-    async def go():
-        async with app.run_test(size=(120, 40)) as pilot:
-            await type_and_send(pilot, app, "change things")
-            screen = await modal(pilot)
-            assert screen.request.summary == "Edit a.py"
-            diff = plain(screen.query_one("#approval-diff").content)
-            assert "-x = 1" in diff and "+x = 2" in diff
-            await pilot.press("t")  # side by side
-            side = plain(screen.query_one("#approval-diff").content)
-            assert "before: a.py" in side and "after: a.py" in side and "x = 2" in side
-            await pilot.press("1")  # allow once
-            screen = await modal(pilot)
-            assert screen.request.summary == "Edit a.py" and screen.request.problem  # x = 1 is gone now
-            await pilot.press("3")  # deny
-            screen = await modal(pilot)
-            assert screen.request.path == "b.py" and screen.request.old is None
-            await pilot.press("4")
-            await pilot.pause()
-            for ch in "use pathlib":
-                await pilot.press("space" if ch == " " else ch)
-            await pilot.press("enter")
-            screen = await modal(pilot)
-            assert screen.request.path == "c.py"
-            await pilot.press("2")  # allow writes for the session: d.py goes through without asking
-            await wait_for(pilot, lambda: app.busy is None, what="the turn")
-            assert not isinstance(app.screen, ApprovalScreen)
+        async def go():
+            async with app.run_test(size=(120, 40)) as pilot:
+                await type_and_send(pilot, app, "change things")
+                screen = await modal(pilot)
+                assert screen.request.summary == "Edit a.py"
+                diff = plain(screen.query_one("#approval-diff").content)
+                assert "-x = 1" in diff and "+x = 2" in diff
+                await pilot.press("t")  # side by side
+                side = plain(screen.query_one("#approval-diff").content)
+                assert "before: a.py" in side and "after: a.py" in side and "x = 2" in side
+                await pilot.press("1")  # allow once
+                screen = await modal(pilot)
+                assert screen.request.summary == "Edit a.py" and screen.request.problem  # x = 1 is gone now
+                await pilot.press("3")  # deny
+                screen = await modal(pilot)
+                assert screen.request.path == "b.py" and screen.request.old is None
+                await pilot.press("4")
+                await pilot.pause()
+                for ch in "use pathlib":
+                    await pilot.press("space" if ch == " " else ch)
+                await pilot.press("enter")
+                screen = await modal(pilot)
+                assert screen.request.path == "c.py"
+                await pilot.press("2")  # allow writes for the session: d.py goes through without asking
+                await wait_for(pilot, lambda: app.busy is None, what="the turn")
+                assert not isinstance(app.screen, ApprovalScreen)
 
-    run(go())
-    assert (repo / "a.py").read_text() == "x = 2\n"
-    assert not (repo / "b.py").exists()
-    assert (repo / "c.py").read_text() == "c\n" and (repo / "d.py").read_text() == "d\n"
-    outs = tool_outputs(rt)
-    assert outs[1].startswith("The user declined: Edit a.py")
-    assert "Their instruction instead: use pathlib" in outs[2]
+        run(go())
+        assert (repo / "a.py").read_text() == "x = 2\n"
+        assert not (repo / "b.py").exists()
+        assert (repo / "c.py").read_text() == "c\n" and (repo / "d.py").read_text() == "d\n"
+        outs = tool_outputs(rt)
+        assert outs[1].startswith("The user declined: Edit a.py")
+        assert "Their instruction instead: use pathlib" in outs[2]
 
 
-def test_undo_reverts_the_agents_last_write_and_says_what(repo, tmp_path):
-    model = replay_file(
-        tmp_path / "r.jsonl",
-        [
-            {
-                "content": None,
-                "tool_calls": [
-                    {"name": "Edit", "arguments": {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 5"}}
-                ],
-            },
-            {
-                "content": None,
-                "tool_calls": [{"name": "Write", "arguments": {"file_path": "new.py", "content": "n\n"}}],
-            },
-            {"content": "Done.", "tool_calls": []},
-        ],
-    )
-    rt = runtime(repo, f"replay:{model}", tmp_path / "data", mode="yolo")
-    app = chat_app(rt)
+@pytest.mark.parametrize("kind", MODELS)
+def test_undo_reverts_the_agents_last_write_and_says_what(kind, repo, tmp_path):
+    turns = [
+        {
+            "content": None,
+            "tool_calls": [
+                {"name": "Edit", "arguments": {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 5"}}
+            ],
+        },
+        {
+            "content": None,
+            "tool_calls": [{"name": "Write", "arguments": {"file_path": "new.py", "content": "n\n"}}],
+        },
+        {"content": "Done.", "tool_calls": []},
+    ]
+    with scripted_model(kind, turns, tmp_path / "r.jsonl") as model:
+        rt = runtime(repo, data=tmp_path / "data", mode="yolo", **model)
+        app = chat_app(rt)
 
-    async def go():
-        async with app.run_test(size=(120, 40)) as pilot:
-            await type_and_send(pilot, app, "go")
-            await wait_for(pilot, lambda: app.busy is None and "Done." in texts(app), what="the turn")
-            assert (repo / "a.py").read_text() == "x = 5\n" and (repo / "new.py").exists()
-            await type_and_send(pilot, app, "/undo")
-            await wait_for(pilot, lambda: "removed new.py (it did not exist before)" in texts(app), what="undo 1")
-            assert not (repo / "new.py").exists() and (repo / "a.py").read_text() == "x = 5\n"
-            await type_and_send(pilot, app, "/undo")
-            await wait_for(pilot, lambda: "restored a.py" in texts(app), what="undo 2")
-            assert (repo / "a.py").read_text() == "x = 1\n"
-            await type_and_send(pilot, app, "/undo")
-            await wait_for(pilot, lambda: "nothing to undo" in texts(app), what="undo 3")
+        async def go():
+            async with app.run_test(size=(120, 40)) as pilot:
+                await type_and_send(pilot, app, "go")
+                await wait_for(pilot, lambda: app.busy is None and "Done." in texts(app), what="the turn")
+                assert (repo / "a.py").read_text() == "x = 5\n" and (repo / "new.py").exists()
+                await type_and_send(pilot, app, "/undo")
+                await wait_for(pilot, lambda: "removed new.py (it did not exist before)" in texts(app), what="undo 1")
+                assert not (repo / "new.py").exists() and (repo / "a.py").read_text() == "x = 5\n"
+                await type_and_send(pilot, app, "/undo")
+                await wait_for(pilot, lambda: "restored a.py" in texts(app), what="undo 2")
+                assert (repo / "a.py").read_text() == "x = 1\n"
+                await type_and_send(pilot, app, "/undo")
+                await wait_for(pilot, lambda: "nothing to undo" in texts(app), what="undo 3")
 
-    run(go())
+        run(go())
 
 
 # -- through litellm and the fake server ---------------------------------------------------------

@@ -181,7 +181,7 @@ def test_approval_modal(here: Path, snap_compare):
         steady_cursor(app)
         app.query_one("#prompt").load_text("document Block")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="approval")
+        await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.armed, what="approval")
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=before)

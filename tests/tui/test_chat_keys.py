@@ -1,0 +1,190 @@
+"""What the keyboard does in the chat when the screen changes under the user's fingers: an
+approval that opens while they type, a tool line that took the focus, modals on a small
+terminal, and slow commands that must not freeze the prompt."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from chat_helpers import chat_app, make_repo, plain, replay_file, run, runtime, texts, type_and_send, wait_for  # noqa: E402
+
+from cuda_agent_cli.tui.screens import ApprovalScreen  # noqa: E402
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+
+
+def _two_writes():
+    return [
+        {"content": None, "tool_calls": [{"name": "Write", "arguments": {"file_path": "b.py", "content": "b\n"}}]},
+        {"content": None, "tool_calls": [{"name": "Write", "arguments": {"file_path": "c.py", "content": "c\n"}}]},
+        {"content": "Both written.", "tool_calls": []},
+    ]
+
+
+def test_keys_typed_as_the_approval_opens_answer_nothing(repo, tmp_path, monkeypatch):
+    # A long grace in the test, so a slow machine still sends the keys inside it.
+    monkeypatch.setattr(ApprovalScreen, "GRACE_S", 2.0)
+    model = replay_file(tmp_path / "r.jsonl", _two_writes())
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data", mode="ask")
+    app = chat_app(rt)
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await type_and_send(pilot, app, "write b and c")
+            screen = await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen, what="modal")
+            # The user is still typing their next message: "a", "1", "y", Enter, "2" ...
+            await pilot.press("a", "1", "y", "2", "n", "3", "enter", "space", "i", "4", "t")
+            await pilot.pause(0.1)
+            assert app.screen is screen and not screen.armed
+            assert not rt.permissions.always_writes and not (repo / "b.py").exists()
+            assert "paused" in plain(screen.query_one("#approval-hint").content)
+            assert not screen.query_one("#approval-instruction").display  # "i"/"4" did nothing
+            # After the grace the keys work as before, and the session-wide one says what it grants.
+            await wait_for(pilot, lambda: screen.armed, what="the keys to arm")
+            assert "all writes this session" in plain(screen.query_one("#session").label)
+            await pilot.press("1")
+            await wait_for(pilot, lambda: (repo / "b.py").exists(), what="b.py")
+            second = await wait_for(
+                pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen is not screen and app.screen
+            )
+            await pilot.press("a")  # swallowed again: this modal has just opened
+            await pilot.pause(0.1)
+            assert app.screen is second and not rt.permissions.always_writes
+            await wait_for(pilot, lambda: second.armed, what="the second modal's keys")
+            await pilot.press("a")
+            await wait_for(pilot, lambda: app.busy is None and "Both written." in texts(app), what="the turn")
+            assert rt.permissions.always_writes and (repo / "c.py").exists()
+            assert "allowed for the rest of this session: every file write" in texts(app)
+            await type_and_send(pilot, app, "/mode ask")  # choosing the mode again forgets the grant
+            await wait_for(pilot, lambda: "permission mode is now ask" in texts(app), what="/mode")
+            assert not rt.permissions.always_writes
+
+    run(go())
+
+
+def test_approval_grace_is_short():
+    assert 0.3 <= ApprovalScreen.GRACE_S <= 1.0
+
+
+def test_modals_on_a_small_terminal_say_so_and_come_back_on_resize(repo, tmp_path):
+    from cuda_agent_cli.tui.screens import HelpScreen
+
+    model = replay_file(tmp_path / "r.jsonl", _two_writes())
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data", mode="ask")
+    app = chat_app(rt)
+
+    async def go():
+        async with app.run_test(size=(40, 10)) as pilot:
+            app.submit("write b and c")
+            screen = await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen, what="modal")
+            await wait_for(pilot, lambda: screen.armed, what="the keys to arm")
+            msg = screen.query_one("#screen-too-small")
+            assert msg.display and not screen.query_one("#approval").display
+            assert "The terminal is 40x10; cuda-agent chat needs at least 60x16" in plain(msg.content)
+            await pilot.press("1")  # what cannot be seen cannot be approved
+            await pilot.pause(0.1)
+            assert app.screen is screen and not (repo / "b.py").exists()
+            await pilot.resize_terminal(120, 40)
+            await wait_for(pilot, lambda: not msg.display and screen.query_one("#approval").display, what="resize")
+            await pilot.press("1")
+            await wait_for(pilot, lambda: (repo / "b.py").exists(), what="b.py")
+            second = await wait_for(
+                pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen is not screen and app.screen
+            )
+            await wait_for(pilot, lambda: second.armed, what="the second modal's keys")
+            await pilot.press("3")
+            await wait_for(pilot, lambda: app.busy is None, what="the turn")
+            await pilot.resize_terminal(50, 12)
+            app.push_screen(HelpScreen())
+            await pilot.pause()
+            help_msg = app.screen.query_one("#screen-too-small")
+            assert isinstance(app.screen, HelpScreen) and help_msg.display
+            assert not app.screen.query_one("#help").display
+            await pilot.resize_terminal(120, 40)
+            await wait_for(pilot, lambda: not help_msg.display, what="help after resize")
+
+    run(go())
+
+
+def test_typing_after_expanding_a_tool_call_goes_to_the_prompt(repo, tmp_path):
+    from cuda_agent_cli.tui.widgets import ToolCallLine
+
+    model = replay_file(
+        tmp_path / "r.jsonl",
+        [
+            {"content": None, "tool_calls": [{"name": "Read", "arguments": {"file_path": "a.py"}}]},
+            {"content": "It sets x.", "tool_calls": []},
+            {"content": "Yes, to 1.", "tool_calls": []},
+        ],
+    )
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data")
+    app = chat_app(rt)
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await type_and_send(pilot, app, "what does a.py do?")
+            await wait_for(pilot, lambda: app.busy is None and "It sets x." in texts(app), what="the turn")
+            line = app.query_one(ToolCallLine)
+            await pilot.press("shift+tab")  # from the prompt back to the tool line
+            assert app.focused is line
+            await pilot.press("enter")
+            assert line.expanded
+            await pilot.press("i", "s", "space", "i", "t", "?")  # the next message, typed at once
+            prompt = app.query_one("#prompt")
+            assert app.focused is prompt and prompt.text == "is it?"
+            assert line.expanded  # the space went to the prompt, not to the line
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.busy is None and "Yes, to 1." in texts(app), what="turn 2")
+            assert "› is it?" in texts(app)
+
+    run(go())
+
+
+def test_model_and_resume_check_in_a_worker_and_the_prompt_keeps_typing(repo, tmp_path, monkeypatch):
+    import threading
+    import time
+
+    import cuda_agent_cli.run.checks as checks
+
+    real = checks.check_model
+    threads: list[str] = []
+
+    def slow_check(*args, **kw):
+        threads.append(threading.current_thread().name)
+        time.sleep(1.5)  # a model check that asks a slow server
+        return real(*args, **kw)
+
+    model = replay_file(tmp_path / "r.jsonl", [])
+    other = runtime(repo, f"replay:{model}", tmp_path / "data")
+    other.ensure_started()
+    other.close()
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data")
+    monkeypatch.setattr(checks, "check_model", slow_check)
+    app = chat_app(rt)
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            prompt = app.query_one("#prompt")
+            for command, line, done in (
+                (f"/model replay:{model}", "checking model", lambda: "model is now" in texts(app)),
+                (f"/resume {other.session_id}", "opening session", lambda: app.runtime.session_id == other.session_id),
+            ):
+                await type_and_send(pilot, app, command)
+                t0 = time.monotonic()
+                await pilot.press("h", "i")  # the screen takes keys while the check runs
+                assert time.monotonic() - t0 < 1.0 and prompt.text == "hi"
+                assert line in texts(app) and app.busy
+                await wait_for(pilot, done, what=command)
+                prompt.load_text("")
+                await pilot.pause()
+            assert threads and "MainThread" not in threads
+
+    run(go())
