@@ -37,7 +37,8 @@ def replay_turns(device: str) -> list[dict[str, Any]]:
     kernels = [{"name": "Write", "arguments": {"file_path": f"kernels/{name}",
                                                "content": (here / device / name).read_text()}}
                for name in KERNELS[device]]
-    what = ("a C++ kernel that normalizes each token row and adds it into a per-batch accumulator, "
+    what = ("a C++ kernel that takes each token row's mean and variance in one sweep and adds the "
+            "row, scaled by its rstd, into a per-batch accumulator (AVX2 where the CPU has it), "
             "parallel over the batch" if device == "cpu" else
             "a CUDA kernel with one warp per token row (float4 loads, warp-shuffle mean and variance), "
             "8 warps per block over 64 tokens, combined in shared memory and added into the output "
