@@ -386,6 +386,7 @@ class _RecordingMode(TorchDispatchMode):
         self._guard = guard
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        self._guard.dispatched += 1
         namespace = getattr(func, "namespace", "")
         if namespace == "aten":
             base = func._schema.name.split("::", 1)[1]
@@ -413,6 +414,9 @@ class StrictOpGuard:
         self.policy = policy
         self.violations: list[str] = []
         self.counts: dict[str, int] = {}
+        # Every op that passed through the mode, allowed or not: each costs the call a Python
+        # dispatch, which the null blocks' stand-in repeats (tools/executor.py).
+        self.dispatched = 0
         self._mode: _RecordingMode | None = None
 
     @property

@@ -138,3 +138,24 @@ def test_gemm_epilogue_with_cublas_passes_strict(tmp_path: Path, harness_cache: 
     result = Harness(ws, device="cuda").profile()
     assert result.correct and result.reward >= 1, result.summary()
     assert "bias_relu_scale_kernel" in result.check("extension_kernel").detail
+
+
+def test_a_forward_that_dispatches_many_allowed_ops_is_not_held_to_the_clocks_bound(ws) -> None:
+    """Each op a forward dispatches (views, allocations) costs the op guard's Python dispatch on
+    the host, which the kernel's device events never see: the null blocks' stand-in pays the
+    same, so the clock's bound does not charge it to a 50 us kernel."""
+    from cuda_agent_cli.harness import Harness
+
+    plain = Harness(ws, device="cuda").profile()
+    ws.candidate.write_text(
+        AXPBY_NEW.replace(
+            "        return cuda_extension.axpby(",
+            "        for _ in range(24):\n"
+            "            x = x.view(-1).view(x.shape)\n"
+            "        return cuda_extension.axpby(",
+        )
+    )
+    busy = Harness(ws, device="cuda").profile()
+    assert busy.correct and busy.timings is not None, busy.summary()
+    assert busy.timing_detail["clamped_blocks"] <= 1, busy.timing_detail
+    assert busy.timings.candidate_us < 1.15 * plain.timings.candidate_us, (busy.timing_detail, plain.timing_detail)

@@ -288,6 +288,20 @@ def test_strict_guard_allows_allocation_views_and_copies():
     assert g.detail() == "no torch compute ops in forward"
 
 
+def test_strict_guard_counts_every_op_it_dispatches():
+    # What the null blocks' stand-in repeats, so the host time of each op's dispatch is not
+    # charged to the kernel (tools/executor.py).
+    x = torch.randn(4, 8)
+    with guards.StrictOpGuard("strict") as g:
+        for _ in range(5):
+            x = x.view(-1).view(4, 8)
+        torch.empty(3)
+    assert g.violations == [] and g.dispatched == 11
+    with guards.StrictOpGuard("hybrid") as off:
+        x.view(-1)
+    assert off.dispatched == 0
+
+
 @pytest.mark.parametrize(
     "op, expected",
     [

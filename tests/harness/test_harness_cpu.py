@@ -158,7 +158,8 @@ def test_profile_of_a_correct_kernel_earns_a_positive_reward(ws: Workspace) -> N
         )
     )
     assert "interleaved in blocks" in t.method and t.method.endswith("median of 10 after 2 warm-up")
-    assert t.speedup_vs_eager == pytest.approx(t.eager_us / t.candidate_us)
+    # The speedup is the median of per-round ratios, which sits near the ratio of the medians.
+    assert 0.5 < t.speedup_vs_eager / (t.eager_us / t.candidate_us) < 2.0
     lo, hi = t.speedup_vs_eager_interval
     assert lo <= t.speedup_vs_eager <= hi
     assert result.check("timed_outputs").passed

@@ -137,6 +137,30 @@ def test_a_small_kernel_is_not_overruled_by_what_the_clock_cannot_resolve() -> N
     assert lied.clamped_blocks == 8 and lied.candidate_us > 10.0
 
 
+def test_host_stalls_in_a_few_real_blocks_do_not_overrule_an_honest_claim() -> None:
+    # Measured on the H200 (the CUDA demo, 34 µs calls, 1.7 ms of harness work around each):
+    # the host stalls now and then for a few hundred µs, in null and real blocks alike, while
+    # most null blocks agree within a few µs, so their wander reads small. Held block by block,
+    # the stalled real blocks (and their bootstrap resamples) read the kernel at 200-300 µs.
+    nulls = [1684.6, 1922.6, 1662.3, 1718.7, 1662.0, 2115.2, 1674.3, 1663.2]
+    outside = [1700.0, 1709.8, 1712.0, 1715.0, 2313.2, 2168.9, 1767.3, 1712.2]
+
+    def window(claim: float, seen: list[float]) -> dict:
+        w = _window(claim, 0.0, overhead=1600.0)
+        for r, b in enumerate(w["candidate"]):
+            b["block_us"] = 4 * seen[r]
+        w["null"] = [_block(r, [1.3] * 4, 4 * x) for r, x in enumerate(nulls)]
+        return w
+
+    honest = side_by_side(window(34.0, outside))
+    assert honest.clamped_blocks == 0 and honest.candidate_us == 34.0
+    assert honest.eager_interval[0] > 2.9
+    # A kernel that claims 1 µs for 300 µs of work is held in every block: what it hides is in
+    # all of them, stalls or not.
+    hidden = side_by_side(window(1.0, [x + 300.0 for x in outside]))
+    assert hidden.clamped_blocks == 8 and hidden.candidate_us > 150.0
+
+
 def _cpu_window(claim: float, cand_cpu: float, preempted_ms: float) -> dict:
     """A CPU window as the dev machine measured it (one thread): about 10 ms of harness work
     around each call of the candidate's process (about as much as in the baselines' processes),
