@@ -31,7 +31,7 @@ def _two_writes():
 
 def test_keys_typed_as_the_approval_opens_answer_nothing(repo, tmp_path, monkeypatch):
     # A long grace in the test, so a slow machine still sends the keys inside it.
-    monkeypatch.setattr(ApprovalScreen, "GRACE_S", 2.0)
+    monkeypatch.setattr(ApprovalScreen, "GRACE_S", 6.0)
     model = replay_file(tmp_path / "r.jsonl", _two_writes())
     rt = runtime(repo, f"replay:{model}", tmp_path / "data", mode="ask")
     app = chat_app(rt)
