@@ -5,7 +5,7 @@ round meets it). For every candidate block the script prints what the kernel's p
 (the median call), what the harness's clock saw per call from outside, and the bound that clock
 sets on the claims; beside them the null blocks' overhead per call (the candidate's process and
 the baselines'). A block whose bound is above its claim is "held": its time is the bound, not the
-claim (no block is held above the median block's bound). An honest kernel should be held in no block, or in few enough that the interval and the
+claim. An honest kernel should be held in no block, or in few enough that the interval and the
 reward do not move.
 
     python benchmarks/bound_blocks.py --gpu --runs 3
@@ -36,37 +36,23 @@ def per_call(b: dict[str, Any], key: str = "block_us") -> float:
 
 
 def block_rows(blocks: dict[str, list[dict[str, Any]]], detail: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each candidate block's claim, its time per call from outside (the CPU-time clock where
+    the harness bounded by it) and the bound the harness applied to it."""
     from cuda_agent_cli.harness import scoring
 
-    overhead = float(detail.get("overhead_us") or 0.0)
-    wander = float(detail.get("wander_us") or 0.0)
-    cpu = "cpu_overhead_us" in detail
-    rows = []
     gap = float(detail.get("idle_gap_us") or 0.0)
-    bounds = []
-    for b in blocks["candidate"]:
-        claims = scoring.call_times(b, gap)
-        if cpu:
-            cpu_over, cpu_wander = float(detail["cpu_overhead_us"]), float(detail["cpu_wander_us"])
-            seen = per_call(b, "cpu_us")
-            bound = (seen - cpu_over - max(cpu_wander, scoring.CPU_BOUND_RESOLUTION * cpu_over)) / scoring.BOUND_SLACK
-        else:
-            seen = per_call(b)
-            bound = (seen - overhead - max(wander, scoring.BOUND_RESOLUTION * overhead)) / scoring.BOUND_SLACK
-        bounds.append((claims, seen, bound))
-    # The harness holds a block to no more than the median block's bound (harness/scoring.py).
-    typical = statistics.median(bound for _, _, bound in bounds) if bounds else 0.0
-    for i, (claims, seen, bound) in enumerate(bounds):
-        rows.append(
-            {
-                "block": i,
-                "claim_us": round(statistics.median(claims), 2),
-                "outside_per_call_us": round(seen, 1),
-                "bound_us": round(bound, 1),
-                "held": min(bound, typical) > statistics.fmean(claims) * 1.02 + 0.5,
-            }
-        )
-    return rows
+    key = "cpu_us" if "cpu_overhead_us" in detail else "block_us"
+    held = set(detail.get("held_blocks") or [])
+    return [
+        {
+            "block": i,
+            "claim_us": round(statistics.median(scoring.call_times(b, gap)), 2),
+            "outside_per_call_us": round(per_call(b, key), 1),
+            "bound_us": bound,
+            "held": i in held,
+        }
+        for i, (b, bound) in enumerate(zip(blocks["candidate"], detail.get("block_bounds_us") or []))
+    ]
 
 
 def main() -> int:

@@ -183,15 +183,16 @@ def _profiled_kernel_names(fn: Any, inputs: list[Any]) -> list[str]:
 STAND_IN_OPS_MOST = 64
 
 
-def _stand_in(template: Any, extra_ops: int = 0) -> Any:
-    """A callable returning new, unfilled outputs shaped like `template`, after dispatching
-    `extra_ops` more empty allocations: the op guard's dispatch of each op a real forward
-    runs is host time around the call that its device events never see, and the null blocks
-    that measure that time must pay it too, or the clock's bound charges it to the kernel."""
+def _stand_in(template: Any, ops: int = 0) -> Any:
+    """A callable returning new, unfilled outputs shaped like `template`, dispatching `ops` ops
+    in all (its outputs' allocations, then empty ones): the op guard's dispatch of each op a
+    real forward runs is host time around the call that its device events never see, and the
+    null blocks that measure that time must pay it too, or the clock's bound charges it to the
+    kernel."""
     items = template if isinstance(template, (tuple, list)) else [template]
     tensors = [t for t in items if isinstance(t, torch.Tensor)]
     where = tensors[0].device if tensors else torch.device("cpu")
-    extra = max(0, min(int(extra_ops), STAND_IN_OPS_MOST))
+    extra = max(0, min(int(ops) - len(tensors), STAND_IN_OPS_MOST))
 
     def outputs(*args: Any) -> Any:
         for _ in range(extra):
@@ -363,14 +364,11 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         # runs during and which bounds the candidate's claims (harness/scoring.py).
         null = bool(request.get("null"))
         template = kept.get(0)
-        extra = 0
-        if null and dispatched:
-            # As many ops as the real calls' forward dispatched, beyond the outputs' allocations.
-            outputs = template if isinstance(template, (tuple, list)) else [template]
-            extra = int(statistics.median(dispatched)) - sum(isinstance(t, torch.Tensor) for t in outputs)
+        # As many ops as the real calls' forward dispatched through the op guard.
+        ops = int(statistics.median(dispatched)) if null and dispatched else 0
         events, walls, fps, proofs = [], [], [], []
         for c in request["calls"]:
-            model = _stand_in(template, extra) if null else models[int(c["model"])]
+            model = _stand_in(template, ops) if null else models[int(c["model"])]
             args = caller.prepare(sets.device_inputs(int(c["set"])))
             guard = guards.StrictOpGuard(policy)
             calls0, ext0 = meter.calls, meter.seconds

@@ -218,16 +218,17 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     # stall in a real block is not the kernel's work. Work a kernel hides from its claims is in
     # every block, so the median bound still holds a forged claim to it.
     typical = statistics.median(bounds) if bounds else 0.0
-    clamped = 0
+    bounds = [min(bound, typical) for bound in bounds]
+    held: list[int] = []
     cand_times: list[float] = []
-    for b, bound in zip(cand, bounds):
+    for i, (b, bound) in enumerate(zip(cand, bounds)):
         claims = call_times(b, idle_gap)
-        bound = min(bound, typical)
         claimed = statistics.median(claims)
         if bound > statistics.fmean(claims) * 1.02 + 0.5:
-            clamped += 1
+            held.append(i)
             claimed = max(claimed, bound)
         cand_times.append(max(claimed, MIN_CALL_US))
+    clamped = len(held)
     eager_times = [statistics.median(b["events_us"]) for b in eager]
     comp_times = [statistics.median(b["events_us"]) for b in comp]
     rounds = min(len(cand_times), len(eager_times), len(comp_times))
@@ -263,6 +264,7 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
                            ("null", blocks.get("null") or []), ("base_null", blocks.get("base_null") or [])) if side}
     detail.update(overhead_us=round(overhead, 2), wander_us=round(wander, 2), idle_gap_us=round(idle_gap, 2),
                   clamped_blocks=clamped, candidate_blocks=len(cand), null_capped=null_capped, null_stalled=null_stalled,
+                  block_bounds_us=[round(x, 1) for x in bounds], held_blocks=held,
                   trusted_overhead_us=round(base, 2))
     if cpu_bounds:
         detail.update(cpu_overhead_us=round(cpu_overhead, 2), cpu_wander_us=round(cpu_wander, 2),
