@@ -95,6 +95,8 @@ def run_task(name: str, device: str, warm_rounds: int) -> list[dict]:
         row = one_round(again, "again")
         row["total_s"] += setup
         row["stages"] = {"worker start": round(setup, 3), **row["stages"]}
+        # Whether torch's bytecode came from its install or from the harness's cache.
+        row["worker"] = dict(again.pool.boot)
         rows.append(row)
         again.pool.close()
         # The same, as a session meets it: the session starts the worker and warms the baselines
@@ -168,6 +170,8 @@ def main() -> int:
     for r in rows:
         print(f"  {r['task']:<14}{r['round']:<7}" + ", ".join(f"{k} {v:.2f}" for k, v in r["stages"].items()))
         print(f"  {'':<21}" + ", ".join(f"{k} {v:.2f}" for k, v in r.get("phases", {}).items()))
+        if r.get("worker"):
+            print(f"  {'':<21}worker: {json.dumps(r['worker'])}")
         if r.get("timing_detail"):
             print(f"  {'':<21}per call: {json.dumps(r['timing_detail'])}")
         for w in r.get("warnings", []):

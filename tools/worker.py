@@ -66,6 +66,45 @@ def _job_function(name: str):
     raise ValueError(f"unknown job {name!r}")
 
 
+BYTECODE_ENV = "CUDA_AGENT_BYTECODE_DIR"
+_bytecode_kept = False
+
+
+def keep_bytecode(folder: str | None, package: str = "torch") -> bool:
+    """Keep the bytecode of this process's imports in `folder` when `package` was installed
+    without any (pip --no-compile, PYTHONDONTWRITEBYTECODE at install): every worker then
+    compiled torch's sources again on import, seconds for torch and as many again for dynamo.
+    An install that has its bytecode keeps using it. Only `with writing_bytecode()` writes; the
+    folder is the harness's cache, which no candidate process can write to. True when in use."""
+    global _bytecode_kept
+    import importlib.util
+
+    if not folder or sys.pycache_prefix:
+        return _bytecode_kept
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return False
+    origin = getattr(spec, "origin", None)
+    if not origin or not origin.endswith(".py") or os.path.exists(importlib.util.cache_from_source(origin)):
+        return False
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    sys.pycache_prefix = folder
+    _bytecode_kept = True
+    return True
+
+
+class writing_bytecode:
+    """Inside: imports write their bytecode to the kept folder (when one is in use). Outside,
+    as the worker starts (-B), nothing is written, so no job writes bytecode anywhere."""
+
+    def __enter__(self) -> None:
+        sys.dont_write_bytecode = not _bytecode_kept
+
+    def __exit__(self, *exc: object) -> None:
+        sys.dont_write_bytecode = True
+
+
 def _fast_tensor_files() -> None:
     """Tensor files between harness jobs live a few seconds in private shared memory: a CRC
     over every byte would cost as much as writing them and protects against nothing there."""
@@ -162,21 +201,27 @@ def _warm_compiler() -> float:
     began = time.perf_counter()
     import torch
 
-    import torch._dynamo  # noqa: F401
-    import torch._inductor.codecache  # noqa: F401
-    import torch._inductor.compile_fx  # noqa: F401
+    with writing_bytecode():
+        import torch._dynamo  # noqa: F401
+        import torch._inductor.codecache  # noqa: F401
+        import torch._inductor.compile_fx  # noqa: F401
 
     if torch.cuda.is_initialized():
         raise SystemExit("harness worker: importing torch.compile initialized CUDA; children could not use it")
     return time.perf_counter() - began
 
 
-def _warm_all(compiler: bool) -> dict:
+def _warm_dispatch() -> None:
     import guards
 
-    began = time.perf_counter()
     if not guards.is_warm():
-        guards.warm_up()
+        with writing_bytecode():
+            guards.warm_up()
+
+
+def _warm_all(compiler: bool) -> dict:
+    began = time.perf_counter()
+    _warm_dispatch()
     answer = {"warm": True, "dispatch_s": round(time.perf_counter() - began, 3)}
     if compiler:
         answer["compiler_s"] = round(_warm_compiler(), 3)
@@ -350,6 +395,9 @@ class Services:
                 sys.stdout = os.fdopen(1, "w", buffering=1)
                 sys.stderr = os.fdopen(2, "w", buffering=1)
                 _fast_tensor_files()
+                # A service runs only the pristine reference, and torch.compile imports most of
+                # inductor while it builds: those imports keep their bytecode for the next session.
+                sys.dont_write_bytecode = not _bytecode_kept
                 from executor import serve_baselines_service
 
                 serve_baselines_service({}, channel.Channel(*child_ends))
@@ -399,12 +447,14 @@ def serve() -> None:
     import selectors
 
     began = time.perf_counter()
-    import torch  # noqa: F401
-    import torch.utils.cpp_extension  # noqa: F401
+    kept = keep_bytecode(os.environ.get(BYTECODE_ENV))
+    with writing_bytecode():
+        import torch  # noqa: F401
+        import torch.utils.cpp_extension  # noqa: F401
 
-    import guards
+        import guards
 
-    boot = {"import_s": round(time.perf_counter() - began, 3)}
+    boot = {"import_s": round(time.perf_counter() - began, 3), "bytecode": "kept" if kept else "installed"}
     if torch.cuda.is_initialized():
         raise SystemExit("harness worker: CUDA was initialized before forking; children could not use it")
 
@@ -479,7 +529,7 @@ def serve() -> None:
                 # paid lazily, once the first burst of jobs (build, inputs, the baselines'
                 # prewarm) is running, not before "ready"; an evaluation waits for it.
                 if not guards.is_warm() and req["job"] in _NEEDS_WARM_UP:
-                    guards.warm_up()
+                    _warm_dispatch()
                 service = None
                 if req["job"] == "evaluate" and isinstance(req.get("service"), dict):
                     service = services.lend(req["service"], [stdin, out.fileno(), *results])
@@ -506,7 +556,7 @@ def serve() -> None:
                 if req["job"] != "probe":
                     warm_soon = True
             if warm_soon and not guards.is_warm() and not select.select([stdin], [], [], 0.05)[0]:
-                guards.warm_up()
+                _warm_dispatch()
         if events:
             delay = 0.0005
         finished = False

@@ -542,6 +542,9 @@ def _worker(cache: Path) -> tuple[dict[str, str], WorkerPool]:
         # The torch.compile baseline builds beside the extension's build: a pool of one
         # compiler process per core (each importing torch) would starve nvcc.
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        # Where the worker keeps torch's bytecode when torch was installed without it
+        # (tools/worker.py, keep_bytecode).
+        "CUDA_AGENT_BYTECODE_DIR": str(cache / "bytecode"),
     })
     return env, shared_pool(resources.tools_dir(), env, cache / "worker" / "worker.log")
 
