@@ -204,6 +204,32 @@ def test_side_by_side_times_work_that_escapes_the_calls_stream() -> None:
     assert side_by_side(window).candidate_us == 60.0
 
 
+def _ahead_window(claim: float, cand_walls: float, null_walls: float) -> dict:
+    # Measured on the H200: what runs ahead of a call (the lead-in, the flush) kept the device
+    # busy 490 us past a trusted call's events, but only 410 us past a null call's in the
+    # candidate's process, whose op guard and evidence take longer on the host before the clock
+    # starts.
+    window = _window(claim, 300.0)
+    for side in ("eager", "compile"):
+        for b in window[side]:
+            b["walls_us"] = [e + 490.0 for e in b["events_us"]]
+    window["null"] = [_block(r, [1.0] * 4, 4 * 280.0) for r in range(8)]
+    for b in window["null"]:
+        b["walls_us"] = [null_walls] * 4
+    for b in window["candidate"]:
+        b["walls_us"] = [cand_walls] * b["n"]
+    return window
+
+
+def test_work_on_an_unjoined_stream_is_timed_from_what_runs_ahead_in_the_candidates_own_process() -> None:
+    # A kernel on a stream it never joins claims 5 us and keeps the device 291 us busier.
+    assert abs(side_by_side(_ahead_window(5.0, 410.0 + 291.0, 411.0)).candidate_us - 291.0) < 1.0
+    # Null calls made to look slow (a gap of 900 us) take no more off than the trusted gap.
+    assert side_by_side(_ahead_window(5.0, 410.0 + 291.0, 901.0)).candidate_us >= 291.0 - 80.0 - 1.0
+    # An honest kernel in that process is still believed: its events, not its walls.
+    assert side_by_side(_ahead_window(291.0, 410.0 + 291.0, 411.0)).candidate_us == 291.0
+
+
 def _candidate_noise(window: dict, amount: float) -> dict:
     # The candidate's blocks alone vary from round to round: noise a round's baselines do not share.
     for r, b in enumerate(window["candidate"]):
