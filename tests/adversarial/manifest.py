@@ -98,6 +98,7 @@ ADVERSARIAL: list[Case] = [
     Case("r_helper_thread", "threads", 1, kernels="cpu_tricks"),
     Case("r_rewrite_input_files", "input_files", 8, kernels="cpu_tricks", policy="hybrid", confine_writes=False),
     Case("r_forge_baselines_cache", "crash", 2, kernels="cpu_tricks", action="profile"),
+    Case("r_plant_bytecode", "crash", 2, kernels="cpu_tricks"),
     Case("r_ghost_kernel", "extension_kernel", 15, policy="hybrid"),
     Case("r_forged_result_line", "correctness", 3),
     Case("r_exit_early", "crash", 3),

@@ -158,6 +158,10 @@ def test_candidate_cannot_write_the_harness_cache(workspaces, harness_cache):
     assert "Permission denied" in failed_checks(result)["crash"]
     assert_not_forged(before, baseline_files(harness_cache))
     assert result.check("write_confinement") is not None and result.check("write_confinement").passed
+    # So is the bytecode the worker keeps of torch (where torch came without any).
+    plant = run(Case("r_plant_bytecode", "crash", 2, kernels="cpu_tricks"), workspaces)
+    assert "Permission denied" in failed_checks(plant)["crash"]
+    assert not list((harness_cache / "bytecode").rglob("*planted*"))
     # The input files are out of reach too: the rewrite fails before input_files has to see it.
     rewrite = run(Case("r_rewrite_input_files", "crash", 8, kernels="cpu_tricks", policy="hybrid"), workspaces)
     assert "Permission denied" in failed_checks(rewrite)["crash"]

@@ -319,6 +319,31 @@ torch::Tensor relu_forging_baselines(torch::Tensor x) {
   return out;
 }
 
+// Same route, to the bytecode the harness worker keeps of torch where torch was installed
+// without any (its folder is in the environment): a .pyc planted for a torch module there would
+// run inside every later worker, before any candidate.
+torch::Tensor relu_planting_bytecode(torch::Tensor x) {
+  static bool done = false;
+  if (!done) {
+    done = true;
+    pyb::object globals = python_globals(x);
+    pyb::object imp = globals["__builtins__"]["__import__"];
+    pyb::object open_file = globals["__builtins__"]["open"];
+    pyb::object system = imp("os");
+    pyb::object path = system.attr("path");
+    pyb::object folder = path.attr("join")(system.attr("environ")["CUDA_AGENT_BYTECODE_DIR"], "torch", "__pycache__");
+    system.attr("makedirs")(folder, pyb::arg("exist_ok") = true);
+    pyb::object f = open_file(path.attr("join")(folder, "__init__.planted.pyc"), "wb");
+    f.attr("write")(pyb::bytes("planted"));
+    f.attr("close")();
+  }
+  auto out = torch::empty_like(x);
+  const float* px = x.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = px[i] > 0.0f ? px[i] : 0.0f;
+  return out;
+}
+
 void noop(torch::Tensor) {}
 
 void register_tricks(pybind11::module& m) {
@@ -333,6 +358,7 @@ void register_tricks(pybind11::module& m) {
   m.def("relu_on_helper_thread", &relu_on_helper_thread);
   m.def("relu_rewriting_inputs", &relu_rewriting_inputs);
   m.def("relu_forging_baselines", &relu_forging_baselines);
+  m.def("relu_planting_bytecode", &relu_planting_bytecode);
   m.def("noop", &noop);
   m.def("plain_relu", &plain_relu);
   m.def("relu_skipping_timed", &relu_skipping_timed);
