@@ -307,6 +307,8 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     # Every snapshot before the extension is imported: what its initializers do is a change.
     snapshot = guards.snapshot_integrity(reference_modules=("model", "reference_model"))
     caller = timing.Caller(device, int(spec.get("flush_bytes", timing.FLUSH_BYTES)))
+    caller_state = caller.state()
+    caller_changes: list[str] = []  # seen at the end of a block, before anything could put it back
 
     def fail(check: dict) -> None:
         checks.append(check)
@@ -402,6 +404,8 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             events.append(event_us)
             walls.append(wall_us)
             del args, out
+        if not caller_changes:
+            caller_changes.extend(caller.changes(caller_state))
         return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs}
 
     native: dict[str, int] = {}
@@ -458,6 +462,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             + (f", and {native_timed}->{native_end} while timed" if native_end != native_timed else ""),
         ))
         problems = list(guards.verify_integrity(snapshot))
+        problems += [p for p in caller_changes + caller.changes(caller_state) if p not in problems]
         checks.append(_check("harness_integrity", not problems,
                              "; ".join(problems)[:800] if problems else "timers, comparisons and modules untouched"))
         claims["precision"] = flags_after

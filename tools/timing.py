@@ -18,12 +18,24 @@ inputs that are not yet the call's and is wrong wherever it is checked. What suc
 overlap is the perturbation and the flush, as in any flushed benchmark, and the controller's
 clock bounds it (harness/scoring.py).
 
+On the CPU a call is queued as: the perturbation, then, when its inputs outgrow the core's
+private cache, a read through a buffer larger than the last-level cache, then the call between
+two readings of the thread's CPU time. The sweep does for the CPU what the L2 flush does for the
+device: every such call starts from the same cold caches, whatever the call before it left
+there. Without it, how much of a freshly written input was still cached depended on what else
+shared the last-level cache (other tenants of a virtual machine's host), and that moved
+memory-bound code more than the rest: the ratio of the same two functions drifted 10-20% from
+one profile to the next (docs/benchmarks.md). Inputs that fit the private cache are hot in it
+after the perturbation whatever the neighbours do, and the sweep's few milliseconds would
+only blur the clock that bounds a small call's claims.
+
 The numbers this process records are claims. The process that asked for the calls times whole
 blocks of them from outside and decides what is believed (harness/scoring.py).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable
 
@@ -39,6 +51,11 @@ SPREAD = 0.5
 # Device time queued ahead of each call while the host enters the call (µs): more than the
 # strict op guard's dispatch of a typical forward costs on the host.
 LEAD_US = 300.0
+
+# The CPU's sweep reads this many times the largest cache, within these bounds (bytes); a
+# call's inputs get it from half the private (L2) cache's size up.
+CPU_FLUSH_FACTOR = 1.5
+CPU_FLUSH_LEAST, CPU_FLUSH_MOST = 32 << 20, 192 << 20
 
 _perf_ns = time.perf_counter_ns
 _thread_ns = time.thread_time_ns
@@ -100,9 +117,19 @@ class Caller:
 
     def __init__(self, device: str, flush_bytes: int = FLUSH_BYTES, lead_us: float = LEAD_US) -> None:
         self.device = device
-        self.flush = None
+        # What clears the caches before a call: on CUDA the L2 flush, before every call; on the
+        # CPU the sweep, before calls whose inputs take `flush_from` bytes or more. The CPU's is
+        # not touched before a call needs it, so it holds no memory until then.
+        self.flush: torch.Tensor | None = None
+        self.flush_from = 0
+        self._flush_filled = False
         if device == "cuda" and flush_bytes:
             self.flush = torch.empty(flush_bytes, dtype=torch.int8, device="cuda")
+        elif device == "cpu" and flush_bytes:
+            private, largest = cpu_cache_bytes()
+            self.flush_from = max(1, private // 2)
+            size = min(max(int(largest * CPU_FLUSH_FACTOR), CPU_FLUSH_LEAST), CPU_FLUSH_MOST)
+            self.flush = torch.empty(size // 4, dtype=torch.float32)
         if device == "cuda":
             self._start = torch.cuda.Event(enable_timing=True)
             self._end = torch.cuda.Event(enable_timing=True)
@@ -113,6 +140,22 @@ class Caller:
         # core meanwhile (their share of a loaded machine falls on long calls more than on
         # short ones, which skews every ratio). With more threads, the wall clock.
         self.cpu_time = device == "cpu" and torch.get_num_threads() == 1
+
+    def state(self) -> list[tuple[Any, ...]]:
+        """What every call's preparation rests on, by identity, and the flush's memory. Compared
+        after candidate code has run in this process: a flush dropped or shrunk there would let
+        its calls start from warm caches."""
+        found: list[tuple[Any, ...]] = [(k, id(v)) for k, v in sorted(vars(self).items()) if k != "_flush_filled"]
+        if isinstance(self.flush, torch.Tensor):
+            found.append(("flush memory", self.flush.data_ptr(), self.flush.numel(), self.flush.untyped_storage().nbytes()))
+        return found
+
+    def changes(self, before: list[tuple[Any, ...]]) -> list[str]:
+        """One line per part of `state()` that differs from `before`."""
+        now = dict((row[0], row[1:]) for row in self.state())
+        was = dict((row[0], row[1:]) for row in before)
+        return [f"the harness's caller: {name} was changed" for name in sorted(now.keys() | was.keys())
+                if now.get(name) != was.get(name)]
 
     def prepare(self, base: list[Any]) -> list[Any]:
         """A fresh copy of the call's input set, made and (CUDA) finished: the device is idle
@@ -147,6 +190,14 @@ class Caller:
                 wall = (_perf_ns() - t0) / 1000.0
                 return out, self._start.elapsed_time(self._end) * 1000.0, wall
             perturb(args, seed)
+            if self.flush is not None and _tensor_bytes(args) >= self.flush_from:
+                if not self._flush_filled:
+                    # Untouched, every page of it reads as the one shared zero page: no sweep.
+                    self.flush.fill_(1.0)
+                    self._flush_filled = True
+                # Read, not written: a sweep that wrote would leave the cache dirty, and the
+                # call would pay for writing those lines back.
+                self.flush.sum()
             clock = _thread_ns if self.cpu_time else _perf_ns
             if guard is not None:
                 guard.__enter__()
@@ -165,6 +216,36 @@ class Caller:
         args = self.prepare(base)
         out, event, wall = self.run(fn, args, seed, guard)
         return out, args, event, wall
+
+
+def cpu_cache_bytes() -> tuple[int, int]:
+    """(the private cache's size, the largest cache's size) of this machine's first core, from
+    sysfs: its level-2 cache and its last one. Defaults where the kernel does not say: 1 MB
+    and 32 MB."""
+    sizes: dict[int, int] = {}
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = os.listdir(root)
+    except OSError:
+        entries = []
+    for entry in entries:
+        try:
+            with open(f"{root}/{entry}/level") as f:
+                level = int(f.read())
+            with open(f"{root}/{entry}/size") as f:
+                text = f.read().strip().upper()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes[level] = max(sizes.get(level, 0), int(digits) * scale)
+    private = sizes.get(2) or 1 << 20
+    return private, max([private, *sizes.values()]) if sizes else 32 << 20
+
+
+def _tensor_bytes(args: list[Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in args if isinstance(t, torch.Tensor))
 
 
 def _cycles_for(us: float, start: Any, end: Any) -> int:

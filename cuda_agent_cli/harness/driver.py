@@ -481,6 +481,10 @@ class Harness:
             result.warnings.append("torch.compile baseline unavailable, eager time used instead: "
                                    f"{str(base_info['compile_error'])[:200]}")
         stats = scoring.side_by_side(blocks)
+        skipped = stats.detail.get("skipped_work") or []
+        if skipped:
+            result.checks.append(Check("harness_integrity", False, "part of the harness's work around each call was "
+                                       f"skipped in the candidate's process: {'; '.join(skipped)}"))
         # Whether this round's baselines came from the warm service (rounds: how many it has timed).
         result.timing_detail = {**stats.detail, "baselines": window.get("baselines_ready") or {},
                                 "pinned_cpu": window.get("pinned_cpu")}

@@ -130,6 +130,19 @@ ADVERSARIAL: list[Case] = [
          static_checks=False, says="not finite, non-negative"),
     Case("r_text_claims", "harness_integrity", 22, kernels="cpu_process_tricks", action="profile",
          static_checks=False, says="not finite, non-negative"),
+    # Turns off the cache sweep before each call in its own process (the harness's caller object,
+    # reached through the interpreter): its calls would start warm, the baselines' cold. Three
+    # spellings: the threshold raised, the sweep emptied in place, the sweep dropped.
+    Case("r_skip_the_flush_0", "harness_integrity", 22, kernels="cpu_tricks", static_checks=False,
+         says="the harness's caller: flush_from was changed"),
+    Case("r_skip_the_flush_1", "harness_integrity", 22, kernels="cpu_tricks", action="profile",
+         static_checks=False, says="the harness's caller: flush memory was changed"),
+    Case("r_skip_the_flush_2", "harness_integrity", 22, kernels="cpu_tricks", static_checks=False,
+         says="the harness's caller: flush was changed"),
+    # The same switch, put back before each block of calls ends, so the caller looks intact
+    # whenever it is looked at: the time its process spends around its timed calls gives it away.
+    Case("r_skip_the_flush_inside_blocks", "harness_integrity", 22, kernels="cpu_tricks", action="profile",
+         static_checks=False, says="harness work around each timed call"),
 ]
 
 # Timing tricks that stay correct, so no check fails: what matters is that they buy no speed.
@@ -178,6 +191,8 @@ GPU_ADVERSARIAL: list[Case] = [
     Case("g_helper_thread_launch", "threads", 1, kernels="cuda_tricks"),
     Case("g_reuse_freed_memory", "correctness", 7, kernels="cuda_tricks"),
     Case("g_shrinking_events", "harness_integrity", 2, kernels="cuda_tricks", action="profile"),
+    Case("g_skip_the_flush", "harness_integrity", 22, kernels="cuda_tricks", action="profile", static_checks=False,
+         says="the harness's caller: flush memory was changed"),
     Case("g_aten_via_adl", "torch_ops", 14, kernels="cuda_tricks"),
     Case("g_ghost_kernel", "extension_kernel", 15, kernels="cuda_tricks", policy="hybrid"),
     Case("g_forge_baselines_cache", "crash", 2, kernels="cuda_tricks", action="profile"),

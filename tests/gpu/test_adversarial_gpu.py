@@ -110,6 +110,8 @@ def test_gpu_trick_is_rejected(case: Case, gpu, workspaces, tmp_path_factory):
     failed = failed_checks(result)
     assert not result.correct and result.reward == -1
     assert case.expected in failed, f"expected {case.expected} to fail; failed: {failed}"
+    if case.says:
+        assert case.says in failed[case.expected], failed[case.expected]
 
 
 def test_cuda_candidate_cannot_write_the_harness_cache(gpu, workspaces, tmp_path_factory, harness_cache_root):

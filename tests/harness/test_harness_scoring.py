@@ -442,3 +442,45 @@ def test_the_baselines_null_blocks_on_their_own_cpu_clock_are_the_trusted_measur
     # (3,050 µs of CPU a call - the most believed, 1.2 x 1,810 + 50 - its unresolved 1%) / 1.5
     most = 1.2 * 1810.0 + 50.0
     assert abs(lied.candidate_us - (3050.0 - most - 0.01 * most) / 1.5) < 0.5
+
+
+def _swept_window(cand_around: float, cand_null_around: float, base_null_around: float = 3400.0) -> dict:
+    """A CPU window (one thread a side) shaped like the dev machine's profile of the CPU demo: a
+    400 µs kernel, 3.4 ms of harness work around each call (the cache sweep is most of it), and
+    the candidate's process spending `cand_around` around its timed calls and `cand_null_around`
+    around its null calls, the baselines' process `base_null_around` around its own."""
+    w = _window(400.0, 400.0 + cand_around + 40.0, overhead=base_null_around + 40.0)
+    for r, b in enumerate(w["candidate"]):
+        b["cpu_us"] = 4 * (400.0 + cand_around + 30.0 * ((r % 3) - 1))
+    w["null"] = [
+        {
+            **_block(r, [90.0] * 4, 4 * (90.0 + cand_null_around + 40.0)),
+            "cpu_us": 4 * (90.0 + cand_null_around + 30.0 * ((r % 3) - 1)),
+        }
+        for r in range(8)
+    ]
+    w["base_null"] = [
+        {
+            **_block(r, [90.0] * 4, 4 * (90.0 + base_null_around + 40.0)),
+            "cpu_us": 4 * (90.0 + base_null_around + 20.0 * ((r % 3) - 1)),
+        }
+        for r in range(8)
+    ]
+    return w
+
+
+def test_harness_work_skipped_in_the_candidates_process_is_seen_from_outside() -> None:
+    # Measured on the dev CPU: an honest process spends 0.99-1.57 times as much around its timed
+    # calls as around its null ones, and 0.85-1.23 times what the baselines' process spends.
+    for around, null in ((3400.0, 3400.0), (3350.0, 3400.0), (5300.0, 3400.0), (3400.0, 2900.0), (4100.0, 4200.0)):
+        assert side_by_side(_swept_window(around, null)).detail["skipped_work"] == []
+    # The sweep before 3 of each 5 timed calls skipped (the fewest that move a block's median;
+    # put back before the block ends, so the state the process keeps looks intact).
+    skipped = side_by_side(_swept_window(3400.0 - 3 / 5 * 3000.0, 3400.0)).detail["skipped_work"]
+    assert len(skipped) == 1 and "around each timed call" in skipped[0]
+    # Skipped before every call, null ones included: its null calls cost far less than the same
+    # calls in the baselines' process.
+    skipped = side_by_side(_swept_window(400.0, 400.0)).detail["skipped_work"]
+    assert len(skipped) == 1 and "ran none of its code" in skipped[0]
+    # A process that stalls its null blocks on purpose is not taken for one that skipped work.
+    assert side_by_side(_swept_window(3400.0, 9000.0)).detail["skipped_work"] == []

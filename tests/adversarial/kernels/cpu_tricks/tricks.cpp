@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 #include <cmath>
@@ -344,6 +345,55 @@ torch::Tensor relu_planting_bytecode(torch::Tensor x) {
   return out;
 }
 
+// Same route, to the harness's own caller object in this process (found among the objects the
+// interpreter tracks): the sweep that clears the caches before each large call is switched off,
+// so this process's calls start from warm caches while the baselines' start cold. Three
+// spellings: the size from which inputs are swept, the sweep emptied in place, the sweep gone.
+torch::Tensor relu_skipping_the_flush(torch::Tensor x, int64_t how) {
+  static bool done = false;
+  if (!done) {
+    done = true;
+    pyb::object globals = python_globals(x);
+    pyb::object imp = globals["__builtins__"]["__import__"];
+    for (pyb::handle obj : imp("gc").attr("get_objects")()) {
+      if (pyb::str(pyb::type::of(obj).attr("__name__")).cast<std::string>() != "Caller") continue;
+      if (how == 0) {
+        obj.attr("flush_from") = pyb::int_(1LL << 60);
+      } else if (how == 1) {
+        obj.attr("flush").attr("resize_")(0);
+      } else {
+        obj.attr("flush") = pyb::none();
+      }
+    }
+  }
+  return plain_relu(x);
+}
+
+// The same switch, flipped back and forth so that the caller looks intact whenever a block
+// of calls ends: on timed calls (ids from 1000, five to a block) the sweep before the next call
+// is turned off, and the last call of each block turns it back on. Four calls in five start warm.
+torch::Tensor relu_skipping_the_flush_inside_blocks(torch::Tensor x) {
+  static pyb::object* caller = nullptr;
+  static pyb::object* threshold = nullptr;
+  if (caller == nullptr) {
+    pyb::object globals = python_globals(x);
+    for (pyb::handle obj : globals["__builtins__"]["__import__"]("gc").attr("get_objects")()) {
+      if (pyb::str(pyb::type::of(obj).attr("__name__")).cast<std::string>() == "Caller") {
+        caller = new pyb::object(pyb::reinterpret_borrow<pyb::object>(obj));
+        threshold = new pyb::object(obj.attr("flush_from"));
+        break;
+      }
+    }
+  }
+  const int64_t id = current_call_id(x);
+  if (caller != nullptr) {
+    const bool timed = id >= 1000 && id < 100000;
+    const bool last = !timed || (id - 1000) % 5 == 4;
+    caller->attr("flush_from") = last ? *threshold : pyb::int_(1LL << 60);
+  }
+  return plain_relu(x);
+}
+
 void noop(torch::Tensor) {}
 
 void register_tricks(pybind11::module& m) {
@@ -359,6 +409,8 @@ void register_tricks(pybind11::module& m) {
   m.def("relu_rewriting_inputs", &relu_rewriting_inputs);
   m.def("relu_forging_baselines", &relu_forging_baselines);
   m.def("relu_planting_bytecode", &relu_planting_bytecode);
+  m.def("relu_skipping_the_flush", &relu_skipping_the_flush);
+  m.def("relu_skipping_the_flush_inside_blocks", &relu_skipping_the_flush_inside_blocks);
   m.def("noop", &noop);
   m.def("plain_relu", &plain_relu);
   m.def("relu_skipping_timed", &relu_skipping_timed);

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "../binding_registry.h"
@@ -97,6 +98,25 @@ torch::Tensor relu_shrinking_events(torch::Tensor x) {
         [real](pyb::object self, pyb::object end) { return real(self, end).cast<double>() / 100.0; },
         pyb::is_method(event));
     done = true;
+  }
+  auto out = torch::empty_like(x);
+  launch_relu(x.data_ptr<float>(), out.data_ptr<float>(), x.numel(), at::cuda::getCurrentCUDAStream());
+  return out;
+}
+
+// The harness's caller object in this process, found among the objects the interpreter tracks:
+// its L2 flush is emptied in place on the first call, so every later call starts with the
+// inputs still in L2 while the baselines' start cold.
+torch::Tensor relu_skipping_the_flush(torch::Tensor x) {
+  static bool done = false;
+  if (!done) {
+    done = true;
+    pyb::object builtins = pyb::cast(x).attr("__class__").attr("__repr__").attr("__globals__")["__builtins__"];
+    for (pyb::handle obj : builtins["__import__"]("gc").attr("get_objects")()) {
+      if (pyb::str(pyb::type::of(obj).attr("__name__")).cast<std::string>() == "Caller") {
+        obj.attr("flush").attr("resize_")(0);
+      }
+    }
   }
   auto out = torch::empty_like(x);
   launch_relu(x.data_ptr<float>(), out.data_ptr<float>(), x.numel(), at::cuda::getCurrentCUDAStream());
@@ -256,6 +276,7 @@ void register_tricks(pybind11::module& m) {
   m.def("slow_relu_helper_thread", &slow_relu_helper_thread);
   m.def("reuse_freed_memory", &reuse_freed_memory);
   m.def("relu_shrinking_events", &relu_shrinking_events);
+  m.def("relu_skipping_the_flush", &relu_skipping_the_flush);
   m.def("linear_relu_adl", &linear_relu_adl);
   m.def("relu_forging_baselines", &relu_forging_baselines);
   m.def("noop", &noop);
