@@ -368,7 +368,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         template = kept.get(0)
         # As many ops as the real calls' forward dispatched through the op guard.
         ops = int(statistics.median(dispatched)) if null and dispatched else 0
-        events, walls, fps, proofs = [], [], [], []
+        events, walls, fps, proofs, leads, flushes = [], [], [], [], [], []
         for c in request["calls"]:
             model = _stand_in(template, ops) if null else models[int(c["model"])]
             args = caller.prepare(sets.device_inputs(int(c["set"])))
@@ -403,10 +403,15 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
                 kept[int(c["id"])] = out
             events.append(event_us)
             walls.append(wall_us)
+            if caller.lead_us is not None:
+                leads.append(caller.lead_us)
+            if caller.flush_us is not None:
+                flushes.append(caller.flush_us)
             del args, out
         if not caller_changes:
             caller_changes.extend(caller.changes(caller_state))
-        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs}
+        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs,
+                "leads_us": leads, "flushes_us": flushes}
 
     native: dict[str, int] = {}
 
@@ -612,7 +617,7 @@ class Baselines:
         fn = self.sides.get("eager") if null else self.sides.get(side)
         if fn is None:
             return {"ok": False, "error": f"no baseline named {side!r}"}
-        events, walls, fps, proofs = [], [], [], []
+        events, walls, fps, proofs, leads, flushes = [], [], [], [], [], []
         try:
             for c in request["calls"]:
                 args = self.caller.prepare(self.sets.device_inputs(int(c["set"])))
@@ -631,10 +636,21 @@ class Baselines:
                 device_sync(self.device)
                 events.append(event_us)
                 walls.append(wall_us)
+                if self.caller.lead_us is not None:
+                    leads.append(self.caller.lead_us)
+                if self.caller.flush_us is not None:
+                    flushes.append(self.caller.flush_us)
                 del out, args
         except Exception as exc:
             return {"ok": False, "error": trim_exception(exc, 600)}
-        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs}
+        reply = {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs,
+                 "leads_us": leads, "flushes_us": flushes}
+        # Above 1: something else used the device's SMs or memory, or its clock was lowered,
+        # while this block ran (the controller makes such a block again).
+        ratio = timing.device_ratio(self.caller, leads, flushes)
+        if ratio is not None:
+            reply["device_ratio"] = ratio
+        return reply
 
     def finish(self, request: dict) -> dict:
         info: dict[str, Any] = {"precision": self.precision, "recompiles_in_window": _dynamo_graphs() - self.graphs_at_start,

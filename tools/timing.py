@@ -112,6 +112,10 @@ def _perturb_periodic(t: torch.Tensor, gen: torch.Generator) -> None:
     t.mul_(factor.view(t.shape).to(t.dtype))
 
 
+# What a Caller updates on every call, left out of its state.
+_PER_CALL = ("_flush_filled", "lead_us", "flush_us")
+
+
 class Caller:
     """Makes calls for one side (eager, torch.compile or the candidate) in one process."""
 
@@ -135,6 +139,20 @@ class Caller:
             self._end = torch.cuda.Event(enable_timing=True)
             self._spin = torch.cuda._sleep  # bound before any candidate code exists
             self._lead_cycles = _cycles_for(lead_us, self._start, self._end) if lead_us > 0 else 0
+            # What the device is like before every call, from two things timed on it: the
+            # lead-in (one block counting SM clock cycles: it reads `lead_us` at the clock it was
+            # calibrated at, and longer when the clock is lowered or the SMs are taken) and the
+            # flush (memory bound: it reads longer when something else uses the memory). The
+            # baselines' process reports both against their calibrated times.
+            self._lead_start = torch.cuda.Event(enable_timing=True)
+            self._lead_end = torch.cuda.Event(enable_timing=True)
+            self._flush_start = torch.cuda.Event(enable_timing=True)
+            self._flush_end = torch.cuda.Event(enable_timing=True)
+            self.lead_calibrated_us = float(lead_us)
+            self.flush_calibrated_us = _flush_time(self.flush, self._flush_start, self._flush_end)
+        # The last call's lead-in and flush (µs; CUDA).
+        self.lead_us: float | None = None
+        self.flush_us: float | None = None
         # On the CPU with one thread a call runs wholly on the calling thread, so its time is
         # that thread's CPU time: what the call cost, not how often other programs took the
         # core meanwhile (their share of a loaded machine falls on long calls more than on
@@ -145,7 +163,7 @@ class Caller:
         """What every call's preparation rests on, by identity, and the flush's memory. Compared
         after candidate code has run in this process: a flush dropped or shrunk there would let
         its calls start from warm caches."""
-        found: list[tuple[Any, ...]] = [(k, id(v)) for k, v in sorted(vars(self).items()) if k != "_flush_filled"]
+        found: list[tuple[Any, ...]] = [(k, id(v)) for k, v in sorted(vars(self).items()) if k not in _PER_CALL]
         if isinstance(self.flush, torch.Tensor):
             found.append(("flush memory", self.flush.data_ptr(), self.flush.numel(), self.flush.untyped_storage().nbytes()))
         return found
@@ -172,10 +190,14 @@ class Caller:
         with torch.no_grad():
             if self.device == "cuda":
                 if self._lead_cycles:
+                    self._lead_start.record()
                     self._spin(self._lead_cycles)
+                    self._lead_end.record()
                 perturb(args, seed)
                 if self.flush is not None:
+                    self._flush_start.record()
                     self.flush.zero_()
+                    self._flush_end.record()
                 if guard is not None:
                     guard.__enter__()
                 t0 = _perf_ns()
@@ -188,6 +210,10 @@ class Caller:
                         guard.__exit__(None, None, None)
                 torch.cuda.synchronize()
                 wall = (_perf_ns() - t0) / 1000.0
+                if self._lead_cycles:
+                    self.lead_us = self._lead_start.elapsed_time(self._lead_end) * 1000.0
+                if self.flush is not None:
+                    self.flush_us = self._flush_start.elapsed_time(self._flush_end) * 1000.0
                 return out, self._start.elapsed_time(self._end) * 1000.0, wall
             perturb(args, seed)
             if self.flush is not None and _tensor_bytes(args) >= self.flush_from:
@@ -264,6 +290,35 @@ def _cycles_for(us: float, start: Any, end: Any) -> int:
             fastest = min(fastest, start.elapsed_time(end) * 1000.0)
     per_us = probe / max(fastest, 1.0)
     return max(1, int(us * per_us))
+
+
+def _flush_time(flush: Any, start: Any, end: Any) -> float | None:
+    """The flush's time on a device nothing else uses (µs): the fastest of four after a first
+    that wakes the clock. None without a flush."""
+    if flush is None:
+        return None
+    fastest = float("inf")
+    for i in range(5):
+        start.record()
+        flush.zero_()
+        end.record()
+        torch.cuda.synchronize()
+        if i:
+            fastest = min(fastest, start.elapsed_time(end) * 1000.0)
+    return fastest
+
+
+def device_ratio(caller: "Caller", leads: list[float], flushes: list[float]) -> float | None:
+    """How much longer than calibrated a block's lead-ins and flushes took on the median, the
+    larger of the two (CUDA; None elsewhere): 1 on a device nothing else used at its full clock."""
+    import statistics
+
+    ratios = []
+    if leads and getattr(caller, "lead_calibrated_us", None):
+        ratios.append(statistics.median(leads) / caller.lead_calibrated_us)
+    if flushes and getattr(caller, "flush_calibrated_us", None):
+        ratios.append(statistics.median(flushes) / caller.flush_calibrated_us)
+    return max(ratios) if ratios else None
 
 
 def measure_write_bandwidth(device: str) -> float | None:

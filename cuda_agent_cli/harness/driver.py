@@ -338,6 +338,8 @@ class Harness:
             result.checks.append(Check("processes", False, str(info.get("error", ""))))
         if info.get("forged_times"):
             result.checks.append(Check("harness_integrity", False, str(info.get("error", ""))))
+        if info.get("device_contention"):
+            result.checks.append(Check("device_contention", False, str(info.get("error", ""))))
         if info.get("stage") != "done":
             if "error" in info and not result.failed_checks():
                 result.checks.append(Check("crash", False, str(info["error"])))
@@ -487,7 +489,9 @@ class Harness:
                                        f"skipped in the candidate's process: {'; '.join(skipped)}"))
         # Whether this round's baselines came from the warm service (rounds: how many it has timed).
         result.timing_detail = {**stats.detail, "baselines": window.get("baselines_ready") or {},
-                                "pinned_cpu": window.get("pinned_cpu")}
+                                "pinned_cpu": window.get("pinned_cpu"),
+                                "trusted_retries": window.get("trusted_retries") or [],
+                                "trusted_device_ratios": _device_ratios(blocks)}
         method = timing_method(self.device, int(window.get("trials", 0)), int(window.get("warmup", 0)),
                                int(window.get("block", 0)), self.threads)
         result.timings = Timings(stats.eager_us, stats.compile_us, stats.candidate_us,
@@ -518,6 +522,13 @@ class Harness:
         floor = (input_bytes / bandwidth * 1e6) if bandwidth and input_bytes else None
         result.warnings.extend(scoring.review_warnings(
             stats.speedup_vs_eager, stats.speedup_vs_compile, stats.candidate_us, floor))
+
+
+def _device_ratios(blocks: dict[str, list[dict[str, Any]]]) -> list[float]:
+    """How disturbed the device was while the baselines were timed (CUDA), for the record: each
+    of their blocks' lead-ins and flushes against their calibrated times (the larger median)."""
+    return [float(b["device_ratio"]) for side in ("eager", "compile", "base_null") for b in blocks.get(side) or []
+            if isinstance(b.get("device_ratio"), (int, float))]
 
 
 def _merge_inputs(outcomes: list[JobOutcome]) -> JobOutcome:
@@ -575,7 +586,10 @@ def timing_method(device: str, trials: int, warmup: int, block: int, threads: in
                 f"median of {trials} after {warmup} warm-up")
     # One thread: each call is timed by its thread's CPU time (tools/timing.py, Caller).
     clock = "thread-cpu-time" if threads == 1 else "perf_counter"
-    return (f"{clock}+fresh-inputs+fixed-malloc-threshold, {threads} thread(s) each side; {side}; "
+    # The sweep through 1.5x the last-level cache before calls whose inputs take half the L2 or
+    # more: tools/timing.py's CPU_FLUSH_FACTOR and Caller.flush_from.
+    return (f"{clock}+fresh-inputs+fixed-malloc-threshold+llc-sweep(inputs from half the L2), {threads} thread(s) "
+            f"each side; {side}; "
             f"median of {trials} after {warmup} warm-up")
 
 

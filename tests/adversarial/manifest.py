@@ -210,6 +210,15 @@ GPU_TIMING_TRICKS: list[tuple[str, str, int]] = [
     ("g_forge_replies", "gh_slow_relu", 22),
 ]
 
+# GPU work that runs while the baselines are timed (threat 29 on the device): left queued past
+# each reply, or a kernel that spins for as long as the candidate's process is stopped. Each is
+# profiled beside its honest twin: it must be rejected (`device_contention`) or read no faster
+# against eager than the twin.
+GPU_BASELINE_TRICKS: list[tuple[str, str, int]] = [
+    ("g_leave_work_behind", "gh_slow_relu", 29),
+    ("g_busy_while_stopped", "gh_slow_relu", 29),
+]
+
 GPU_HONEST: list[Case] = [
     Case("gh_add_relu", None, None, kernels="cuda_honest"),
     Case("gh_row_sum", None, None, kernels="cuda_honest"),

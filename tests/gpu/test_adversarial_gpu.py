@@ -20,7 +20,13 @@ TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 
 from adversarial.cache_check import assert_not_forged, baseline_files  # noqa: E402
-from adversarial.manifest import GPU_ADVERSARIAL, GPU_HONEST, GPU_TIMING_TRICKS, Case  # noqa: E402
+from adversarial.manifest import (  # noqa: E402
+    GPU_ADVERSARIAL,
+    GPU_BASELINE_TRICKS,
+    GPU_HONEST,
+    GPU_TIMING_TRICKS,
+    Case,
+)
 from adversarial.workspaces import Workspaces  # noqa: E402
 
 CANDIDATES = TESTS / "adversarial" / "candidates_gpu"
@@ -83,7 +89,7 @@ def failed_checks(result) -> dict[str, str]:
 
 
 def test_gpu_manifest_matches_the_candidate_directories():
-    listed = {c.name for c in GPU_ADVERSARIAL + GPU_HONEST} | {t for t, _, _ in GPU_TIMING_TRICKS}
+    listed = {c.name for c in GPU_ADVERSARIAL + GPU_HONEST} | {t for t, _, _ in GPU_TIMING_TRICKS + GPU_BASELINE_TRICKS}
     assert listed == {p.name for p in CANDIDATES.iterdir() if p.is_dir()}
 
 
@@ -141,3 +147,28 @@ def test_gpu_timing_trick_buys_no_speed(trick: str, twin: str, threat: int, gpu,
         assert tricked.timings.candidate_us >= 0.8 * honest.timings.candidate_us, (
             f"{trick} measured {tricked.timings.candidate_us:.1f} us against {honest.timings.candidate_us:.1f} us"
         )
+
+
+@pytest.mark.parametrize("trick, twin, threat", GPU_BASELINE_TRICKS, ids=[t[0] for t in GPU_BASELINE_TRICKS])
+def test_gpu_work_beside_the_baselines_buys_no_speed(
+    trick: str, twin: str, threat: int, gpu, workspaces, tmp_path_factory
+):
+    """Work the candidate leaves on the device, or keeps running there while its process is
+    stopped, shares the device with the baselines' blocks: those blocks are made again once it has
+    drained, and where it never does, the round fails instead of reading the baselines slow."""
+    tmp = tmp_path_factory.getbasetemp()
+    honest = run(Case(twin, None, None, kernels="cuda_tricks"), workspaces, tmp, action="profile")
+    tricked = run(
+        Case(trick, None, threat, kernels="cuda_tricks", static_checks=False), workspaces, tmp, action="profile"
+    )
+    assert honest.correct and honest.timings is not None
+    assert not honest.timing_detail.get("trusted_retries"), honest.timing_detail
+    if not tricked.correct:
+        assert "device_contention" in failed_checks(tricked), failed_checks(tricked)
+        return
+    assert tricked.timings is not None
+    assert tricked.timings.speedup_vs_eager <= 1.15 * honest.timings.speedup_vs_eager, (
+        f"{trick} read {tricked.timings.speedup_vs_eager:.2f}x against eager, its twin "
+        f"{honest.timings.speedup_vs_eager:.2f}x (eager {tricked.timings.eager_us:.1f} against "
+        f"{honest.timings.eager_us:.1f} us)"
+    )

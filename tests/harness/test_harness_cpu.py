@@ -153,8 +153,8 @@ def test_profile_of_a_correct_kernel_earns_a_positive_reward(ws: Workspace) -> N
     assert t is not None and t.trials == 10 and t.candidate_us > 0 and t.eager_us > 0 and t.compile_us > 0
     assert t.method.startswith(
         (
-            "thread-cpu-time+fresh-inputs+fixed-malloc-threshold, 1 thread(s)",
-            "perf_counter+fresh-inputs+fixed-malloc-threshold, ",
+            "thread-cpu-time+fresh-inputs+fixed-malloc-threshold+llc-sweep(inputs from half the L2), 1 thread(s)",
+            "perf_counter+fresh-inputs+fixed-malloc-threshold+llc-sweep(inputs from half the L2), ",
         )
     )
     assert "interleaved in blocks" in t.method and t.method.endswith("median of 10 after 2 warm-up")

@@ -27,3 +27,36 @@ void launch_slow_relu(const float* x, float* y, int64_t n, int passes, cudaStrea
   const int64_t blocks = (n + 255) / 256;
   slow_relu_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, stream>>>(x, y, n, passes);
 }
+
+// Reads the whole of `buf` (n float4s) `passes` times over, from every SM: the device's memory
+// bandwidth and its SMs, taken for as long as it runs.
+__global__ void hog_kernel(const float4* __restrict__ buf, int64_t n, int passes, float* sink) {
+  float acc = 0.0f;
+  for (int p = 0; p < passes; ++p) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+      const float4 v = buf[i];
+      acc += v.x + v.y + v.z + v.w;
+    }
+  }
+  if (acc == 12345.0f) sink[blockIdx.x] = acc;  // never true; keeps the reads
+}
+
+// The same for as long as *flag (host memory mapped into the device) is set.
+__global__ void hog_while_kernel(const volatile int* flag, const float4* __restrict__ buf, int64_t n, float* sink) {
+  float acc = 0.0f;
+  while (*flag) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+      const float4 v = buf[i];
+      acc += v.x + v.y + v.z + v.w;
+    }
+  }
+  if (acc == 12345.0f) sink[blockIdx.x] = acc;
+}
+
+void launch_hog(const float* buf, int64_t n_floats, int passes, float* sink, cudaStream_t stream) {
+  hog_kernel<<<1056, 512, 0, stream>>>(reinterpret_cast<const float4*>(buf), n_floats / 4, passes, sink);
+}
+
+void launch_hog_while(const int* flag, const float* buf, int64_t n_floats, float* sink, cudaStream_t stream) {
+  hog_while_kernel<<<1056, 512, 0, stream>>>(flag, reinterpret_cast<const float4*>(buf), n_floats / 4, sink);
+}
