@@ -7,7 +7,10 @@ process:
   whose flags a filter cannot read, answers ENOSYS, so the C library falls back to clone;
 - running other programs: execve, execveat;
 - reaching other processes: ptrace, process_vm_readv/writev, perf_event_open, kcmp, pidfd_*,
-  and kill, tgkill and the sigqueue calls aimed at any process but this one;
+  and kill, tgkill and the sigqueue calls aimed at any process but this one; the scheduling,
+  priority and limit calls (sched_setaffinity, sched_setscheduler, sched_setparam,
+  sched_setattr, prlimit64, migrate_pages, move_pages, setpriority, ioprio_set) aimed at any
+  process but this one, so it cannot renice, re-pin or starve the baselines' process;
 - changing the machine or its namespaces: bpf, mount, umount2, setns, unshare, the module and
   kexec calls, userfaultfd, iopl and ioperm.
 
@@ -51,6 +54,11 @@ _ARCHES = {
                  "iopl": 172, "ioperm": 173, "process_madvise": 440},
         "clone": 56, "clone3": 435,
         "own_pid": {"kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297},
+        # The first argument names the process; 0 is the caller itself.
+        "self_pid": {"sched_setaffinity": 203, "sched_setscheduler": 144, "sched_setparam": 142,
+                     "sched_setattr": 314, "prlimit64": 302, "migrate_pages": 256, "move_pages": 279},
+        # (which, who): who names the process when which is the first of the kinds (a process).
+        "which_who": {"setpriority": (141, 0), "ioprio_set": (251, 1)},
     },
     "aarch64": {
         "audit": 0xC00000B7, "seccomp": 277,
@@ -62,6 +70,9 @@ _ARCHES = {
                  "process_madvise": 440},
         "clone": 220, "clone3": 435,
         "own_pid": {"kill": 129, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240},
+        "self_pid": {"sched_setaffinity": 122, "sched_setscheduler": 119, "sched_setparam": 118,
+                     "sched_setattr": 274, "prlimit64": 261, "migrate_pages": 238, "move_pages": 239},
+        "which_who": {"setpriority": (140, 0), "ioprio_set": (30, 1)},
     },
 }
 
@@ -93,6 +104,22 @@ def program(arch: str, pid: int) -> bytes:
     for nr in a["own_pid"].values():
         insns.append(("jeq", nr, None, f"after_{nr}"))
         insns.append(("ld", 16))  # the target pid (or thread group)
+        insns.append(("jeq", pid, "allow", "eperm"))
+        insns.append(("label", f"after_{nr}"))
+        insns.append(("ld", 0))
+    for nr in a["self_pid"].values():
+        insns.append(("jeq", nr, None, f"after_{nr}"))
+        insns.append(("ld", 16))  # the process it names: 0 (itself) or its own pid
+        insns.append(("jeq", 0, "allow", None))
+        insns.append(("jeq", pid, "allow", "eperm"))
+        insns.append(("label", f"after_{nr}"))
+        insns.append(("ld", 0))
+    for nr, process_kind in a["which_who"].values():
+        insns.append(("jeq", nr, None, f"after_{nr}"))
+        insns.append(("ld", 16))  # which: only a single process may be named
+        insns.append(("jeq", process_kind, None, "eperm"))
+        insns.append(("ld", 24))  # who: 0 (itself) or its own pid
+        insns.append(("jeq", 0, "allow", None))
         insns.append(("jeq", pid, "allow", "eperm"))
         insns.append(("label", f"after_{nr}"))
         insns.append(("ld", 0))

@@ -229,6 +229,7 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
             most_cpu_wander = max(2.0 * trusted_cpu_wander, CPU_WANDER_SHARE * trusted_cpu) + NULL_TRUST_US
         null_capped = cpu_overhead > most_cpu_overhead or cpu_wander > most_cpu_wander
         null_stalled = cpu_overhead > NULL_FLAG * most_cpu_overhead or cpu_wander > NULL_FLAG * most_cpu_wander
+        around_null = cpu_overhead
         if trusted_cpu is not None and cpu_overhead < SKIPPED_NULL_SHARE * trusted_cpu - NULL_TRUST_US:
             skipped.append(f"its process spent {cpu_overhead:.0f} us of harness work around each call that ran none "
                            f"of its code, where the baselines' process spent {trusted_cpu:.0f} us")
@@ -300,8 +301,11 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
                   block_bounds_us=[round(x, 1) for x in bounds], held_blocks=held,
                   trusted_overhead_us=round(base, 2), skipped_work=skipped)
     if cpu_bounds:
+        # Around each call, before any cap: its timed calls, its null calls (what the skipped-work
+        # rule compares; benchmarks/harness_work.py).
         detail.update(cpu_overhead_us=round(cpu_overhead, 2), cpu_wander_us=round(cpu_wander, 2),
-                      candidate_cpu_per_call_us=round(statistics.median([_per_call_cpu(b) for b in cand]), 2))
+                      candidate_cpu_per_call_us=round(statistics.median([_per_call_cpu(b) for b in cand]), 2),
+                      cpu_around_timed_us=round(around, 2), cpu_around_null_us=round(around_null, 2))
         if trusted_cpu is not None:
             detail.update(trusted_cpu_overhead_us=round(trusted_cpu, 2), trusted_cpu_wander_us=round(trusted_cpu_wander, 2))
     return SideBySide(

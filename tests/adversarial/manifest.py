@@ -121,6 +121,13 @@ ADVERSARIAL: list[Case] = [
          says="clone(CLONE_VM): Operation not permitted"),
     Case("r_perf_sample_baselines", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
          says="perf_event_open on the other processes: Operation not permitted"),
+    # Renices, re-pins or reads the limits of another process (the baselines' would be next).
+    Case("r_reach_another_process_0", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
+         says="setpriority on another process: Operation not permitted"),
+    Case("r_reach_another_process_1", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
+         says="sched_setaffinity on another process: Operation not permitted"),
+    Case("r_reach_another_process_2", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
+         says="prlimit on another process: Operation not permitted"),
     # Forked while model_new.py is imported, before the process filter is in place: the worker
     # it leaves running fails the round once timing begins.
     Case("r_import_process", "processes", 23, kernels=None, action="profile", static_checks=False),

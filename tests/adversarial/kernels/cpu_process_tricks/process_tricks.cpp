@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "../binding_registry.h"
 
@@ -269,6 +270,36 @@ torch::Tensor relu_sampling_other_processes(torch::Tensor x) {
   return plain_relu(x);
 }
 
+// -- another process reniced, re-pinned, limited -------------------------------------------------
+// The process that started this one (the harness's controller; the baselines' process is reached
+// the same way) is given the lowest priority, moved to another core, or has its limits read:
+// what a candidate would do to the baselines to make them slower or fail. A refused call raises
+// with its name.
+const char* kReach = R"PY(
+import os, resource
+target = os.getppid()
+name = ["setpriority", "sched_setaffinity", "prlimit"][HOW]
+try:
+    if HOW == 0:
+        os.setpriority(os.PRIO_PROCESS, target, 19)
+    elif HOW == 1:
+        os.sched_setaffinity(target, {0})
+    else:
+        resource.prlimit(target, resource.RLIMIT_NOFILE)
+except PermissionError as exc:
+    raise PermissionError(exc.errno, name + " on another process: " + exc.strerror)
+)PY";
+
+torch::Tensor relu_reaching_another_process(torch::Tensor x, int64_t how) {
+  static bool installed = false;
+  if (!installed) {
+    installed = true;
+    std::string code = "HOW = " + std::to_string(how) + "\n" + kReach;
+    run_python(x, code.c_str());
+  }
+  return plain_relu(x);
+}
+
 // -- null blocks made slow ---------------------------------------------------------------------
 // An honest relu. The request hook burns CPU while the harness's null blocks (its measure of
 // this process's own overhead per call) run, so the overhead it would subtract is far larger
@@ -387,6 +418,7 @@ void register_process_tricks(pybind11::module& m) {
   m.def("relu_in_a_child", &relu_in_a_child);
   m.def("relu_in_a_cloned_task", &relu_in_a_cloned_task);
   m.def("relu_sampling_other_processes", &relu_sampling_other_processes);
+  m.def("relu_reaching_another_process", &relu_reaching_another_process);
   m.def("relu_slowing_null_blocks", &relu_slowing_null_blocks);
 }
 
