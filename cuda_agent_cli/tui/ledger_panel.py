@@ -18,6 +18,13 @@ class LedgerPanel(DataTable):
         self.add_columns(*LEDGER_COLUMNS)
 
     def show(self, ledger: Ledger) -> None:
-        self.clear()
-        for row in ledger.rows():
-            self.add_row(*(Text(cell) for cell in row))  # plain text: never read as markup
+        # Each column as wide as its widest cell, set here rather than measured by the table when
+        # it next goes idle: the table's own measure only ever grows and lands a frame or more
+        # later, so what a frame showed depended on how busy the machine was.
+        rows = [[Text(cell) for cell in row] for row in ledger.rows()]  # plain text: never read as markup
+        widths = [max([len(label), *(row[i].cell_len for row in rows)]) for i, label in enumerate(LEDGER_COLUMNS)]
+        self.clear(columns=True)
+        for label, width in zip(LEDGER_COLUMNS, widths):
+            self.add_column(label, width=width)
+        for row in rows:
+            self.add_row(*row)
