@@ -16,7 +16,9 @@ idle H200 reads a GEMM 5-20% slow afterwards; benchmarks/call_gaps.py). The inpu
 values only after the spin: work a call starts on a stream of its own, beside the spin, reads
 inputs that are not yet the call's and is wrong wherever it is checked. What such work can
 overlap is the perturbation and the flush, as in any flushed benchmark, and the controller's
-clock bounds it (harness/scoring.py).
+clock bounds it (harness/scoring.py). Before the fresh copy of the inputs and after the
+synchronize, any L2 the process set aside for persisting lines is taken back
+(l2_persistence.py), so the flush evicts everything and the baselines run with the whole L2.
 
 On the CPU a call is queued as: the perturbation, then, when its inputs outgrow the core's
 private cache, a read through a buffer larger than the last-level cache, then the call between
@@ -41,6 +43,7 @@ from typing import Any, Callable
 
 import torch
 
+from l2_persistence import persisting_l2_reset
 from worker_common import fresh_clone
 
 FLUSH_BYTES = 256 * 1024 * 1024
@@ -138,6 +141,8 @@ class Caller:
             self._start = torch.cuda.Event(enable_timing=True)
             self._end = torch.cuda.Event(enable_timing=True)
             self._spin = torch.cuda._sleep  # bound before any candidate code exists
+            # Before and after every call: no L2 set aside for persisting lines (l2_persistence).
+            self._reset_l2 = persisting_l2_reset()
             self._lead_cycles = _cycles_for(lead_us, self._start, self._end) if lead_us > 0 else 0
             # What the device is like before every call, from two things timed on it: the
             # lead-in (one block counting SM clock cycles: it reads `lead_us` at the clock it was
@@ -178,6 +183,10 @@ class Caller:
     def prepare(self, base: list[Any]) -> list[Any]:
         """A fresh copy of the call's input set, made and (CUDA) finished: the device is idle
         when this returns. Its values become the call's only in `run`."""
+        if self.device == "cuda" and self._reset_l2 is not None:
+            # First, so the copy's writes are normal lines, and whatever the reset leaves the
+            # device doing is over by the synchronize below: `run` starts on an idle device.
+            self._reset_l2()
         args = fresh_clone(base)
         if self.device == "cuda":
             torch.cuda.synchronize()
@@ -210,6 +219,8 @@ class Caller:
                         guard.__exit__(None, None, None)
                 torch.cuda.synchronize()
                 wall = (_perf_ns() - t0) / 1000.0
+                if self._reset_l2 is not None:  # before anything else runs: the reply, the baselines
+                    self._reset_l2()
                 if self._lead_cycles:
                     self.lead_us = self._lead_start.elapsed_time(self._lead_end) * 1000.0
                 if self.flush is not None:

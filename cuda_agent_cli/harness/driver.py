@@ -582,7 +582,7 @@ def warm_worker() -> dict[str, Any]:
 def timing_method(device: str, trials: int, warmup: int, block: int, threads: int | None) -> str:
     side = f"eager, torch.compile and the kernel interleaved in blocks of {block}, bounded by the harness's clock"
     if device == "cuda":  # the flush and the lead-in are tools/timing.py's FLUSH_BYTES and LEAD_US
-        return (f"cuda-events+device-sync+l2flush(256MB)+fresh-inputs+lead-in(300us); {side}; "
+        return (f"cuda-events+device-sync+l2flush(256MB)+no-persisting-l2+fresh-inputs+lead-in(300us); {side}; "
                 f"median of {trials} after {warmup} warm-up")
     # One thread: each call is timed by its thread's CPU time (tools/timing.py, Caller).
     clock = "thread-cpu-time" if threads == 1 else "perf_counter"

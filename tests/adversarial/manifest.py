@@ -106,8 +106,7 @@ ADVERSARIAL: list[Case] = [
     # the static checks, so they run even where a static finding would stop them first.
     Case("r_skip_timed_calls", "timed_outputs", 25, kernels="cpu_tricks", action="profile", static_checks=False),
     Case("r_skip_after_known_calls", "timed_outputs", 25, kernels="cpu_tricks", action="profile"),
-    Case("r_tiny_zeros_when_timed", "timed_outputs", 27, kernels="cpu_tricks", action="profile",
-         static_checks=False),
+    Case("r_tiny_zeros_when_timed", "timed_outputs", 27, kernels="cpu_tricks", action="profile", static_checks=False),
     Case("r_aliasing_when_timed", "timed_outputs", 27, kernels="cpu_tricks", action="profile", static_checks=False),
     Case("r_torch_ops_when_timed", "torch_ops", 27, kernels="cpu_tricks", action="profile", static_checks=False),
     Case("r_import_thread", "threads", 23, kernels="cpu_import", static_checks=False),
@@ -115,41 +114,117 @@ ADVERSARIAL: list[Case] = [
     # Work or reach outside the candidate's own process, and outputs completed after their call
     # (the process filter, the stray-process check, the content fingerprint).
     Case("r_fill_in_revealed_calls", "committed_outputs", 25, kernels="cpu_process_tricks", static_checks=False),
-    Case("r_work_in_a_child", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
-         says="PermissionError: [Errno 1] Operation not permitted"),
-    Case("r_cpp_clone_task", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
-         says="clone(CLONE_VM): Operation not permitted"),
-    Case("r_perf_sample_baselines", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
-         says="perf_event_open on the other processes: Operation not permitted"),
+    Case(
+        "r_work_in_a_child",
+        "crash",
+        29,
+        kernels="cpu_process_tricks",
+        static_checks=False,
+        says="PermissionError: [Errno 1] Operation not permitted",
+    ),
+    Case(
+        "r_cpp_clone_task",
+        "crash",
+        29,
+        kernels="cpu_process_tricks",
+        static_checks=False,
+        says="clone(CLONE_VM): Operation not permitted",
+    ),
+    Case(
+        "r_perf_sample_baselines",
+        "crash",
+        29,
+        kernels="cpu_process_tricks",
+        static_checks=False,
+        says="perf_event_open on the other processes: Operation not permitted",
+    ),
     # Renices, re-pins or reads the limits of another process (the baselines' would be next).
-    Case("r_reach_another_process_0", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
-         says="setpriority on another process: Operation not permitted"),
-    Case("r_reach_another_process_1", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
-         says="sched_setaffinity on another process: Operation not permitted"),
-    Case("r_reach_another_process_2", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
-         says="prlimit on another process: Operation not permitted"),
+    Case(
+        "r_reach_another_process_0",
+        "crash",
+        29,
+        kernels="cpu_process_tricks",
+        static_checks=False,
+        says="setpriority on another process: Operation not permitted",
+    ),
+    Case(
+        "r_reach_another_process_1",
+        "crash",
+        29,
+        kernels="cpu_process_tricks",
+        static_checks=False,
+        says="sched_setaffinity on another process: Operation not permitted",
+    ),
+    Case(
+        "r_reach_another_process_2",
+        "crash",
+        29,
+        kernels="cpu_process_tricks",
+        static_checks=False,
+        says="prlimit on another process: Operation not permitted",
+    ),
     # Forked while model_new.py is imported, before the process filter is in place: the worker
     # it leaves running fails the round once timing begins.
     Case("r_import_process", "processes", 23, kernels=None, action="profile", static_checks=False),
     # Claims NaN or negative call times (its reply hook): NaN compares false with every bound and a
     # claim below zero would make the speedup infinite; the controller refuses such a reply.
-    Case("r_nan_claims", "harness_integrity", 22, kernels="cpu_process_tricks", action="profile",
-         static_checks=False, says="not finite, non-negative"),
-    Case("r_text_claims", "harness_integrity", 22, kernels="cpu_process_tricks", action="profile",
-         static_checks=False, says="not finite, non-negative"),
+    Case(
+        "r_nan_claims",
+        "harness_integrity",
+        22,
+        kernels="cpu_process_tricks",
+        action="profile",
+        static_checks=False,
+        says="not finite, non-negative",
+    ),
+    Case(
+        "r_text_claims",
+        "harness_integrity",
+        22,
+        kernels="cpu_process_tricks",
+        action="profile",
+        static_checks=False,
+        says="not finite, non-negative",
+    ),
     # Turns off the cache sweep before each call in its own process (the harness's caller object,
     # reached through the interpreter): its calls would start warm, the baselines' cold. Three
     # spellings: the threshold raised, the sweep emptied in place, the sweep dropped.
-    Case("r_skip_the_flush_0", "harness_integrity", 22, kernels="cpu_tricks", static_checks=False,
-         says="the harness's caller: flush_from was changed"),
-    Case("r_skip_the_flush_1", "harness_integrity", 22, kernels="cpu_tricks", action="profile",
-         static_checks=False, says="the harness's caller: flush memory was changed"),
-    Case("r_skip_the_flush_2", "harness_integrity", 22, kernels="cpu_tricks", static_checks=False,
-         says="the harness's caller: flush was changed"),
+    Case(
+        "r_skip_the_flush_0",
+        "harness_integrity",
+        22,
+        kernels="cpu_tricks",
+        static_checks=False,
+        says="the harness's caller: flush_from was changed",
+    ),
+    Case(
+        "r_skip_the_flush_1",
+        "harness_integrity",
+        22,
+        kernels="cpu_tricks",
+        action="profile",
+        static_checks=False,
+        says="the harness's caller: flush memory was changed",
+    ),
+    Case(
+        "r_skip_the_flush_2",
+        "harness_integrity",
+        22,
+        kernels="cpu_tricks",
+        static_checks=False,
+        says="the harness's caller: flush was changed",
+    ),
     # The same switch, put back before each block of calls ends, so the caller looks intact
     # whenever it is looked at: the time its process spends around its timed calls gives it away.
-    Case("r_skip_the_flush_inside_blocks", "harness_integrity", 22, kernels="cpu_tricks", action="profile",
-         static_checks=False, says="harness work around each timed call"),
+    Case(
+        "r_skip_the_flush_inside_blocks",
+        "harness_integrity",
+        22,
+        kernels="cpu_tricks",
+        action="profile",
+        static_checks=False,
+        says="harness work around each timed call",
+    ),
 ]
 
 # Timing tricks that stay correct, so no check fails: what matters is that they buy no speed.
@@ -198,8 +273,15 @@ GPU_ADVERSARIAL: list[Case] = [
     Case("g_helper_thread_launch", "threads", 1, kernels="cuda_tricks"),
     Case("g_reuse_freed_memory", "correctness", 7, kernels="cuda_tricks"),
     Case("g_shrinking_events", "harness_integrity", 2, kernels="cuda_tricks", action="profile"),
-    Case("g_skip_the_flush", "harness_integrity", 22, kernels="cuda_tricks", action="profile", static_checks=False,
-         says="the harness's caller: flush memory was changed"),
+    Case(
+        "g_skip_the_flush",
+        "harness_integrity",
+        22,
+        kernels="cuda_tricks",
+        action="profile",
+        static_checks=False,
+        says="the harness's caller: flush memory was changed",
+    ),
     Case("g_aten_via_adl", "torch_ops", 14, kernels="cuda_tricks"),
     Case("g_ghost_kernel", "extension_kernel", 15, kernels="cuda_tricks", policy="hybrid"),
     Case("g_forge_baselines_cache", "crash", 2, kernels="cuda_tricks", action="profile"),
@@ -217,6 +299,13 @@ GPU_TIMING_TRICKS: list[tuple[str, str, int]] = [
     ("g_forge_replies", "gh_slow_relu", 22),
 ]
 
+# GPU tricks that make the call itself faster than the baselines' calls can be, by what the
+# candidate's process leaves in the device's caches past the harness's flush (candidate, twin,
+# threat): the call's own events must read no faster than its twin's.
+GPU_CACHE_TRICKS: list[tuple[str, str, int]] = [
+    ("g_keep_inputs_in_l2", "gh_fast_row_sum", 22),
+]
+
 # GPU work that runs while the baselines are timed (threat 29 on the device): left queued past
 # each reply, or a kernel that spins for as long as the candidate's process is stopped. Each is
 # profiled beside its honest twin: it must be rejected (`device_contention`) or read no faster
@@ -231,6 +320,7 @@ GPU_HONEST: list[Case] = [
     Case("gh_row_sum", None, None, kernels="cuda_honest"),
     Case("gh_linear_cublas", None, None, kernels="cuda_honest"),
     Case("gh_slow_relu", None, None, kernels="cuda_tricks"),
+    Case("gh_fast_row_sum", None, None, kernels="cuda_tricks"),
     Case("gh_inline_add_relu", None, None, kernels=None),
     Case("gh_conv_cudnn", None, None, kernels=None),
 ]

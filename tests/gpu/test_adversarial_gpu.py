@@ -23,6 +23,7 @@ from adversarial.cache_check import assert_not_forged, baseline_files  # noqa: E
 from adversarial.manifest import (  # noqa: E402
     GPU_ADVERSARIAL,
     GPU_BASELINE_TRICKS,
+    GPU_CACHE_TRICKS,
     GPU_HONEST,
     GPU_TIMING_TRICKS,
     Case,
@@ -89,7 +90,9 @@ def failed_checks(result) -> dict[str, str]:
 
 
 def test_gpu_manifest_matches_the_candidate_directories():
-    listed = {c.name for c in GPU_ADVERSARIAL + GPU_HONEST} | {t for t, _, _ in GPU_TIMING_TRICKS + GPU_BASELINE_TRICKS}
+    listed = {c.name for c in GPU_ADVERSARIAL + GPU_HONEST} | {
+        t for t, _, _ in GPU_TIMING_TRICKS + GPU_BASELINE_TRICKS + GPU_CACHE_TRICKS
+    }
     assert listed == {p.name for p in CANDIDATES.iterdir() if p.is_dir()}
 
 
@@ -172,3 +175,20 @@ def test_gpu_work_beside_the_baselines_buys_no_speed(
         f"{honest.timings.speedup_vs_eager:.2f}x (eager {tricked.timings.eager_us:.1f} against "
         f"{honest.timings.eager_us:.1f} us)"
     )
+
+
+@pytest.mark.parametrize("trick, twin, threat", GPU_CACHE_TRICKS, ids=[t[0] for t in GPU_CACHE_TRICKS])
+def test_gpu_cache_trick_buys_no_speed(trick: str, twin: str, threat: int, gpu, workspaces, tmp_path_factory):
+    """Inputs kept in a part of the L2 set aside for persisting lines would outlive the flush: the
+    call would read them from L2 where its twin and the baselines read them from memory. Its own
+    events, which such a call does not lie to, must read as slow as its twin's (24 MB read in
+    about 13 us on an H200; kept in L2, about 11 us: benchmarks/l2_kept_inputs.py)."""
+    tmp = tmp_path_factory.getbasetemp()
+    honest = run(Case(twin, None, None, kernels="cuda_tricks"), workspaces, tmp, action="profile")
+    tricked = run(
+        Case(trick, None, threat, kernels="cuda_tricks", static_checks=False), workspaces, tmp, action="profile"
+    )
+    assert honest.correct and tricked.correct, (failed_checks(honest), failed_checks(tricked))
+    honest_us = honest.timing_detail["candidate"]["events_us"]
+    tricked_us = tricked.timing_detail["candidate"]["events_us"]
+    assert tricked_us >= 0.95 * honest_us, f"{trick}'s calls read {tricked_us:.2f} us, {twin}'s {honest_us:.2f} us"

@@ -28,6 +28,29 @@ void launch_slow_relu(const float* x, float* y, int64_t n, int passes, cudaStrea
   slow_relu_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, stream>>>(x, y, n, passes);
 }
 
+// One block of 256 threads per row; `cols` a multiple of 4. Memory bound: the time is reading x.
+__global__ void row_sum_kernel(const float4* __restrict__ x, float* __restrict__ y, int64_t cols4) {
+  const float4* row = x + blockIdx.x * cols4;
+  float acc = 0.0f;
+  for (int64_t i = threadIdx.x; i < cols4; i += blockDim.x) {
+    const float4 v = row[i];
+    acc += (v.x + v.y) + (v.z + v.w);
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+  __shared__ float warp_sums[8];
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+    for (int w = 0; w < 8; ++w) total += warp_sums[w];
+    y[blockIdx.x] = total;
+  }
+}
+
+void launch_row_sum(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+  row_sum_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(reinterpret_cast<const float4*>(x), y, cols / 4);
+}
+
 // Reads the whole of `buf` (n float4s) `passes` times over, from every SM: the device's memory
 // bandwidth and its SMs, taken for as long as it runs.
 __global__ void hog_kernel(const float4* __restrict__ buf, int64_t n, int passes, float* sink) {

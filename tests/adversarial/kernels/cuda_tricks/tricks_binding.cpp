@@ -13,6 +13,7 @@
 
 void launch_relu(const float* x, float* y, int64_t n, cudaStream_t stream);
 void launch_slow_relu(const float* x, float* y, int64_t n, int passes, cudaStream_t stream);
+void launch_row_sum(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream);
 void launch_hog(const float* buf, int64_t n_floats, int passes, float* sink, cudaStream_t stream);
 void launch_hog_while(const int* flag, const float* buf, int64_t n_floats, float* sink, cudaStream_t stream);
 
@@ -334,7 +335,48 @@ torch::Tensor slow_relu_unjoined(torch::Tensor x) {
   return out;
 }
 
+// The honest twin of the trick below: a row sum on the current stream.
+torch::Tensor row_sum(torch::Tensor x) {
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.size(1) % 4 == 0, "row_sum: a contiguous 2-D tensor");
+  auto out = torch::empty({x.size(0)}, x.options());
+  launch_row_sum(x.data_ptr<float>(), out.data_ptr<float>(), x.size(0), x.size(1), at::cuda::getCurrentCUDAStream());
+  return out;
+}
+
+// The same row sum with the next call's inputs kept in L2 across the harness's flush: the L2 is
+// set aside for persisting accesses as far as the device allows (once: asking costs a call about
+// 100 us, and asking the driver what is set costs as much), and the current stream (the one the
+// harness copies and perturbs inputs on) gets an access-policy window over this call's inputs:
+// the caching allocator hands the same block to the next call's copy. The harness's writes of the
+// next inputs are persisting lines then, and the flush's writes, outside the window, are normal
+// ones that cannot evict them: the call reads its inputs from L2 where eager reads them from
+// memory.
+torch::Tensor row_sum_keeping_inputs_in_l2(torch::Tensor x) {
+  static size_t set_aside = 0, widest = 0;
+  if (set_aside == 0) {
+    int device = 0, most = 0, window = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&most, cudaDevAttrMaxPersistingL2CacheSize, device);
+    cudaDeviceGetAttribute(&window, cudaDevAttrMaxAccessPolicyWindowSize, device);
+    set_aside = static_cast<size_t>(most);
+    widest = static_cast<size_t>(window);
+    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, set_aside);
+  }
+  const size_t bytes = static_cast<size_t>(x.numel()) * sizeof(float);
+  cudaStreamAttrValue attr = {};
+  attr.accessPolicyWindow.base_ptr = x.data_ptr();
+  attr.accessPolicyWindow.num_bytes = bytes < widest ? bytes : widest;
+  const double ratio = static_cast<double>(set_aside) / static_cast<double>(attr.accessPolicyWindow.num_bytes);
+  attr.accessPolicyWindow.hitRatio = static_cast<float>(ratio < 1.0 ? ratio : 1.0);
+  attr.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+  attr.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+  cudaStreamSetAttribute(at::cuda::getCurrentCUDAStream(), cudaStreamAttributeAccessPolicyWindow, &attr);
+  return row_sum(x);
+}
+
 void register_tricks(pybind11::module& m) {
+  m.def("row_sum", &row_sum);
+  m.def("row_sum_keeping_inputs_in_l2", &row_sum_keeping_inputs_in_l2);
   m.def("slow_relu_beside_lead_in", &slow_relu_beside_lead_in);
   m.def("slow_relu_unjoined", &slow_relu_unjoined);
   m.def("slow_relu_leaving_work", &slow_relu_leaving_work);
