@@ -29,19 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
-_LIMIT, _WINDOW = 0x06, 1
-_MAX_PERSISTING, _MAX_WINDOW = 108, 109
-
-
-class _Window(ctypes.Structure):
-    _fields_ = [
-        ("base_ptr", ctypes.c_void_p),
-        ("num_bytes", ctypes.c_size_t),
-        ("hit_ratio", ctypes.c_float),
-        ("hit_prop", ctypes.c_int),
-        ("miss_prop", ctypes.c_int),
-        ("pad", ctypes.c_char * 36),
-    ]
+# CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, from cuda.h.
+_MAX_WINDOW = 109
 
 
 def main() -> int:
@@ -54,12 +43,20 @@ def main() -> int:
     if not args.gpu or not torch.cuda.is_available():
         print("error: needs --gpu and a CUDA device", file=sys.stderr)
         return 2
-    from l2_persistence import persisting_l2_reset
+    from l2_persistence import (
+        ACCESS_POLICY_WINDOW,
+        MAX_PERSISTING_L2_ATTRIBUTE,
+        PERSISTING,
+        PERSISTING_L2_LIMIT,
+        STREAMING,
+        AccessPolicyWindow,
+        persisting_l2_reset,
+    )
     from timing import Caller
 
     driver = ctypes.CDLL("libcuda.so.1")
     most, widest = ctypes.c_int(0), ctypes.c_int(0)
-    driver.cuDeviceGetAttribute(ctypes.byref(most), _MAX_PERSISTING, 0)
+    driver.cuDeviceGetAttribute(ctypes.byref(most), MAX_PERSISTING_L2_ATTRIBUTE, 0)
     driver.cuDeviceGetAttribute(ctypes.byref(widest), _MAX_WINDOW, 0)
     props = torch.cuda.get_device_properties(0)
     print(
@@ -80,15 +77,17 @@ def main() -> int:
 
         def fn(t: torch.Tensor) -> torch.Tensor:
             if not asked[0]:
-                driver.cuCtxSetLimit(ctypes.c_int(_LIMIT), ctypes.c_size_t(most.value))
+                driver.cuCtxSetLimit(ctypes.c_int(PERSISTING_L2_LIMIT), ctypes.c_size_t(most.value))
                 asked[0] = True
             start, nbytes = t.data_ptr(), t.numel() * t.element_size()
             span[0] = start if span[0] is None else min(span[0], start)
             span[1] = start + nbytes if span[1] is None else max(span[1], start + nbytes)
             size = min(span[1] - span[0], widest.value)
-            window = _Window(ctypes.c_void_p(span[1] - size), size, min(1.0, most.value / size), 2, 1)
+            window = AccessPolicyWindow(
+                ctypes.c_void_p(span[1] - size), size, min(1.0, most.value / size), PERSISTING, STREAMING
+            )
             driver.cuStreamSetAttribute(
-                ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), _WINDOW, ctypes.byref(window)
+                ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), ACCESS_POLICY_WINDOW, ctypes.byref(window)
             )
             return base_fn(t)
 
@@ -106,7 +105,7 @@ def main() -> int:
             if i >= 5:
                 times.append(us)
         results[name] = statistics.median(times)
-        driver.cuCtxSetLimit(ctypes.c_int(_LIMIT), ctypes.c_size_t(0))
+        driver.cuCtxSetLimit(ctypes.c_int(PERSISTING_L2_LIMIT), ctypes.c_size_t(0))
         driver.cuCtxResetPersistingL2Cache()
     for name, us in results.items():
         print(f"{name:12s} {us:8.2f} us  ({results['plain'] / us:.2f}x plain)")
@@ -117,7 +116,7 @@ def main() -> int:
         spent = []
         for _ in range(1000):
             if set_aside:
-                driver.cuCtxSetLimit(ctypes.c_int(_LIMIT), ctypes.c_size_t(most.value))
+                driver.cuCtxSetLimit(ctypes.c_int(PERSISTING_L2_LIMIT), ctypes.c_size_t(most.value))
             t0 = time.perf_counter_ns()
             reset_l2()
             spent.append((time.perf_counter_ns() - t0) / 1000.0)

@@ -19,10 +19,20 @@ from typing import Callable
 import torch
 
 # From cuda.h: CU_LIMIT_PERSISTING_L2_CACHE_SIZE, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW (a
-# stream attribute too), and the size of the attribute's value, a union padded to 64 bytes.
-_PERSISTING_L2_LIMIT = 0x06
-_ACCESS_POLICY_WINDOW = 1
-_ATTRIBUTE_VALUE_BYTES = 64
+# stream attribute too), CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE and
+# CU_ACCESS_PROPERTY_PERSISTING / _STREAMING.
+PERSISTING_L2_LIMIT = 0x06
+ACCESS_POLICY_WINDOW = 1
+MAX_PERSISTING_L2_ATTRIBUTE = 108
+PERSISTING, STREAMING = 2, 1
+
+
+class AccessPolicyWindow(ctypes.Structure):
+    """A stream's access-policy window (CUaccessPolicyWindow) in its attribute's value, a union
+    padded to 64 bytes; all zero, no window."""
+
+    _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hit_ratio", ctypes.c_float),
+                ("hit_prop", ctypes.c_int), ("miss_prop", ctypes.c_int), ("pad", ctypes.c_char * 36)]
 # CUDA_ERROR_UNSUPPORTED_LIMIT and CUDA_ERROR_NOT_SUPPORTED: a device without a persisting L2.
 _NOT_SUPPORTED = (215, 801)
 
@@ -48,21 +58,22 @@ def persisting_l2_reset() -> Callable[[], None] | None:
     set_attribute.restype = ctypes.c_int
     limit = ctypes.c_size_t(0)
     torch.cuda.synchronize()  # the runtime's context, current on this thread: the driver's calls act on it
-    found = get_limit(ctypes.byref(limit), _PERSISTING_L2_LIMIT)
+    found = get_limit(ctypes.byref(limit), PERSISTING_L2_LIMIT)
     if found in _NOT_SUPPORTED:
         return None  # this device has no persisting L2
     if found != 0:
         raise L2PersistenceError(f"the driver would not say how much L2 is set aside (CUresult {found})")
-    no_window = ctypes.create_string_buffer(_ATTRIBUTE_VALUE_BYTES)
+    no_window = AccessPolicyWindow()
     current_stream = torch.cuda.current_stream
 
     def reset() -> None:
         # A stream the driver refuses an attribute on (the legacy default stream on some
         # drivers) has no window to clear; what decides is the set-aside below.
-        set_attribute(ctypes.c_void_p(current_stream().cuda_stream), _ACCESS_POLICY_WINDOW, no_window)
-        if get_limit(ctypes.byref(limit), _PERSISTING_L2_LIMIT) == 0 and limit.value:
-            set_limit(_PERSISTING_L2_LIMIT, 0)
-            if get_limit(ctypes.byref(limit), _PERSISTING_L2_LIMIT) != 0 or limit.value:
+        stream = ctypes.c_void_p(current_stream().cuda_stream)
+        set_attribute(stream, ACCESS_POLICY_WINDOW, ctypes.byref(no_window))
+        if get_limit(ctypes.byref(limit), PERSISTING_L2_LIMIT) == 0 and limit.value:
+            set_limit(PERSISTING_L2_LIMIT, 0)
+            if get_limit(ctypes.byref(limit), PERSISTING_L2_LIMIT) != 0 or limit.value:
                 raise L2PersistenceError(f"the persisting L2 set-aside stays at {limit.value} bytes")
         # The lines left persisting while the set-aside was there (it may have been set and put
         # back to none in between): made normal, so the flush evicts them.

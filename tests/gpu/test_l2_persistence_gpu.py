@@ -15,18 +15,15 @@ pytestmark = pytest.mark.gpu
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 
-_LIMIT, _WINDOW, _MAX_PERSISTING = 0x06, 1, 108
-
-
-class _Window(ctypes.Structure):
-    _fields_ = [
-        ("base_ptr", ctypes.c_void_p),
-        ("num_bytes", ctypes.c_size_t),
-        ("hit_ratio", ctypes.c_float),
-        ("hit_prop", ctypes.c_int),
-        ("miss_prop", ctypes.c_int),
-        ("pad", ctypes.c_char * 36),
-    ]
+from l2_persistence import (  # noqa: E402
+    ACCESS_POLICY_WINDOW,
+    MAX_PERSISTING_L2_ATTRIBUTE,
+    PERSISTING,
+    PERSISTING_L2_LIMIT,
+    STREAMING,
+    AccessPolicyWindow,
+    persisting_l2_reset,
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +34,7 @@ def driver() -> Any:
     torch.cuda.init()
     lib = ctypes.CDLL("libcuda.so.1")
     most = ctypes.c_int(0)
-    lib.cuDeviceGetAttribute(ctypes.byref(most), _MAX_PERSISTING, torch.cuda.current_device())
+    lib.cuDeviceGetAttribute(ctypes.byref(most), MAX_PERSISTING_L2_ATTRIBUTE, torch.cuda.current_device())
     if most.value < 16 << 20:
         pytest.skip("this device sets aside too little L2 for persisting lines")
     lib.most = most.value
@@ -54,12 +51,14 @@ def _keeping(driver: Any, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
     def call(t: Any) -> Any:
         if not asked:
-            driver.cuCtxSetLimit(ctypes.c_int(_LIMIT), ctypes.c_size_t(driver.most))
+            driver.cuCtxSetLimit(ctypes.c_int(PERSISTING_L2_LIMIT), ctypes.c_size_t(driver.most))
             asked.append(True)
         size = t.numel() * t.element_size()
-        window = _Window(ctypes.c_void_p(t.data_ptr()), size, min(1.0, driver.most / size), 2, 1)
+        window = AccessPolicyWindow(
+            ctypes.c_void_p(t.data_ptr()), size, min(1.0, driver.most / size), PERSISTING, STREAMING
+        )
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        driver.cuStreamSetAttribute(stream, _WINDOW, ctypes.byref(window))
+        driver.cuStreamSetAttribute(stream, ACCESS_POLICY_WINDOW, ctypes.byref(window))
         return fn(t)
 
     return call
@@ -85,8 +84,6 @@ def _row_sum(t: Any) -> Any:
 
 
 def test_inputs_kept_in_a_persisting_l2_are_flushed_like_any_others(driver) -> None:
-    from l2_persistence import persisting_l2_reset
-
     assert persisting_l2_reset() is not None
     plain = _median_call_us(_row_sum, reset=True)
     try:
@@ -94,7 +91,7 @@ def test_inputs_kept_in_a_persisting_l2_are_flushed_like_any_others(driver) -> N
         kept_unreset = _median_call_us(_keeping(driver, _row_sum), reset=False)
         kept = _median_call_us(_keeping(driver, _row_sum), reset=True)
     finally:
-        driver.cuCtxSetLimit(ctypes.c_int(_LIMIT), ctypes.c_size_t(0))
+        driver.cuCtxSetLimit(ctypes.c_int(PERSISTING_L2_LIMIT), ctypes.c_size_t(0))
         driver.cuCtxResetPersistingL2Cache()
     assert kept_unreset < 0.93 * plain, f"kept without the reset {kept_unreset:.2f} us, plain {plain:.2f} us"
     assert kept >= 0.97 * plain, f"kept {kept:.2f} us against plain {plain:.2f} us"
@@ -110,5 +107,5 @@ def test_the_reset_leaves_no_l2_set_aside(driver) -> None:
     x = torch.randn(1024, 1024, device="cuda")
     caller.run(_keeping(driver, _row_sum), caller.prepare([x]), seed=1)
     left = ctypes.c_size_t(1)
-    assert driver.cuCtxGetLimit(ctypes.byref(left), ctypes.c_int(_LIMIT)) == 0
+    assert driver.cuCtxGetLimit(ctypes.byref(left), ctypes.c_int(PERSISTING_L2_LIMIT)) == 0
     assert left.value == 0
