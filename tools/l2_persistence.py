@@ -33,6 +33,8 @@ class AccessPolicyWindow(ctypes.Structure):
 
     _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hit_ratio", ctypes.c_float),
                 ("hit_prop", ctypes.c_int), ("miss_prop", ctypes.c_int), ("pad", ctypes.c_char * 36)]
+
+
 # CUDA_ERROR_UNSUPPORTED_LIMIT and CUDA_ERROR_NOT_SUPPORTED: a device without a persisting L2.
 _NOT_SUPPORTED = (215, 801)
 
