@@ -306,6 +306,10 @@ def test_ray_with_logical_gpus_gives_the_local_pool_verdicts(scored, tmp_path: P
     assert f"the Ray worker died while running this task ({RETRIES + 1} attempts)" in dead["error"]
 
 
+def _sigint_as_in_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_keeps_finished_results(tmp_path: Path, harness_cache_root: Path):
     root = tmp_path / "suite" / "level1"
     runs = tmp_path / "runs"
@@ -345,6 +349,9 @@ def test_ctrl_c_keeps_finished_results(tmp_path: Path, harness_cache_root: Path)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal delivers it: a run started in the background by a shell without
+        # job control inherits SIGINT ignored, and `bench` would rightly keep going.
+        preexec_fn=_sigint_as_in_a_terminal,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not lines(out / "results.jsonl"):
