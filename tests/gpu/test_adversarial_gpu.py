@@ -182,7 +182,9 @@ def test_gpu_cache_trick_buys_no_speed(trick: str, twin: str, threat: int, gpu, 
     """Inputs kept in a part of the L2 set aside for persisting lines would outlive the flush: the
     call would read them from L2 where its twin and the baselines read them from memory. Its own
     events, which such a call does not lie to, must read as slow as its twin's (24 MB read in
-    about 13 us on an H200; kept in L2, about 11 us: benchmarks/l2_kept_inputs.py)."""
+    about 13 us on an H200; kept in L2 by the harness's own call, about 11 us:
+    benchmarks/l2_kept_inputs.py). In the harness's rounds this candidate gained nothing even with
+    the reset switched off, so tests/gpu/test_l2_persistence_gpu.py holds the call itself."""
     tmp = tmp_path_factory.getbasetemp()
     honest = run(Case(twin, None, None, kernels="cuda_tricks"), workspaces, tmp, action="profile")
     tricked = run(
