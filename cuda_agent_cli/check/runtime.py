@@ -43,7 +43,7 @@ def _reference_task(root: Path, entry: dict[str, Any]) -> Any:
     from cuda_agent_cli.writeback.fingerprint import unpatched_candidates
 
     call = call_from_json(json.loads(entry["input_spec"])) if entry.get("input_spec") else None
-    task = resolve_task(entry["target"], root, inputs=call)
+    task = resolve_task(entry["target"], root, inputs=call, device=entry.get("device"))
     candidates = unpatched_candidates(task.module_source, task.target.class_name)
     unchanged = next(
         (t for t in candidates if hashlib.sha256(t.encode()).hexdigest() == entry.get("module_sha256")), None

@@ -199,7 +199,10 @@ def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None, stage: Cal
     stage(f"resuming session {state.session_id}")
     task = as_written(
         resolve_task(
-            saved.target, Path(saved.cwd), inputs=call_from_json(saved.call) if saved.explicit_inputs else None
+            saved.target,
+            Path(saved.cwd),
+            inputs=call_from_json(saved.call) if saved.explicit_inputs else None,
+            device=saved.device,
         )
     )
     return _Start(
@@ -219,7 +222,9 @@ def _new(req: OptimizeRequest, cfg: Config, stage: Callable[[str], None]) -> _St
     spec = parse_inputs_spec(req.inputs) if req.inputs else None
     if spec is not None:
         check_input_devices(spec, cfg, "--inputs")
-    task = as_written(resolve_task(req.target, req.cwd, inputs=spec, capture_command=req.capture))
+    task = as_written(
+        resolve_task(req.target, req.cwd, inputs=spec, capture_command=req.capture, device=cfg.device)
+    )
     if req.capture:
         stage(captured_block(task, req.capture))
         check_input_devices(task.call, cfg, "--capture")

@@ -170,12 +170,73 @@ def probe(req: dict[str, Any], out: _Probe) -> NoReturn:
             model = cls(*pos, **kw)
     except BaseException as exc:
         out.done(error="construct", detail=_last_line(exc))
-    result["parameters"] = [
-        [n, str(t.dtype).replace("torch.", ""), list(t.shape)] for n, t in model.state_dict().items()
-    ]
+    # Every tensor the module holds (a buffer it does not save included): what the kernel lends.
+    tensors = [*model.named_parameters(), *model.named_buffers()]
+    result["parameters"] = [[n, str(t.dtype).replace("torch.", ""), list(t.shape)] for n, t in tensors]
     sensitive = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
     result["training_sensitive"] = any(isinstance(m, sensitive) for m in model.modules())
+    _run_reference(torch, mod, model, call, req.get("device"), out)
     out.done(ok=True)
+
+
+def _device(torch: Any, wanted: str | None, call: dict[str, Any]) -> str:
+    """The device the session will run on: the one asked for, else one the inputs name, else a
+    GPU when there is one."""
+    if wanted:
+        return "cuda" if wanted.startswith("cuda") else "cpu"
+    for a in call.get("args") or []:
+        if str((a.get("tensor") or {}).get("device", "")).startswith("cuda"):
+            return "cuda"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def describe_output(torch: Any, out: Any) -> dict[str, Any] | str:
+    """{"kind": "tensor"|"tuple"|"list", "tensors": [...]} for what a forward returned, or what
+    is wrong with it (a kernel replaces a forward that returns tensors)."""
+    items = list(out) if isinstance(out, (tuple, list)) else [out]
+    kind = "tuple" if isinstance(out, tuple) else "list" if isinstance(out, list) else "tensor"
+    if not items:
+        return f"forward returned an empty {kind}"
+    for i, t in enumerate(items):
+        if not isinstance(t, torch.Tensor):
+            what = "None" if t is None else f"a {type(t).__name__}"
+            where = "" if kind == "tensor" else f" item {i} of its {kind}:"
+            return f"forward returned{where} {what}, not a tensor"
+    return {
+        "kind": kind,
+        "tensors": [{"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)} for t in items],
+    }
+
+
+def _run_reference(torch: Any, mod: Any, model: Any, call: dict[str, Any], device: str | None, out: _Probe) -> None:
+    """Run the forward once on the inputs, on the session's device: a forward that raises, returns
+    something other than tensors, or does not take these inputs is refused before any model is paid."""
+    where = _device(torch, device, call)
+    try:
+        if out.result.get("module_inputs"):
+            args, kwargs = list(mod.get_inputs()), {}
+        else:
+            args = [_build(torch, a) for a in call["args"] if a.get("name") is None]
+            kwargs = {a["name"]: _build(torch, a) for a in call["args"] if a.get("name") is not None}
+        if where == "cuda" and not torch.cuda.is_available():
+            where = "cpu"  # the session will say that there is no GPU; the forward is still checked
+
+        def moved(v: Any) -> Any:
+            if isinstance(v, torch.Tensor):
+                return v.to(where)
+            if isinstance(v, (list, tuple)):
+                return type(v)(moved(x) for x in v)
+            return v
+
+        model = model.to(where)
+        with torch.no_grad():
+            returned = model(*[moved(a) for a in args], **{k: moved(v) for k, v in kwargs.items()})
+    except BaseException as exc:
+        out.done(error="forward", detail=_last_line(exc), device=where)
+    described = describe_output(torch, returned)
+    if isinstance(described, str):
+        out.done(error="output", detail=described)
+    out.result["output"] = described
 
 
 def main(argv: list[str]) -> NoReturn:

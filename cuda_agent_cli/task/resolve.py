@@ -28,8 +28,9 @@ INPUTS_HINT = (
 )
 
 
-def _run_probe(target: Target, call: CallSpec | None, timeout: float) -> dict[str, Any]:
+def _run_probe(target: Target, call: CallSpec | None, timeout: float, device: str | None = None) -> dict[str, Any]:
     request = {
+        "device": device,
         "paths": [str(p) for p in target.import_paths],
         "module": target.module_name,
         "class": target.class_name,
@@ -100,6 +101,17 @@ def _probe_error(target: Target, r: dict[str, Any]) -> Exception:
         return InputSpecError(
             f"get_inputs()/get_init_inputs() of {target.module_name} failed: {detail}", "fix them, or pass --inputs"
         )
+    if kind == "forward":
+        where = r.get("device") or "the CPU"
+        return InputSpecError(
+            f"{name}.forward fails on these inputs ({where}): {detail}",
+            "fix the forward, or give inputs it takes (get_inputs(), --inputs or --capture)",
+        )
+    if kind == "output":
+        return InputSpecError(
+            f"{name}.forward cannot get a kernel: {detail}",
+            "a kernel replaces a forward that returns a tensor, or a tuple or list of tensors",
+        )
     if kind == "construct":
         return TargetError(
             f"{name} fails to construct: {detail}",
@@ -114,6 +126,7 @@ def resolve_task(
     inputs: CallSpec | None = None,
     capture_command: str | None = None,
     timeout: float = 180.0,
+    device: str | None = None,
 ) -> Task:
     """Parse, import and check the target; explicit inputs (--capture, --inputs) win over get_inputs()."""
     target = parse_target(target_text, cwd)
@@ -130,7 +143,7 @@ def resolve_task(
         call = capture_call(capture_command, target.file, target.class_name, cwd)
     if call is not None:  # names written in --inputs are the target module's
         call = replace(call, args=_bound(call.args, target.module_name), init=_bound(call.init, target.module_name))
-    r = _run_probe(target, call, timeout)
+    r = _run_probe(target, call, timeout, device)
     if "file" in r and target.file is None:
         target = _with_file(target, Path(r["file"]))
     if r.get("error"):
@@ -154,6 +167,7 @@ def resolve_task(
         uses_module_inputs=bool(r.get("module_inputs")),
         parameters=tuple((n, d, tuple(s)) for n, d, s in r.get("parameters") or ()),
         training_sensitive=bool(r.get("training_sensitive")),
+        output=r.get("output") or {"kind": "tensor"},
     )
     return _with_reference(task)
 

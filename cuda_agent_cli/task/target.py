@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cuda_agent_cli.errors import TargetError
 from cuda_agent_cli.task.inputs import CallSpec
@@ -57,6 +58,8 @@ class Task:
     parameters: tuple[tuple[str, str, tuple[int, ...]], ...] = field(default=())  # name, dtype, shape
     training_sensitive: bool = False  # has dropout/batch norm: output depends on .training
     reference_source: str = ""
+    # What forward returns: {"kind": "tensor"|"tuple"|"list", "tensors": [{"dtype", "shape"}]}.
+    output: dict[str, Any] = field(default_factory=lambda: {"kind": "tensor"})
 
     @property
     def class_snake(self) -> str:

@@ -75,6 +75,39 @@ def class_fingerprint(module_source: str, class_name: str) -> ClassFingerprint |
     return ClassFingerprint(_digest([cls]), " ; ".join(parts), _digest(list[ast.AST](inputs)) if inputs else None)
 
 
+def class_digest(module_source: str, class_name: str) -> "str | None":
+    """sha256 of the last top-level class `class_name` of `module_source`, docstrings left out,
+    as normalized source text (ast.unparse: formatting and comments do not count); None where
+    the module does not parse or has no such class. The integrated loader carries a copy of this
+    function (it runs where cuda-agent is not installed) and compares the class it is handed
+    with the digest verified.json records, so it stays self-contained and stable across Python
+    versions for ordinary code."""
+    import ast as _ast
+    import hashlib as _hashlib
+
+    try:
+        tree = _ast.parse(module_source)
+    except SyntaxError:
+        return None
+    found = None
+    for node in tree.body:
+        if isinstance(node, _ast.ClassDef) and node.name == class_name:
+            found = node
+    if found is None:
+        return None
+    for node in _ast.walk(found):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, (_ast.ClassDef, _ast.FunctionDef, _ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], _ast.Expr)
+            and isinstance(body[0].value, _ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [_ast.Pass()]
+    return _hashlib.sha256(_ast.unparse(found).encode("utf-8")).hexdigest()
+
+
 def integration_present(module_source: str, class_name: str) -> bool:
     """Whether the module still hands `class_name` to its loader (the lines apply adds)."""
     return any(

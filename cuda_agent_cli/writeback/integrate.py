@@ -9,11 +9,14 @@ to the original code.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from cuda_agent_cli.task.inputs import CallSpec, value_to_json
 from cuda_agent_cli.writeback.diff import FileChange
@@ -21,6 +24,16 @@ from cuda_agent_cli.writeback.diff import FileChange
 MARKER = "# cuda-agent:"
 KERNEL_DIR = "_cuda_agent"
 _BINDING_LINE = re.compile(r"PYBIND11_MODULE\(\s*cuda_extension\s*,")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One more verified call: its arguments and constructor arguments, what forward returns,
+    and how often the user's program made it (captured calls)."""
+
+    call: CallSpec
+    output: dict[str, Any] = field(default_factory=lambda: {"kind": "tensor"})
+    count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -32,13 +45,28 @@ class Verified:
     forward_params: tuple[str, ...]
     parameters: tuple[tuple[str, str, tuple[int, ...]], ...]
     training_sensitive: bool
+    output: dict[str, Any] = field(default_factory=lambda: {"kind": "tensor"})
+    count: int | None = None
+    more: tuple[Case, ...] = ()  # further verified families, beside the first
+    source_sha256: str | None = None  # writeback.fingerprint.class_digest of the class
+    autograd: str = "reference"  # "reference": grad calls run the kernel, backward the original's; "off"
+
+    def cases(self) -> list[Case]:
+        return [Case(self.call, self.output, self.count), *self.more]
 
 
-def verified_json(v: Verified, class_snake: str) -> str:
-    """verified.json: argument specs keyed by forward parameter name where the signature allows."""
+def op_name(class_snake: str, files: dict[str, str]) -> str:
+    """The operator's qualified name: one per class and kernel source set."""
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        digest.update(rel.encode() + b"\0" + files[rel].encode() + b"\0")
+    return f"cuda_agent::{class_snake}_{digest.hexdigest()[:12]}"
+
+
+def _family(case: Case, v: Verified) -> dict[str, Any]:
     args = []
     by_position = False
-    for i, a in enumerate(v.call.args):
+    for i, a in enumerate(case.call.args):
         name = a.name
         if name is None:
             if i < len(v.forward_params) and not v.forward_params[i].startswith("*"):
@@ -48,22 +76,54 @@ def verified_json(v: Verified, class_snake: str) -> str:
         args.append({"name": name, "spec": value_to_json(a.value)})
     if any(a["name"] is None for a in args):
         by_position = True
-    data = {
-        "class_snake": class_snake,
-        "device": v.device,
+    family: dict[str, Any] = {
         "args": args,
         "by_position": by_position,
-        "init": [{"name": a.name, "spec": value_to_json(a.value)} for a in v.call.init],
+        "init": [{"name": a.name, "spec": value_to_json(a.value)} for a in case.call.init],
         "parameters": {n: [d, list(s)] for n, d, s in v.parameters},
-        "training_sensitive": v.training_sensitive,
+        "output": {"kind": case.output.get("kind", "tensor")},
     }
-    # One key a line, values compact: short enough to read in the review diff.
-    return "{\n" + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in data.items()) + "\n}\n"
+    if case.count is not None:
+        family["count"] = case.count
+    return family
 
 
-def loader_source(display: str, class_name: str, session_id: str) -> str:
+def verified_json(v: Verified, class_name: str, class_snake: str, op: str) -> str:
+    """verified.json: the families the kernel runs for, argument specs keyed by forward
+    parameter name where the signature allows."""
+    data = {
+        "version": 2,
+        "class": class_name,
+        "class_snake": class_snake,
+        "op": op,
+        "device": v.device,
+        "source_sha256": v.source_sha256,
+        "training_sensitive": v.training_sensitive,
+        "autograd": v.autograd,
+        "families": [_family(c, v) for c in v.cases()],
+    }
+    # One key a line (a family a line), values compact: short enough to read in the review diff.
+    lines = []
+    for k, value in data.items():
+        if k == "families":
+            inner = ",\n    ".join(json.dumps(f) for f in value)
+            lines.append(f'  "families": [\n    {inner}\n  ]')
+        else:
+            lines.append(f"  {json.dumps(k)}: {json.dumps(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def loader_source(display: str, class_name: str, session_id: str, op: str = "") -> str:
+    from cuda_agent_cli.writeback.fingerprint import class_digest
+
     text = resources.files("cuda_agent_cli.writeback").joinpath("loader_template.py").read_text()
-    return text.replace("__DISPLAY__", display).replace("__CLASS__", class_name).replace("__SESSION__", session_id)
+    text = text.replace("# __CLASS_DIGEST__\n", inspect.getsource(class_digest))
+    return (
+        text.replace("__DISPLAY__", display)
+        .replace("__CLASS__", class_name)
+        .replace("__SESSION__", session_id)
+        .replace("__OP__", op.replace("::", ".") if op else "cuda_agent.<op>")
+    )
 
 
 def extension_binding(binding_cpp: str) -> str:
@@ -163,8 +223,9 @@ def plan_integration(
             files[rel] = text
     files["binding.cpp"] = extension_binding(binding_files["binding.cpp"])
     files["binding_registry.h"] = binding_files["binding_registry.h"]
-    files["verified.json"] = verified_json(verified, class_snake)
-    files["loader.py"] = loader_source(display, class_name, session_id)
+    op = op_name(class_snake, files)
+    files["verified.json"] = verified_json(verified, class_name, class_snake, op)
+    files["loader.py"] = loader_source(display, class_name, session_id, op)
     for rel, text in sorted(files.items()):
         out.append(change(folder / rel, text))
     return out

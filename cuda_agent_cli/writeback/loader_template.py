@@ -1,18 +1,28 @@
-"""Loads the kernel cuda-agent verified for __DISPLAY__ and routes matching calls to it.
+"""Runs the kernel cuda-agent verified for __DISPLAY__ as a PyTorch operator, for the calls it was verified on.
 
-Written by cuda-agent (session __SESSION__). __CLASS__.forward runs the kernel only for calls
-that look like the ones the harness verified and timed: same device, dtypes and shapes of
-contiguous tensors, same constant arguments, same parameter dtypes, no autograd, on an instance
-constructed with the arguments it was verified with. Every other
-call, and every call after the extension fails to build or run here, uses the original forward.
-Set CUDA_AGENT_DISABLE_KERNELS=1 to turn the kernel off without editing code.
+Written by cuda-agent (session __SESSION__). The kernel is registered as the operator
+torch.ops.__OP__ (a torch.library custom op with a fake implementation and a backward), so
+torch.compile, torch.export and AOTInductor see one op. __CLASS__.forward calls it only for calls
+that fall in a verified family: device, dtypes and shapes of contiguous tensors, constant
+arguments, parameter dtypes and shapes, on an instance constructed with the verified arguments,
+while the class's source is the one verified. Every other call runs the original forward.
+
+With autograd on, the kernel runs the forward and the backward is the original code's own
+(its forward is run again under autograd, as activation checkpointing does), unless verified.json
+says "autograd": "off": then such calls run the original forward.
+
+Environment: CUDA_AGENT_DISABLE_KERNELS=1 turns every kernel off; CUDA_AGENT_TRACE=FILE appends
+what each integrated class did (calls taken and declined, by reason) to FILE when the process
+exits (`cuda-agent trace -- CMD` reads it).
 
 The extension is built once per machine (and torch build) into ~/.cache/cuda-agent/extensions,
 or CUDA_AGENT_KERNEL_CACHE when set; `cuda-agent build` builds it ahead of time, for example in
-a Dockerfile, so the first call does not wait for a compiler. Where neither a built copy nor a
-compiler is present, the class keeps its original forward and says so once.
+a Dockerfile, so the first call does not wait for a compiler. A built copy loads only on the
+torch build it was built for. Where neither a built copy nor a compiler is present, the class
+keeps its original forward and says so once.
 """
 
+import atexit
 import functools
 import hashlib
 import importlib.util
@@ -21,20 +31,36 @@ import json
 import os
 import sys
 import threading
+import time
 import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 VERIFIED = json.loads((HERE / "verified.json").read_text())
+# verified.json of version 1 held one family at its top level.
+FAMILIES = VERIFIED.get("families") or [VERIFIED]
+AUTOGRAD = VERIFIED.get("autograd", "reference") != "off"
+_FLAG = "_cuda_agent_families"  # per instance: the families its constructor arguments fit
 
 _lock = threading.Lock()
 _state = {"new_class": None, "failed": None}
+_local = threading.local()
+
+
+# __CLASS_DIGEST__
 
 
 def _sources():
     suffixes = {".cpp", ".cu"} if VERIFIED["device"] == "cuda" else {".cpp"}
     kernels = sorted(p for p in (HERE / "kernels").iterdir() if p.suffix in suffixes)
     return [HERE / "binding.cpp", *kernels]
+
+
+def _source_digest():
+    digest = hashlib.sha256()
+    for p in [*_sources(), HERE / "binding_registry.h", HERE / "model_new.py"]:
+        digest.update(p.name.encode() + p.read_bytes())
+    return digest.hexdigest()
 
 
 def _cache_dirs():
@@ -66,9 +92,7 @@ def extension_name():
 
     import torch
 
-    digest = hashlib.sha256()
-    for p in [*_sources(), HERE / "binding_registry.h", HERE / "model_new.py"]:
-        digest.update(p.name.encode() + p.read_bytes())
+    digest = hashlib.sha256(_source_digest().encode())
     digest.update(f"{torch.__version__}|{torch.version.cuda}|{platform.python_version()}".encode())
     return f"cuda_agent_{VERIFIED['class_snake']}_{digest.hexdigest()[:12]}"
 
@@ -119,8 +143,6 @@ def _import_library(name, library):
 
 def build(announce=True):
     """Build the extension into the cache unless a built copy is there; returns what was done."""
-    import time
-
     name = extension_name()
     library = _prebuilt(name)
     if library is not None:
@@ -164,10 +186,15 @@ def _load_new_class():
     # model_new.py does `import cuda_extension`; lend it this extension only while it loads.
     previous = sys.modules.get("cuda_extension")
     sys.modules["cuda_extension"] = ext
+    name = f"{result['name']}_model_new"
     try:
-        spec = importlib.util.spec_from_file_location(f"{result['name']}_model_new", HERE / "model_new.py")
+        spec = importlib.util.spec_from_file_location(name, HERE / "model_new.py")
         module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # a module Python (and torch's tracer) can find by its name
         spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
     finally:
         if previous is None:
             sys.modules.pop("cuda_extension", None)
@@ -176,6 +203,10 @@ def _load_new_class():
     return module.ModelNew
 
 
+# ---------------------------------------------------------------------------------------------
+# objects of the user's code, and the verified constructor arguments
+# ---------------------------------------------------------------------------------------------
+
 def _object(body):
     found = sys.modules.get(body["module"]) or importlib.import_module(body["module"])
     for name in body["qualname"].split("."):
@@ -183,14 +214,15 @@ def _object(body):
     return found
 
 
-def _make(spec):
+def _make(spec, device="cpu"):
     import torch
 
     kind, body = next(iter(spec.items()))
     if kind == "tensor":
-        return torch.zeros(body["shape"], dtype=getattr(torch, body["dtype"]))
+        return torch.zeros([d if isinstance(d, int) else d["min"] for d in body["shape"]],
+                           dtype=getattr(torch, body["dtype"]), device=device)
     if kind in ("list", "tuple"):
-        items = [_make(x) for x in body]
+        items = [_make(x, device) for x in body]
         return items if kind == "list" else tuple(items)
     if kind == "object":  # a config object, a dtype, an enum member of the user's code
         found = _object(body)
@@ -206,18 +238,17 @@ def _spec_of(arg):
     return {k: v for k, v in arg.items() if k != "name"}
 
 
-def _same(value, spec, on_device=True):
+def _same(value, spec):
+    """Whether a constructor argument is the verified one (tensors: by dtype and shape)."""
     import torch
 
     kind, body = next(iter(spec.items()))
     if kind == "tensor":
-        return (isinstance(value, torch.Tensor) and type(value) is torch.Tensor
-                and (value.device.type == VERIFIED["device"] or not on_device)
-                and str(value.dtype) == "torch." + body["dtype"]
-                and list(value.shape) == body["shape"] and value.is_contiguous())
+        return (type(value) is torch.Tensor and str(value.dtype) == "torch." + body["dtype"]
+                and list(value.shape) == body["shape"])
     if kind in ("list", "tuple"):
         return (isinstance(value, (list, tuple)) and len(value) == len(body)
-                and all(_same(v, s, on_device) for v, s in zip(value, body)))
+                and all(_same(v, s) for v, s in zip(value, body)))
     if kind == "object":
         try:
             expected = _make(spec)
@@ -229,11 +260,15 @@ def _same(value, spec, on_device=True):
     return type(value) is type(body) and value == body
 
 
-def _init_matches(signature, args, kwargs):
-    """Whether an instance was constructed with the arguments the kernel was verified with:
-    the kernel module is built from those, so an instance made otherwise (another eps, another
-    scale, another config) keeps its original forward. Tensors are compared by dtype and shape."""
-    init = VERIFIED["init"]
+def _is_default(value, default):
+    return value is default or (type(value) is type(default) and isinstance(value, (bool, int, float, str))
+                                and value == default)
+
+
+def _init_fits(signature, init, args, kwargs):
+    """Whether an instance was constructed with the arguments of one verified family: the
+    kernel module is built from those, so an instance made otherwise (another eps, another
+    scale, another config) keeps its original forward."""
     try:
         given = signature.bind(None, *args, **kwargs).arguments
         verified = signature.bind(None, *[a["spec"] for a in init if a["name"] is None],
@@ -243,94 +278,316 @@ def _init_matches(signature, args, kwargs):
     for name, param in list(signature.parameters.items())[1:]:
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
             mine, theirs = given.get(name, ()), verified.get(name, ())
-            if len(mine) != len(theirs) or not all(_same(v, s, False) for v, s in zip(mine, theirs)):
+            if len(mine) != len(theirs) or not all(_same(v, s) for v, s in zip(mine, theirs)):
                 return False
         elif param.kind is inspect.Parameter.VAR_KEYWORD:
             mine, theirs = given.get(name, {}), verified.get(name, {})
-            if sorted(mine) != sorted(theirs) or not all(_same(mine[k], theirs[k], False) for k in mine):
+            if sorted(mine) != sorted(theirs) or not all(_same(mine[k], theirs[k]) for k in mine):
                 return False
         elif name in verified:
             value = given[name] if name in given else param.default
-            if value is inspect.Parameter.empty or not _same(value, verified[name], False):
+            if value is inspect.Parameter.empty or not _same(value, verified[name]):
                 return False
         elif name in given and not _is_default(given[name], param.default):
             return False
     return True
 
 
-def _is_default(value, default):
-    return value is default or (type(value) is type(default) and isinstance(value, (bool, int, float, str))
-                                and value == default)
+# ---------------------------------------------------------------------------------------------
+# one verified family: its checks, made once, run on every call
+# ---------------------------------------------------------------------------------------------
 
+class _Family:
+    """The calls one verified case stands for, and how a call of it becomes the op's arguments."""
 
-def _ordered_inputs(signature, self, args, kwargs):
-    """The call's arguments in the order the verified kernel takes them, or None if it differs."""
-    if VERIFIED["by_position"]:
-        if kwargs or len(args) != len(VERIFIED["args"]):
-            return None
-        values = list(args)
-    else:
-        try:
-            bound = signature.bind(self, *args, **kwargs)
-        except TypeError:
-            return None
-        given = dict(bound.arguments)
-        given.pop(next(iter(signature.parameters)), None)  # self
-        names = [a["name"] for a in VERIFIED["args"]]
-        for extra in set(given) - set(names):
-            default, value = signature.parameters[extra].default, given[extra]
-            if default is inspect.Parameter.empty:
-                return None
-            if value is not default and not (type(value) is type(default)
-                                             and isinstance(value, (bool, int, float, str)) and value == default):
-                return None
-        if any(n not in given for n in names):
-            return None
-        values = [given[n] for n in names]
-    for value, spec in zip(values, VERIFIED["args"]):
-        if not _same(value, spec["spec"]):
-            return None
-    return values
-
-
-def _state_matches(module):
-    import torch
-
-    tensors = dict(module.named_parameters())
-    tensors.update(dict(module.named_buffers()))
-    if sorted(tensors) != sorted(VERIFIED["parameters"]):
-        return None
-    for name, t in tensors.items():
-        dtype, shape = VERIFIED["parameters"][name]
-        if t.device.type != VERIFIED["device"] or str(t.dtype) != "torch." + dtype or list(t.shape) != shape:
-            return None
-        if t.requires_grad and torch.is_grad_enabled():
-            return None
-    return tensors
-
-
-def install(cls):
-    """Wrap cls.forward so verified calls run the kernel; returns cls."""
-    if os.environ.get("CUDA_AGENT_DISABLE_KERNELS") == "1" or getattr(cls.forward, "_cuda_agent", False):
-        return cls
-    original = cls.forward
-    signature = inspect.signature(original)
-    original_init = cls.__init__
-    try:
-        init_signature = inspect.signature(original_init)
-    except (TypeError, ValueError):
-        init_signature = None
-
-    @functools.wraps(original_init)
-    def __init__(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        if type(self) is cls:
-            object.__setattr__(self, "_cuda_agent_same_init",
-                               init_signature is not None and _init_matches(init_signature, args, kwargs))
-
-    def kernel_call(self, inputs, tensors):
+    def __init__(self, index, spec, device):
         import torch
 
+        self.index = index
+        self.spec = spec
+        self.device = device
+        self.init = spec["init"]
+        self.names = [a["name"] for a in spec["args"]]
+        self.by_position = bool(spec.get("by_position"))
+        self.on_cuda = device == "cuda"
+        self.output_kind = (spec.get("output") or {}).get("kind", "tensor")
+        self.checks = [self._checker(a["spec"]) for a in spec["args"]]
+        self.params = [(tuple(name.split(".")[:-1]), name.split(".")[-1], getattr(torch, dt), tuple(shape))
+                       for name, (dt, shape) in spec["parameters"].items()]
+        self.param_names = list(spec["parameters"])
+        self._constants = {}
+        # Every argument a tensor: the call's values are the op's inputs as they are.
+        self.flat = all(next(iter(a["spec"])) == "tensor" for a in spec["args"])
+
+    def _checker(self, spec):
+        """A function of one argument value: None where it fits the spec, else the reason."""
+        import torch
+
+        kind, body = next(iter(spec.items()))
+        if kind == "tensor":
+            dtype = getattr(torch, body["dtype"])
+            dims = body["shape"]
+            fixed = all(isinstance(d, int) for d in dims)
+            shape = tuple(dims) if fixed else None
+            on_cuda = self.on_cuda
+            tensor = torch.Tensor
+
+            def check(v):
+                if not isinstance(v, tensor):  # fake and functional tensors while torch traces
+                    return "arguments"
+                if v.is_cuda is not on_cuda:
+                    return "device"
+                if v.dtype is not dtype:
+                    return "dtype"
+                if fixed:
+                    if v.shape != shape:
+                        return "shape"
+                elif not _dims_fit(v.shape, dims):
+                    return "shape"
+                if not v.is_contiguous():
+                    return "layout"
+                return None
+
+            return check
+        if kind in ("list", "tuple"):
+            items = [self._checker(s) for s in body]
+            n = len(items)
+
+            def check(v):
+                if not isinstance(v, (list, tuple)) or len(v) != n:
+                    return "arguments"
+                for item, c in zip(v, items):
+                    r = c(item)
+                    if r is not None:
+                        return r
+                return None
+
+            return check
+        if kind == "object":
+            def check(v):
+                return None if _same(v, spec) else "arguments"
+
+            return check
+
+        def check(v):
+            return None if (type(v) is type(body) and v == body) else "arguments"
+
+        return check
+
+    def match(self, values):
+        for v, c in zip(values, self.checks):
+            r = c(v)
+            if r is not None:
+                return r
+        return None
+
+    def state_of(self, module):
+        """The module's parameters and buffers in verified order, or why they do not fit."""
+        out = []
+        on_cuda = self.on_cuda
+        for path, leaf, dtype, shape in self.params:
+            m = module
+            try:
+                for part in path:
+                    m = m._modules[part]
+                t = m._parameters[leaf] if leaf in m._parameters else m._buffers[leaf]
+            except (KeyError, AttributeError):
+                return "parameters"
+            if t is None or t.dtype is not dtype or t.is_cuda is not on_cuda or t.shape != shape:
+                return "parameters"
+            out.append(t)
+        return out
+
+    def leaves(self, values):
+        """The tensors among the call's values, depth first: the op's inputs."""
+        if self.flat:
+            return list(values)
+        return _tensors_in(values)
+
+    def rebuild(self, tensors):
+        """The call's values again from the op's input tensors (constants from the spec)."""
+        if self.flat:
+            return tensors
+        it = iter(tensors)
+        return [self._rebuild(a["spec"], it) for a in self.spec["args"]]
+
+    def _rebuild(self, spec, it):
+        kind, body = next(iter(spec.items()))
+        if kind == "tensor":
+            return next(it)
+        if kind in ("list", "tuple"):
+            items = [self._rebuild(s, it) for s in body]
+            return items if kind == "list" else tuple(items)
+        if kind == "object":
+            key = json.dumps(spec, sort_keys=True)
+            if key not in self._constants:
+                self._constants[key] = _make(spec)
+            return self._constants[key]
+        return body
+
+    def shaped(self, outs):
+        kind = self.output_kind
+        if kind == "tensor":
+            return outs[0]
+        return tuple(outs) if kind == "tuple" else list(outs)
+
+
+def _tensors_in(values):
+    import torch
+
+    out = []
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            out.extend(_tensors_in(v))
+        elif isinstance(v, torch.Tensor):
+            out.append(v)
+    return out
+
+
+def _dims_fit(shape, dims):
+    if len(shape) != len(dims):
+        return False
+    seen = {}
+    for n, d in zip(shape, dims):
+        if isinstance(d, int):
+            if n != d:
+                return False
+        else:
+            if not d["min"] <= n <= d["max"]:
+                return False
+            if seen.setdefault(d["name"], n) != n:
+                return False
+    return True
+
+
+def _flat(out):
+    if isinstance(out, (tuple, list)):
+        return list(out)
+    return [out]
+
+
+# ---------------------------------------------------------------------------------------------
+# trace: what each call did, written when the process exits
+# ---------------------------------------------------------------------------------------------
+
+class _Tally:
+    def __init__(self, target, state):
+        self.target = target
+        self.state = state
+        self.calls = 0
+        self.taken = 0
+        self.declined = {}
+        self.seconds = 0.0
+        self.shapes = {}
+
+    def declined_as(self, reason):
+        self.declined[reason] = self.declined.get(reason, 0) + 1
+
+    def write(self, path):
+        record = {"target": self.target, "class": "__CLASS__", "op": VERIFIED.get("op"), "state": self.state,
+                  "calls": self.calls, "taken": self.taken, "declined": self.declined,
+                  "seconds_in_class": round(self.seconds, 6), "pid": os.getpid(),
+                  "shapes": [{"shape": k, "calls": v} for k, v in sorted(self.shapes.items(), key=lambda kv: -kv[1])[:16]]}
+        try:
+            with open(path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError:
+            pass
+
+
+def _shape_key(args):
+    parts = []
+    for a in args:
+        shape = getattr(a, "shape", None)
+        parts.append("x".join(str(d) for d in shape) if shape is not None else type(a).__name__)
+    return ", ".join(parts)
+
+
+def _traced(cls, original, tally, attempt):
+    """forward that counts every call (and, without a kernel, only counts)."""
+
+    @functools.wraps(original)
+    def forward(self, *args, **kwargs):
+        if type(self) is not cls:
+            return original(self, *args, **kwargs)
+        start = time.perf_counter()
+        tally.calls += 1
+        if len(tally.shapes) < 64 or _shape_key(args) in tally.shapes:
+            key = _shape_key(args)
+            tally.shapes[key] = tally.shapes.get(key, 0) + 1
+        try:
+            if attempt is None:
+                tally.declined_as(tally.state)
+                return original(self, *args, **kwargs)
+            ok, out = attempt(self, args, kwargs)
+            if ok:
+                tally.taken += 1
+                return out
+            tally.declined_as(out)
+            return original(self, *args, **kwargs)
+        finally:
+            tally.seconds += time.perf_counter() - start
+
+    return forward
+
+
+# ---------------------------------------------------------------------------------------------
+# install
+# ---------------------------------------------------------------------------------------------
+
+def _current_digest(cls):
+    """The digest of the class as it is defined now, or None where its source cannot be read."""
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None)
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return class_digest(f.read(), cls.__name__)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _stale(cls):
+    """Why the class is no longer the code the kernel was verified against, or None."""
+    expected = VERIFIED.get("source_sha256")
+    if not expected:
+        return None
+    now = _current_digest(cls)
+    if now == expected:
+        return None
+    if now is None:
+        return "its source cannot be read to compare it with the verified one"
+    return "its source changed since the kernel was verified"
+
+
+def _registry():
+    """One table of integrated ops per process, kept across reloads of this file."""
+    import types
+
+    reg = sys.modules.get("_cuda_agent_ops")
+    if reg is None:
+        reg = types.ModuleType("_cuda_agent_ops")
+        reg.ops = {}
+        reg.libraries = []
+        reg.traces = []
+        sys.modules["_cuda_agent_ops"] = reg
+    return reg
+
+
+class _Op:
+    """The operator of this kernel: the kernel module per family and thread, the fake and the
+    backward through the original code."""
+
+    def __init__(self, cls, original_forward, original_init, families):
+        self.cls = cls
+        self.original_forward = original_forward
+        self.original_init = original_init
+        self.families = families
+        self.references = {}
+
+    # the kernel ---------------------------------------------------------------------------
+    def new_class(self):
         if _state["new_class"] is None:
             with _lock:
                 if _state["new_class"] is None and _state["failed"] is None:
@@ -338,57 +595,310 @@ def install(cls):
                         _state["new_class"] = _load_new_class()
                     except Exception as exc:  # no compiler, no GPU toolkit, ...: keep the original
                         _state["failed"] = exc
-                        warnings.warn(f"cuda-agent: the kernel for {cls.__name__} is off ({exc!s:.300}); "
+                        warnings.warn(f"cuda-agent: the kernel for __CLASS__ is off ({exc!s:.300}); "
                                       "using the original forward. Run `cuda-agent build` where a compiler "
-                                      "is present (same torch) to ship a built copy", RuntimeWarning, stacklevel=5)
-        if _state["new_class"] is None:
-            return None
-        new = self.__dict__.get("_cuda_agent_new")
-        if new is None:
-            init = VERIFIED["init"]
-            new = _state["new_class"](*[_make(a["spec"]) for a in init if a["name"] is None],
-                                      **{a["name"]: _make(a["spec"]) for a in init if a["name"] is not None})
-            new = new.to(VERIFIED["device"]).train(self.training)
-            if sorted(new.state_dict()) != sorted(self.state_dict()):
-                raise RuntimeError("the kernel module's parameters do not match the original's")
-            object.__setattr__(self, "_cuda_agent_new", new)  # not a submodule: state_dict unchanged
-        return torch.func.functional_call(new, tensors, tuple(inputs))
+                                      "is present (same torch) to ship a built copy", RuntimeWarning, stacklevel=6)
+        return _state["new_class"]
 
-    @functools.wraps(original)
-    def forward(self, *args, **kwargs):
-        if (type(self) is cls and _state["failed"] is None and self.__dict__.get("_cuda_agent_same_init") is True
-                and not (VERIFIED["training_sensitive"] and self.training)):
-            inputs = _ordered_inputs(signature, self, args, kwargs)
-            tensors = _state_matches(self) if inputs is not None else None
-            if inputs is not None and tensors is not None and not (
-                    _grad_needed(inputs)):
-                try:
-                    out = kernel_call(self, inputs, tensors)
-                except Exception as exc:
-                    _state["failed"] = exc
-                    warnings.warn(f"cuda-agent: the kernel for {cls.__name__} failed ({exc!s:.200}); "
-                                  "using the original forward from now on", RuntimeWarning, stacklevel=2)
-                    out = None
-                if out is not None:
+    def kernel_module(self, family):
+        """This thread's kernel module of `family`: built once from the verified constructor
+        arguments; every call lends it the caller's parameters."""
+        modules = getattr(_local, "modules", None)
+        if modules is None:
+            modules = _local.modules = {}
+        entry = modules.get(family.index)
+        if entry is None:
+            new_class = self.new_class()
+            if new_class is None:
+                return None
+            init = family.init
+            new = new_class(*[_make(a["spec"]) for a in init if a["name"] is None],
+                            **{a["name"]: _make(a["spec"]) for a in init if a["name"] is not None})
+            new = new.to(VERIFIED["device"]).eval()
+            slots = []
+            for name in family.param_names:
+                *path, leaf = name.split(".")
+                owner = new
+                for part in path:
+                    owner = owner._modules.get(part) if owner is not None else None
+                if owner is None:
+                    slots.append(None)
+                    continue
+                table = owner._parameters if leaf in owner._parameters else owner._buffers
+                # A tensor only the original has (a buffer it does not save) is not the kernel's.
+                slots.append((table, leaf) if leaf in table else None)
+            entry = modules[family.index] = (new, slots)
+        return entry
+
+    def run(self, inputs, params, index):
+        """The kernel on these tensors (the op's implementation); the original code where the
+        kernel cannot be built here."""
+        outs = self.kernel(inputs, params, index)
+        if outs is None:
+            return [t.clone() for t in _flat(self.reference(index, inputs, params))]
+        return outs
+
+    def kernel(self, inputs, params, index):
+        """The kernel's outputs, contiguous, or None where it cannot be built here."""
+        family = self.families[index]
+        entry = self.kernel_module(family)
+        if entry is None:
+            return None
+        new, slots = entry
+        for slot, t in zip(slots, params):
+            if slot is not None:
+                slot[0][slot[1]] = t
+        out = new.forward(*family.rebuild(inputs))
+        if family.output_kind == "tensor":
+            return [out if out.is_contiguous() else out.contiguous()]
+        return [o if o.is_contiguous() else o.contiguous() for o in out]
+
+    # the original code on the op's tensors --------------------------------------------------
+    def reference_module(self, index):
+        """A shell of the original class for `index`, its tensors on the meta device: the op's
+        tensors take their place on every use."""
+        shell = self.references.get(index)
+        if shell is None:
+            import torch
+
+            family = self.families[index]
+            init = family.init
+            with torch.device("meta"):
+                shell = self.cls.__new__(self.cls)
+                self.original_init(shell, *[_make(a["spec"], "meta") for a in init if a["name"] is None],
+                                   **{a["name"]: _make(a["spec"], "meta") for a in init if a["name"] is not None})
+            object.__setattr__(shell, _FLAG, ())
+            self.references[index] = shell
+        return shell
+
+    def reference(self, index, inputs, params):
+        import torch
+
+        family = self.families[index]
+        shell = self.reference_module(index)
+        tensors = dict(zip(family.param_names, params))
+        return torch.func.functional_call(shell, tensors, tuple(family.rebuild(inputs)), strict=False)
+
+
+def _define(op_name, op):
+    """Register the operator once per process; a reload of this file replaces what it runs."""
+    import torch
+
+    reg = _registry()
+    first = op_name not in reg.ops
+    reg.ops[op_name] = op
+    if not first:
+        return getattr(torch.ops.cuda_agent, op_name.split("::")[1])
+    short = op_name.split("::")[1]
+    lib = torch.library.Library("cuda_agent", "FRAGMENT")
+    reg.libraries.append(lib)
+    lib.define(f"{short}(Tensor[] inputs, Tensor[] params, int family) -> Tensor[]")
+
+    def impl(inputs, params, family):
+        return reg.ops[op_name].run(inputs, params, family)
+
+    def fake(inputs, params, family):
+        outs = _flat(reg.ops[op_name].reference(family, inputs, params))
+        return [torch.empty_like(t, memory_format=torch.contiguous_format) for t in outs]
+
+    def setup_context(ctx, inputs, output):
+        ins, params, family = inputs
+        ctx.n = len(ins)
+        ctx.family = family
+        ctx.save_for_backward(*ins, *params)
+
+    def backward(ctx, grads):
+        saved = ctx.saved_tensors
+        ins, params = list(saved[:ctx.n]), list(saved[ctx.n:])
+        current = reg.ops[op_name]
+
+        def original(ins, params):
+            return _flat(current.reference(ctx.family, ins, params))
+
+        _, vjp = torch.func.vjp(original, ins, params)
+        grad_ins, grad_params = vjp([g if g is not None else torch.zeros(()) for g in grads])
+        return list(grad_ins), list(grad_params), None
+
+    lib.impl(short, impl, "CompositeExplicitAutograd")
+    try:
+        torch.library.register_fake(op_name, fake, lib=lib)
+    except Exception:
+        # register_fake looks up the caller's source, which fails in some processes (a namespace
+        # package in sys.modules trips Python's inspect); a meta kernel serves fake tensors too.
+        lib.impl(short, fake, "Meta")
+    torch.library.register_autograd(op_name, backward, setup_context=setup_context, lib=lib)
+    return getattr(torch.ops.cuda_agent, short)
+
+
+def _binder(signature, families):
+    """values(args, kwargs): the call's arguments in the verified order, or None where the call
+    passes something else (another argument, a value other than a default)."""
+    names = families[0].names
+    n = len(names)
+    params = list(signature.parameters.values())
+    self_name = params[0].name if params else "self"
+    plain = [p.name for p in params[1:1 + n]] == names
+
+    def values(self, args, kwargs):
+        if not kwargs and len(args) == n and (plain or families[0].by_position):
+            return args
+        if families[0].by_position:
+            return None
+        try:
+            given = signature.bind(self, *args, **kwargs).arguments
+        except TypeError:
+            return None
+        given.pop(self_name, None)
+        for name, value in given.items():
+            if name not in names and not _is_default(value, signature.parameters[name].default):
+                return None
+        out = []
+        for name in names:
+            if name in given:
+                out.append(given[name])
+            elif signature.parameters[name].default is not inspect.Parameter.empty:
+                out.append(signature.parameters[name].default)
+            else:
+                return None
+        return out
+
+    return values
+
+
+
+
+def install(cls):
+    """Route cls's verified calls to the kernel's operator; returns cls."""
+    if getattr(cls.forward, "_cuda_agent", False):
+        return cls
+    import torch
+
+    original = cls.forward
+    original_init = cls.__init__
+    trace_path = os.environ.get("CUDA_AGENT_TRACE")
+    display = "__DISPLAY__"
+    reason = None
+    if os.environ.get("CUDA_AGENT_DISABLE_KERNELS") == "1":
+        reason = "disabled"
+    else:
+        stale = _stale(cls)
+        if stale:
+            reason = "stale source"
+            warnings.warn(f"cuda-agent: the kernel for {cls.__name__} is off: {stale}, so the original "
+                          f"forward runs. Run `cuda-agent check` to see the state, and `cuda-agent optimize "
+                          f"{display}` for a kernel of the new code (undoing the edit brings the verified "
+                          "kernel back)", RuntimeWarning, stacklevel=2)
+    if reason is not None:
+        if trace_path:
+            tally = _Tally(display, reason)
+            _registry().traces.append(tally)
+            atexit.register(tally.write, trace_path)
+            forward = _traced(cls, original, tally, None)
+            forward._cuda_agent = True
+            cls.forward = forward
+        return cls
+
+    families = [_Family(i, spec, VERIFIED["device"]) for i, spec in enumerate(FAMILIES)]
+    op_name = VERIFIED.get("op") or f"cuda_agent::{VERIFIED['class_snake']}_{_source_digest()[:12]}"
+    op = _Op(cls, original, original_init, families)
+    call_op = _define(op_name, op)
+    try:
+        forward_signature = inspect.signature(original)
+        bind = _binder(forward_signature, families)
+    except (TypeError, ValueError):
+        def bind(self, args, kwargs):
+            return None
+    try:
+        init_signature = inspect.signature(original_init)
+    except (TypeError, ValueError):
+        init_signature = None
+    sensitive = bool(VERIFIED.get("training_sensitive"))
+    is_compiling = torch.compiler.is_compiling  # true under torch.compile and torch.export alike
+    grad_enabled = torch.is_grad_enabled
+    plain, parameter = torch.Tensor, torch.nn.Parameter
+
+    @functools.wraps(original_init)
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        if type(self) is cls:
+            fits = () if init_signature is None else tuple(
+                f.index for f in families if _init_fits(init_signature, f.init, args, kwargs))
+            object.__setattr__(self, _FLAG, fits)
+
+    def attempt(self, args, kwargs):
+        """(True, output) where the kernel ran, else (False, why not)."""
+        fits = self.__dict__.get(_FLAG)
+        if not fits:
+            return False, "constructor arguments"
+        if _state["failed"] is not None:
+            return False, "not built"
+        if sensitive and self.training:
+            return False, "training mode"
+        values = bind(self, args, kwargs)
+        if values is None:
+            return False, "arguments"
+        why = "arguments"
+        for index in fits:
+            family = families[index]
+            why = family.match(values)
+            if why is not None:
+                continue
+            params = family.state_of(self)
+            if params.__class__ is str:
+                why = params
+                continue
+            inputs = family.leaves(values)
+            grad = False
+            if grad_enabled():
+                for t in inputs:
+                    if t.requires_grad:
+                        grad = True
+                        break
+                else:
+                    for t in params:
+                        if t.requires_grad:
+                            grad = True
+                            break
+            if grad and not AUTOGRAD:
+                why = "autograd"
+                continue
+            if grad or is_compiling():
+                return True, family.shaped(call_op(inputs, params, index))
+            subclass = False
+            for t in inputs:
+                if type(t) is not plain and type(t) is not parameter:
+                    subclass = True  # a tensor subclass: its own semantics, not the verified ones
+            if subclass:
+                why = "arguments"
+                continue
+            try:
+                outs = op.kernel(inputs, params, index)
+            except Exception as exc:
+                _state["failed"] = exc
+                warnings.warn(f"cuda-agent: the kernel for {cls.__name__} failed ({exc!s:.200}); "
+                              "using the original forward from now on", RuntimeWarning, stacklevel=3)
+                return False, "kernel failed"
+            if outs is None:  # it could not be built here
+                return False, "not built"
+            return True, family.shaped(outs)
+        return False, why
+
+    if trace_path:
+        tally = _Tally(display, "on")
+        _registry().traces.append(tally)
+        atexit.register(tally.write, trace_path)
+        forward = _traced(cls, original, tally, attempt)
+    else:
+        @functools.wraps(original)
+        def forward(self, *args, **kwargs):
+            if type(self) is cls:
+                ok, out = attempt(self, args, kwargs)
+                if ok:
                     return out
-        return original(self, *args, **kwargs)
+            return original(self, *args, **kwargs)
 
     forward._cuda_agent = True
+    forward._cuda_agent_op = op_name
     cls.forward = forward
     cls.__init__ = __init__
     return cls
-
-
-def _grad_needed(inputs):
-    import torch
-
-    if not torch.is_grad_enabled():
-        return False
-    stack = list(inputs)
-    while stack:
-        v = stack.pop()
-        if isinstance(v, (list, tuple)):
-            stack.extend(v)
-        elif isinstance(v, torch.Tensor) and v.requires_grad:
-            return True
-    return False

@@ -81,12 +81,16 @@ def plan_for_session(
     session_id: str,
 ) -> WriteBackPlan:
     """Every change applying the session's best kernel would make, computed without writing."""
+    from cuda_agent_cli.writeback.fingerprint import class_digest
+
     verified = Verified(
         device=device,
         call=task.call,
         forward_params=task.forward_params,
         parameters=task.parameters,
         training_sensitive=task.training_sensitive,
+        output=task.output,
+        source_sha256=class_digest(task.module_source, task.target.class_name),
     )
     return build_plan(
         module_file=task.file,

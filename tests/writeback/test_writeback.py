@@ -313,8 +313,10 @@ def test_verified_calls_use_the_kernel_and_everything_else_the_original(integrat
         assert torch.allclose(m.double()(x.double()), x.double() * m.w)  # parameters of another dtype
     assert len(loads) == 1
     m2 = module.Scale(8)
-    assert torch.allclose(m2(x), x * m2.w)  # autograd: original code
-    assert m2(x).requires_grad
+    y = m2(x)  # autograd: the kernel runs the forward, the original code's backward follows
+    assert torch.allclose(y, x * m2.w + 1000) and y.requires_grad
+    y.sum().backward()
+    assert torch.allclose(m2.w.grad, x.sum(0))
 
     class Sub(module.Scale):
         pass
