@@ -222,9 +222,7 @@ def _new(req: OptimizeRequest, cfg: Config, stage: Callable[[str], None]) -> _St
     spec = parse_inputs_spec(req.inputs) if req.inputs else None
     if spec is not None:
         check_input_devices(spec, cfg, "--inputs")
-    task = as_written(
-        resolve_task(req.target, req.cwd, inputs=spec, capture_command=req.capture, device=cfg.device)
-    )
+    task = as_written(resolve_task(req.target, req.cwd, inputs=spec, capture_command=req.capture, device=cfg.device))
     if req.capture:
         stage(captured_block(task, req.capture))
         check_input_devices(task.call, cfg, "--capture")

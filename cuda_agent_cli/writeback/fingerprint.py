@@ -95,16 +95,16 @@ def class_digest(module_source: str, class_name: str) -> "str | None":
             found = node
     if found is None:
         return None
-    for node in _ast.walk(found):
-        body = getattr(node, "body", None)
+    for part in _ast.walk(found):
+        body = getattr(part, "body", None)
         if (
-            isinstance(node, (_ast.ClassDef, _ast.FunctionDef, _ast.AsyncFunctionDef))
+            isinstance(part, (_ast.ClassDef, _ast.FunctionDef, _ast.AsyncFunctionDef))
             and body
             and isinstance(body[0], _ast.Expr)
             and isinstance(body[0].value, _ast.Constant)
             and isinstance(body[0].value.value, str)
         ):
-            node.body = body[1:] or [_ast.Pass()]
+            part.body = body[1:] or [_ast.Pass()]
     return _hashlib.sha256(_ast.unparse(found).encode("utf-8")).hexdigest()
 
 

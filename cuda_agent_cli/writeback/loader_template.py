@@ -543,7 +543,7 @@ def _current_digest(cls):
         return None
     try:
         with open(path, encoding="utf-8") as f:
-            return class_digest(f.read(), cls.__name__)
+            return class_digest(f.read(), cls.__name__)  # noqa: F821 (written in with the loader)
     except (OSError, UnicodeDecodeError):
         return None
 
