@@ -29,6 +29,7 @@ import torch
 import channel
 import evidence
 import guards
+import init_objects
 import landlock
 import process_filter
 import tensor_files
@@ -49,9 +50,17 @@ def _check(name: str, passed: bool, detail: str) -> dict:
     return {"name": name, "passed": bool(passed), "detail": detail}
 
 
-def load_set(path: Path) -> Any:
+def load_set(path: Path, objects: str = "real") -> Any:
+    """One input set. Constructor arguments that are objects of the user's code come as the
+    real objects (`objects="real"`: a trusted process with the reference loaded) or as stand-ins
+    (`"stand-ins"`: the candidate's process, which never imports the reference); either way in
+    payload["init_args"], while payload["init"] keeps what the fingerprints cover."""
     # Memory-mapped: a 64 MB tensor then costs one copy (to the device, or a clone), not two.
-    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    if payload.get("init_pickle"):
+        payload["init_args"] = (init_objects.load_real(path.parent, payload) if objects == "real"
+                                else init_objects.standins(payload["init"]))
+    return payload
 
 
 def _weights_fit(own: dict, state: dict) -> bool:
@@ -64,7 +73,7 @@ def build_model(cls: type, payload: dict, device: str, seed: int) -> tuple[Any, 
 
     random.seed(seed)
     torch.manual_seed(seed)
-    model = cls(*to_device(payload["init"], "cpu"))
+    model = cls(*to_device(payload.get("init_args", payload["init"]), "cpu"))
     note = "seeded init"
     state = payload["state"]
     if isinstance(model, torch.nn.Module):
@@ -237,14 +246,14 @@ def _reserve(device: str, nbytes: int, output_bytes: int = 0) -> None:
 class _Sets:
     """Input sets and weights written by the inputs job, loaded once each."""
 
-    def __init__(self, folder: Path, device: str) -> None:
-        self.folder, self.device = folder, device
+    def __init__(self, folder: Path, device: str, objects: str = "real") -> None:
+        self.folder, self.device, self.objects = folder, device, objects
         self.payloads: dict[int, dict] = {}
         self.inputs: dict[int, list[Any]] = {}
 
     def payload(self, k: int) -> dict:
         if k not in self.payloads:
-            self.payloads[k] = load_set(self.folder / f"inputs_{k}.pt")
+            self.payloads[k] = load_set(self.folder / f"inputs_{k}.pt", self.objects)
         return self.payloads[k]
 
     def device_inputs(self, k: int) -> list[Any]:
@@ -342,7 +351,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     claims["phases"]["import"] = round(_clock() - mark, 4)
     chan.send({"ok": True})
 
-    sets = _Sets(Path(spec["inputs_dir"]), device)
+    sets = _Sets(Path(spec["inputs_dir"]), device, objects="stand-ins")
     out_dir = Path(spec["out_dir"])
     models: dict[int, Any] = {}
     kept: dict[int, Any] = {}

@@ -13,6 +13,7 @@ directory only the harness hands out.
 
 from __future__ import annotations
 
+import pickle
 import random
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ from worker_common import (
 
 import evidence
 import guards
+import init_objects
 import tensor_files
 import timing
 from executor import build_model, load_set
@@ -101,7 +103,13 @@ def run_inputs_job(spec: dict) -> dict:
             inputs = list(ref.get_inputs())
         except BaseException as exc:
             return {"error": f"building the reference model or its inputs failed: {trim_exception(exc, 400)}"}
-        payload = {"init": to_cpu(init), "inputs": to_cpu(inputs), "state": state}
+        try:
+            carried, pickled = init_objects.save(init, out_dir, i)
+        except (TypeError, pickle.PicklingError, AttributeError) as exc:
+            return {"error": f"the constructor arguments cannot be handed to the candidate: {trim_exception(exc, 300)}"}
+        payload = {"init": carried if pickled else to_cpu(init), "inputs": to_cpu(inputs), "state": state}
+        if pickled:
+            payload["init_pickle"] = pickled
         torch.save(payload, out_dir / f"inputs_{i}.pt")
         fingerprints.append(_payload_fingerprints(payload, payload["inputs"], "cpu"))
         if i == indices[0]:

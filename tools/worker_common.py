@@ -40,11 +40,18 @@ def device_sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def _same_kind(obj: Any, items: Any) -> Any:
+    """A list or tuple of `items` of obj's own type (a namedtuple takes its fields one by one)."""
+    if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
+        return type(obj)(*items)
+    return type(obj)(items)
+
+
 def to_device(obj: Any, device: str) -> Any:
     if isinstance(obj, torch.Tensor):
         return obj.to(device)
     if isinstance(obj, (list, tuple)):
-        return type(obj)(to_device(o, device) for o in obj)
+        return _same_kind(obj, [to_device(o, device) for o in obj])
     return obj
 
 
@@ -53,7 +60,7 @@ def fresh_clone(obj: Any) -> Any:
     if isinstance(obj, torch.Tensor):
         return obj.detach().clone()
     if isinstance(obj, (list, tuple)):
-        return type(obj)(fresh_clone(o) for o in obj)
+        return _same_kind(obj, [fresh_clone(o) for o in obj])
     return obj
 
 
