@@ -204,3 +204,39 @@ def pair_workspace(reference: Path, candidate: Path) -> Workspace:
         kind="workdir" if has_bindings else "kernelbench",
         binding_dir=root if has_bindings else None,
     )
+
+
+def judging_workspace(
+    base: Path, reference: str, model_new: str, kernels: dict[str, str], device: str, policy: str
+) -> Workspace:
+    """A workspace under `base` for exactly these files, to judge a kernel outside its session
+    (`check`, a session's other shapes), kept in the cache: judging unchanged files again reuses
+    the build folder, so nothing is recompiled."""
+    import tempfile
+
+    h = hashlib.sha256()
+    for part in (device, policy, reference, model_new, *(f"{n}\0{t}" for n, t in sorted(kernels.items()))):
+        h.update(part.encode() + b"\0")
+    final = base / h.hexdigest()[:20]
+    if (final / "store" / LOCKS_FILE).is_file():
+        ws = open_workspace(final)
+        # The files judged are the repository's, whatever an earlier run left in the folder.
+        if not ws.candidate.is_file() or ws.candidate.read_text() != model_new:
+            ws.candidate.write_text(model_new)
+        for p in ws.kernels_dir.iterdir() if ws.kernels_dir.is_dir() else []:
+            if p.name not in kernels or not p.is_file() or p.read_text(errors="replace") != kernels[p.name]:
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        for name, text in kernels.items():
+            if not (ws.kernels_dir / name).is_file():
+                (ws.kernels_dir / name).write_text(text)
+        return ws
+    tmp = Path(tempfile.mkdtemp(prefix="new-", dir=base))
+    create_workspace(tmp / "session", reference, model_new, kernels)
+    try:
+        os.rename(tmp / "session", final)
+    except OSError:  # made by a check running beside this one, or left half-made: start anew
+        shutil.rmtree(final, ignore_errors=True)
+        os.rename(tmp / "session", final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return open_workspace(final)

@@ -8,8 +8,6 @@ the user's repository) and judged exactly like a candidate of an optimize sessio
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,48 +69,12 @@ def _kernel_files(folder: Path, device: str) -> tuple[str, dict[str, str]]:
     return model_new, kernels
 
 
-def _workspace(base: Path, reference: str, model_new: str, kernels: dict[str, str], device: str, policy: str) -> Any:
-    """A session workspace for exactly these files, kept in the cache: checking an unchanged
-    kernel again reuses its build folder, so nothing is recompiled."""
-    import hashlib
-    import os
-
-    from cuda_agent_cli.workspace import LOCKS_FILE, create_workspace, open_workspace
-
-    h = hashlib.sha256()
-    for part in (device, policy, reference, model_new, *(f"{n}\0{t}" for n, t in sorted(kernels.items()))):
-        h.update(part.encode() + b"\0")
-    final = base / h.hexdigest()[:20]
-    if (final / "store" / LOCKS_FILE).is_file():
-        ws = open_workspace(final)
-        # The files judged are the repository's, whatever an earlier run left in the folder.
-        if not ws.candidate.is_file() or ws.candidate.read_text() != model_new:
-            ws.candidate.write_text(model_new)
-        for p in ws.kernels_dir.iterdir() if ws.kernels_dir.is_dir() else []:
-            if p.name not in kernels or not p.is_file() or p.read_text(errors="replace") != kernels[p.name]:
-                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-        for name, text in kernels.items():
-            if not (ws.kernels_dir / name).is_file():
-                (ws.kernels_dir / name).write_text(text)
-        return ws
-    tmp = Path(tempfile.mkdtemp(prefix="new-", dir=base))
-    create_workspace(tmp / "session", reference, model_new, kernels)
-    try:
-        os.rename(tmp / "session", final)
-    except OSError:  # made by a check running beside this one, or left half-made: start anew
-        shutil.rmtree(final, ignore_errors=True)
-        os.rename(tmp / "session", final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return open_workspace(final)
-
-
 def measure(root: Path, entry: dict[str, Any], *, atol: float, rtol: float, scratch: Path | None = None) -> Measurement:
     """Verify and profile the kernel of `entry`; never raises for a kernel that fails."""
     import time
 
     from cuda_agent_cli.harness import Harness
-    from cuda_agent_cli.workspace import cache_dir
+    from cuda_agent_cli.workspace import cache_dir, judging_workspace
 
     start = time.perf_counter()
     device = entry.get("device") or "cuda"
@@ -126,7 +88,7 @@ def measure(root: Path, entry: dict[str, Any], *, atol: float, rtol: float, scra
             return Measurement(not_measured=exc.one_line(), seconds=time.perf_counter() - start)
         return Measurement(error=exc.one_line(), seconds=time.perf_counter() - start)
     model_new, kernels = _kernel_files(root / entry["folder"], device)
-    workspace = _workspace(base, task.reference_source, model_new, kernels, device, policy)
+    workspace = judging_workspace(base, task.reference_source, model_new, kernels, device, policy)
     try:
         harness = Harness(workspace, device=device, policy=policy, atol=atol, rtol=rtol)
     except EnvironmentMissing as exc:

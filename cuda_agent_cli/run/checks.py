@@ -76,8 +76,20 @@ def check_api_base(api_base: str | None) -> None:
 
 def captured_block(task: Task, command: str) -> str:
     """What --capture recorded, shown before the session so a wrong call is caught at once."""
-    lines = [f"captured the first call of {task.target.class_name} in `{command}`:"]
-    lines += [f"  {line}" for line in task.call.signature_lines(task.forward_params)]
+    cases = task.cases()
+    name = task.target.class_name
+    if len(cases) == 1:
+        lines = [f"captured the calls of {name} in `{command}`: one signature"]
+    else:
+        lines = [
+            f"captured the calls of {name} in `{command}`: {len(cases)} signatures; the session optimizes "
+            "for the first, and the kernel is verified and timed at each"
+        ]
+    for i, case in enumerate(cases):
+        times = f"{case.count} call{'s' if case.count != 1 else ''}" if case.count is not None else ""
+        forward, init = case.call.signature_lines(task.forward_params)
+        lines.append(f"  {i + 1}. {forward}  {times}".rstrip())
+        lines.append(f"     {init}")
     return "\n".join(lines)
 
 

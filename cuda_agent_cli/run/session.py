@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from cuda_agent_cli.config import Config
     from cuda_agent_cli.harness import Harness
     from cuda_agent_cli.harness.result import HarnessResult, Timings
+    from cuda_agent_cli.run.cases import ShapesVerdict
     from cuda_agent_cli.task.inputs import CallSpec
     from cuda_agent_cli.task.target import Task
     from cuda_agent_cli.writeback.apply import WriteBackPlan
@@ -94,6 +95,7 @@ class OptimizeOutcome:
     stop_detail: str = ""  # e.g. "max_turns 3 from pyproject.toml"
     inputs: dict[str, Any] | None = None  # inputs_json of the call the kernel was made for
     harness: Harness | None = None  # the session's own, its builds warm: to score the best again (bench)
+    shapes: ShapesVerdict | None = None  # every call of the task the best kernel was judged at (several)
 
     @property
     def result(self) -> HarnessResult | None:
@@ -201,10 +203,11 @@ def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None, stage: Cal
         resolve_task(
             saved.target,
             Path(saved.cwd),
-            inputs=call_from_json(saved.call) if saved.explicit_inputs else None,
+            inputs=[call_from_json(c) for c, _ in saved.calls()] if saved.explicit_inputs else None,
             device=saved.device,
         )
     )
+    task = with_counts(task, [n for _, n in saved.calls()])
     return _Start(
         cfg, task, task.reference_source, saved.target, task.target.display, saved.device, saved.policy, state
     )
@@ -212,17 +215,17 @@ def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None, stage: Cal
 
 def _new(req: OptimizeRequest, cfg: Config, stage: Callable[[str], None]) -> _Start:
     from cuda_agent_cli.run.checks import captured_block, check_input_devices
-    from cuda_agent_cli.task.inputs import parse_inputs_spec
+    from cuda_agent_cli.task.inputs import parse_inputs_cases
     from cuda_agent_cli.task.resolve import resolve_task
 
     _check_before_model(req, cfg)
     if not req.target:
         raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName")
     stage(f"importing {req.target}")
-    spec = parse_inputs_spec(req.inputs) if req.inputs else None
-    if spec is not None:
+    specs = parse_inputs_cases(req.inputs) if req.inputs else None
+    for spec in specs or []:
         check_input_devices(spec, cfg, "--inputs")
-    task = as_written(resolve_task(req.target, req.cwd, inputs=spec, capture_command=req.capture, device=cfg.device))
+    task = as_written(resolve_task(req.target, req.cwd, inputs=specs, capture_command=req.capture, device=cfg.device))
     if req.capture:
         stage(captured_block(task, req.capture))
         check_input_devices(task.call, cfg, "--capture")
@@ -237,6 +240,16 @@ def _given(req: OptimizeRequest, reference: GivenReference, cfg: Config) -> _Sta
     """A reference as it is: its device is the configured one (None: the harness decides)."""
     _check_before_model(req, cfg)
     return _Start(cfg, None, reference.source, reference.name, reference.name, cfg.device, cfg.policy, None)
+
+
+def with_counts(task: Task, counts: list[int | None]) -> Task:
+    """The task with the calls' recorded counts (a resumed --capture session)."""
+    from dataclasses import replace
+
+    if not counts:
+        return task
+    more = tuple(replace(c, count=n) for c, n in zip(task.more, counts[1:]))
+    return replace(task, count=counts[0], more=more + task.more[len(more) :])
 
 
 def as_written(task: Task) -> Task:
@@ -360,6 +373,8 @@ def _run_agent(
                     target=start.target_text,
                     cwd=str(req.cwd),
                     call=call_to_json(task.call),
+                    count=task.count,
+                    more=tuple({"call": call_to_json(c.call), "count": c.count} for c in task.more),
                     explicit_inputs=not task.uses_module_inputs,
                     device=device,
                     policy=policy,
@@ -408,7 +423,9 @@ def _run_agent(
             model,
             toolbox,
             state=state,
-            prompt=None if start.state is not None else task_message(start.display, start.reference_source, notes),
+            prompt=None
+            if start.state is not None
+            else task_message(start.display, start.reference_source, _with_shapes(notes, task)),
             system_prompt=build_system_prompt(device=device, policy=policy, gpu=harness.environment().get("gpu")),
             target=start.target_text,
             settings=settings,
@@ -447,10 +464,64 @@ def _run_agent(
         if task is not None:
             from cuda_agent_cli.writeback.plan import plan_for_session
 
+            if task.more:
+                outcome.shapes = _judge_shapes(task, files, typed, device, policy, cfg, req, stage)
+            shapes = outcome.shapes
             outcome.plan = plan_for_session(
-                task, files, workspace.binding_dir, device, policy, typed, result.session_id
+                task,
+                files,
+                workspace.binding_dir,
+                device,
+                policy,
+                typed,
+                result.session_id,
+                used=shapes.used_calls() if shapes else None,
+                shapes=shapes.manifest() if shapes else None,
             )
     return outcome
+
+
+def _judge_shapes(
+    task: Task,
+    files: dict[str, str],
+    best: HarnessResult,
+    device: str,
+    policy: str,
+    cfg: Config,
+    req: OptimizeRequest,
+    stage: Callable[[str], None],
+) -> ShapesVerdict:
+    """The best kernel judged at the task's further calls, and which of them it will run for."""
+    from cuda_agent_cli.run.cases import CaseOutcome, decide, judge_more
+
+    judged = judge_more(
+        task, files, device=device, policy=policy, atol=cfg.atol, rtol=cfg.rtol, trials=req.trials, stage=stage
+    )
+    cases = [CaseOutcome(task.call, task.count, best, first=True)]
+    cases += [CaseOutcome(case.call, case.count, result, note=note) for case, result, note in judged]
+    verdict = decide(cases)
+    # The call the session optimized for is integrated as it always is; the user sees its reward.
+    first = cases[0].family
+    for c in cases:
+        if c.family == first:
+            c.used = True
+    verdict.families[first] = True
+    verdict.reasons.pop(first, None)
+    return verdict
+
+
+def _with_shapes(notes: str | None, task: Task | None) -> str | None:
+    """The first message names the other calls the kernel will be judged at, so the agent writes
+    a kernel for all of them, not for the first shape alone."""
+    if task is None or not task.more:
+        return notes
+    lines = [
+        "When the session ends, the best kernel is also verified and timed at these calls "
+        "(it runs only at those where it is correct and not slower than eager):"
+    ]
+    lines += [f"- {c.call.describe()}" + (f" ({c.count} calls)" if c.count is not None else "") for c in task.more]
+    text = "\n".join(lines)
+    return f"{notes}\n\n{text}" if notes else text
 
 
 def _start_files(folder: Path | None) -> tuple[str | None, dict[str, str]]:

@@ -30,6 +30,12 @@ class SavedTask:
     policy: str
     model: str | None
     api_base: str | None
+    count: int | None = None  # calls of the first signature the command made (--capture)
+    more: tuple[dict[str, Any], ...] = ()  # further calls verified at the end: {"call", "count"}
+
+    def calls(self) -> list[tuple[dict[str, Any], int | None]]:
+        """Every call of the session, the one optimized for first, with its count."""
+        return [(self.call, self.count), *((m["call"], m.get("count")) for m in self.more)]
 
     def session_layer(self) -> dict[str, Any]:
         """What a resumed session brings to the configuration (see config.Config.with_session)."""
@@ -54,6 +60,8 @@ def load_task(session_dir: Path) -> SavedTask:
         policy=data["policy"],
         model=data.get("model"),
         api_base=data.get("api_base"),
+        count=data.get("count"),
+        more=tuple(data.get("more") or ()),
     )
 
 

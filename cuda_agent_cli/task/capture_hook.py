@@ -2,9 +2,12 @@
 
 It wraps `builtins.__build_class__`. When the target class is created (matched by its name and
 the file that defines it, so any import path works), its `__init__` and `forward` are wrapped;
-the first forward call of an instance of exactly that class writes a JSON description (dtypes,
-shapes, devices, integer ranges; never the data) of the constructor and forward arguments, and
-the command is then stopped so a long training script does not run to the end.
+every forward call of an instance of exactly that class is described (dtypes, shapes, devices,
+integer ranges; never the data, together with the instance's constructor arguments) and counted
+by signature. The counts are written to a file of this process's own as they change, and the
+command is stopped once it has made CUDA_AGENT_CAPTURE_CALLS calls (default 1000) or
+CUDA_AGENT_CAPTURE_SECONDS seconds have passed since the first (default 60), so a long training
+script does not run to the end.
 
 Self-contained: the command's Python may not have cuda-agent, so task/capture.py copies
 task/describe.py beside this file; standard library only, plus torch, which the user's code has
@@ -13,10 +16,12 @@ imported by the time a class is described.
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import functools
 import json
 import os
+import time
 from typing import Any
 
 if __name__ == "sitecustomize":
@@ -34,8 +39,70 @@ def _write(out: str, record: dict[str, Any]) -> None:
     os.replace(tmp, out)
 
 
+def signature_key(call: dict[str, Any]) -> str:
+    """Calls that differ only in the values inside integer tensors are one signature."""
+
+    def strip(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if k != "range"}
+        if isinstance(v, list):
+            return [strip(x) for x in v]
+        return v
+
+    return json.dumps(strip(call), sort_keys=True)
+
+
+class _Recording:
+    """The calls seen in this process, by signature, and when to stop the command."""
+
+    def __init__(self, out: str) -> None:
+        self.out = f"{out}.{os.getpid()}"
+        self.calls: dict[str, dict[str, Any]] = {}
+        self.error: str | None = None
+        self.total = 0
+        self.first: float | None = None
+        self.most = int(os.environ.get("CUDA_AGENT_CAPTURE_CALLS", "1000"))
+        self.seconds = float(os.environ.get("CUDA_AGENT_CAPTURE_SECONDS", "60"))
+        atexit.register(self.save)
+
+    def add(self, cls: type, call: dict[str, Any] | None, error: str | None) -> None:
+        self.total += 1
+        now = time.monotonic()
+        if self.first is None:
+            self.first = now
+        new = False
+        if call is None:
+            self.error = self.error or error
+            new = self.total == 1
+        else:
+            key = signature_key(call)
+            entry = self.calls.get(key)
+            if entry is None:
+                self.calls[key] = {"call": call, "count": 1}
+                new = True
+            else:
+                entry["count"] += 1
+        enough = self.total >= self.most or now - self.first >= self.seconds
+        if new or enough or self.total % 100 == 0:
+            self.save(cls.__qualname__)
+        if enough and os.environ.get("CUDA_AGENT_CAPTURE_CONTINUE") != "1":
+            os._exit(0)
+
+    def save(self, name: str = "") -> None:
+        if not self.total:
+            return
+        record: dict[str, Any] = {"class": name, "calls": list(self.calls.values()), "total": self.total}
+        if self.error:
+            record["error"] = self.error
+        try:
+            _write(self.out, record)
+        except OSError:
+            pass
+
+
 def _wrap(cls: type, out: str) -> None:
     init, forward = cls.__init__, cls.forward  # type: ignore[misc,attr-defined]
+    recording = _Recording(out)
 
     @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -50,22 +117,15 @@ def _wrap(cls: type, out: str) -> None:
 
     @functools.wraps(forward)
     def forward_(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if type(self) is cls and not os.path.exists(out):
-            record: dict[str, Any] = {"class": cls.__qualname__}
+        if type(self) is cls:
             init_desc = self.__dict__.get("_cuda_agent_init", [])
             try:
                 if isinstance(init_desc, dict):
                     raise TypeError(init_desc["error"])
-                record["call"] = {
-                    "source": "capture",
-                    "init": init_desc,
-                    "args": describe_call(args, kwargs, "forward"),
-                }
+                call = {"source": "capture", "init": init_desc, "args": describe_call(args, kwargs, "forward")}
+                recording.add(cls, call, None)
             except TypeError as exc:
-                record = {"error": str(exc)}
-            _write(out, record)
-            if os.environ.get("CUDA_AGENT_CAPTURE_CONTINUE") != "1":
-                os._exit(0)
+                recording.add(cls, None, str(exc))
         return forward(self, *args, **kwargs)
 
     cls.__init__ = __init__  # type: ignore[misc]

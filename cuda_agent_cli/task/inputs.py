@@ -10,7 +10,12 @@
   `torch.float16`, `Mode.FAST`: the names are looked up in the target's own module, and the
   call's arguments are written in this same form;
 - anything else is a Python literal (number, bool, None, string, tuple of numbers);
-- an optional `; init: ...` part gives the constructor arguments in the same form.
+- an optional `; init: ...` part gives the constructor arguments in the same form;
+- a dimension may be a name given a range in the same spec, `x=float32[B,512], B=1..64`: the
+  kernel is verified and timed at the range's ends and a middle value, and runs for every size
+  in it (a name used by several tensors means the same size in each);
+- several specs, `|` between them (or `--inputs` given again), are several shapes the program
+  calls the class with: each is verified and timed.
 
 A captured call (`--capture`) and a KernelBench `get_inputs()` are described with the same
 `CallSpec`, so the generated reference, the manifest and the write-back guard share one shape.
@@ -19,8 +24,9 @@ A captured call (`--capture`) and a KernelBench `get_inputs()` are described wit
 from __future__ import annotations
 
 import ast
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Union, cast
 
 from cuda_agent_cli.errors import InputSpecError
@@ -69,6 +75,7 @@ class TensorSpec:
     device: str | None = None
     low: float | None = None
     high: float | None = None
+    dims: tuple[str | None, ...] = ()  # names of dimensions with a range (CallSpec.ranges), else None
 
     def describe(self) -> str:
         text = f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
@@ -115,12 +122,20 @@ class CallSpec:
     args: tuple[Arg, ...] = ()
     init: tuple[Arg, ...] = ()
     source: str = "inputs"  # "inputs" | "capture" | "get_inputs"
+    ranges: tuple[tuple[str, int, int], ...] = ()  # named dimensions: (name, lowest, highest)
 
     def describe(self) -> str:
         text = ", ".join(_describe_arg(a) for a in self.args)
         if self.init:
             text += "; init: " + ", ".join(_describe_arg(a) for a in self.init)
         return text
+
+    def family(self) -> str:
+        """The spec this call stands for: its shapes with the named dimensions, e.g.
+        `float32[B,512] B=1..64`; the plain description where no dimension is named."""
+        if not self.ranges:
+            return self.describe()
+        return f"{_family_text(self)} " + " ".join(f"{n}={lo}..{hi}" for n, lo, hi in self.ranges)
 
     def signature_lines(self, forward_params: tuple[str, ...] = ()) -> list[str]:
         """`forward(x: float32[8,384], eps=1e-05)` and `__init__(384)`: what a call is made of,
@@ -160,6 +175,24 @@ def _collect(label: str, value: Value, out: list[tuple[str, TensorSpec]]) -> Non
     elif isinstance(value, ObjectSpec):
         for j, a in enumerate(value.args):
             _collect(f"{label}.{a.name or j}", a.value, out)
+
+
+def _family_text(call: CallSpec) -> str:
+    def value(v: Value) -> str:
+        if isinstance(v, TensorSpec) and v.dims:
+            dims = [name if name else str(d) for d, name in zip(v.shape, v.dims)]
+            return _describe_value(TensorSpec(v.dtype, (), v.device, v.low, v.high)).replace(
+                "[]", f"[{','.join(dims)}]"
+            )
+        if isinstance(v, ListSpec):
+            inner = ", ".join(value(x) for x in v.items)
+            return f"[{inner}]" if v.kind == "list" else f"({inner})"
+        return _describe_value(v)
+
+    text = ", ".join(f"{a.name}={value(a.value)}" if a.name else value(a.value) for a in call.args)
+    if call.init:
+        text += "; init: " + ", ".join(_describe_arg(a) for a in call.init)
+    return text
 
 
 def _num(x: float) -> str:
@@ -215,6 +248,12 @@ def parse_value(text: str) -> Value:
     text = text.strip()
     if not text:
         raise InputSpecError("--inputs has an empty entry", SPEC_HINT)
+    r = re.fullmatch(r"(\d+)\s*\.\.\s*(\d+)", text)
+    if r:
+        lo, hi = int(r.group(1)), int(r.group(2))
+        if not 0 < lo <= hi:
+            raise InputSpecError(f"--inputs: range `{text}` must have 0 < LO <= HI", "for example B=1..64")
+        return cast(Value, _DimRange(lo, hi))
     m = _TENSOR_RE.match(text)
     if m and m.group(1) not in ("True", "False", "None"):
         return _parse_tensor(m.group(1), m.group(2), m.group(3), text)
@@ -251,12 +290,21 @@ def _parse_tensor(dtype_word: str, dims: str, rest: str, text: str) -> TensorSpe
             f"use one of {', '.join(sorted(set(DTYPES.values())))}",
         )
     shape: list[int] = []
+    names: list[str | None] = []
     for d in (p.strip() for p in dims.split(",")):
         if not d:
             continue
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", d):
+            shape.append(0)  # set from the name's range when the spec is expanded
+            names.append(d)
+            continue
         if not re.fullmatch(r"\d+", d):
-            raise InputSpecError(f"--inputs: dimension `{d}` in `{text}` is not a non-negative integer", SPEC_HINT)
+            raise InputSpecError(
+                f"--inputs: dimension `{d}` in `{text}` is neither a non-negative integer nor a name",
+                "write sizes as numbers, or name a dimension and give its range: x=float32[B,512], B=1..64",
+            )
         shape.append(int(d))
+        names.append(None)
     device = None
     low = high = None
     for token in rest.split():
@@ -279,7 +327,7 @@ def _parse_tensor(dtype_word: str, dims: str, rest: str, text: str) -> TensorSpe
     if dtype not in FLOAT_DTYPES and dtype != "bool" and low is not None and high is not None:
         if not (float(low).is_integer() and float(high).is_integer()):
             raise InputSpecError(f"--inputs: integer tensor `{text}` needs an integer range", SPEC_HINT)
-    return TensorSpec(dtype, tuple(shape), device, low, high)
+    return TensorSpec(dtype, tuple(shape), device, low, high, tuple(names) if any(names) else ())
 
 
 def parse_args(text: str) -> tuple[Arg, ...]:
@@ -308,8 +356,68 @@ def parse_args(text: str) -> tuple[Arg, ...]:
     return tuple(args)
 
 
+_DIM_RANGE_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\d+)\s*\.\.\s*(\d+)\s*$")
+
+
+def parse_inputs_cases(text: str) -> list[CallSpec]:
+    """Every call the `--inputs` text describes: each `|`-separated spec, a spec with named
+    dimensions expanded to its range's ends and a middle size (raises InputSpecError, exit 2)."""
+    if not text or not text.strip():
+        raise InputSpecError("--inputs is empty", SPEC_HINT)
+    cases: list[CallSpec] = []
+    for part in split_top_level(text, "|"):
+        if not part.strip():
+            raise InputSpecError("--inputs has an empty spec between `|`", SPEC_HINT)
+        for call in expand(parse_inputs_spec(part)):
+            if call not in cases:
+                cases.append(call)
+    return cases
+
+
+def _named_dims(value: Value) -> set[str]:
+    if isinstance(value, TensorSpec):
+        return {n for n in value.dims if n}
+    if isinstance(value, ListSpec):
+        return set().union(*(_named_dims(v) for v in value.items)) if value.items else set()
+    return set()
+
+
+def _middle(lo: int, hi: int) -> int | None:
+    """A size between lo and hi: the power of two nearest their geometric mean."""
+    if hi - lo < 2:
+        return None
+    mean = math.sqrt(max(lo, 1) * hi)
+    best = min((2**k for k in range(0, 40) if lo < 2**k < hi), key=lambda p: abs(math.log(p / mean)), default=None)
+    return best if best is not None else (lo + hi) // 2
+
+
+def expand(call: CallSpec) -> list[CallSpec]:
+    """Concrete calls for a spec with named dimensions: every name at a middle size, its range's
+    lowest and its highest, together; the spec itself where it names none."""
+    if not call.ranges:
+        return [call]
+    points = [[_middle(lo, hi) or lo, lo, hi] for _, lo, hi in call.ranges]
+    out: list[CallSpec] = []
+    for i in range(3):  # the middle first: the size the session optimizes for
+        sizes = {name: p[i] for (name, _, _), p in zip(call.ranges, points)}
+        concrete = replace(call, args=tuple(Arg(a.name, _sized(a.value, sizes)) for a in call.args))
+        if concrete not in out:
+            out.append(concrete)
+    return out
+
+
+def _sized(value: Value, sizes: dict[str, int]) -> Value:
+    if isinstance(value, TensorSpec) and value.dims:
+        shape = tuple(sizes[n] if n else d for d, n in zip(value.shape, value.dims))
+        return replace(value, shape=shape)
+    if isinstance(value, ListSpec):
+        return ListSpec(tuple(_sized(v, sizes) for v in value.items), value.kind)
+    return value
+
+
 def parse_inputs_spec(text: str) -> CallSpec:
-    """Parse the whole `--inputs` text into a CallSpec (raises InputSpecError, exit 2)."""
+    """Parse one `--inputs` spec into a CallSpec (raises InputSpecError, exit 2); named dimensions
+    keep a placeholder size until `expand`."""
     if not text or not text.strip():
         raise InputSpecError("--inputs is empty", SPEC_HINT)
     forward: tuple[Arg, ...] | None = None
@@ -329,7 +437,39 @@ def parse_inputs_spec(text: str) -> CallSpec:
             )
     if not forward:
         raise InputSpecError("--inputs gives no forward arguments", SPEC_HINT)
-    return CallSpec(forward, init, "inputs")
+    return _with_ranges(forward, init)
+
+
+def _with_ranges(forward: tuple[Arg, ...], init: tuple[Arg, ...]) -> CallSpec:
+    """Named `NAME=LO..HI` entries give the ranges of the dimensions the tensors name."""
+    used: set[str] = set()
+    for a in forward:
+        used |= _named_dims(a.value)
+    ranges: list[tuple[str, int, int]] = []
+    args: list[Arg] = []
+    for a in forward:
+        if a.name and isinstance(a.value, _DimRange):
+            if a.name not in used:
+                raise InputSpecError(
+                    f"--inputs: `{a.name}={a.value.lo}..{a.value.hi}` names no dimension of a tensor",
+                    f"use the name in a shape, as in x=float32[{a.name},512]",
+                )
+            ranges.append((a.name, a.value.lo, a.value.hi))
+        else:
+            args.append(a)
+    missing = sorted(used - {n for n, _, _ in ranges})
+    if missing:
+        raise InputSpecError(
+            f"--inputs: dimension `{missing[0]}` has no range",
+            f"give it one in the same spec, as in {missing[0]}=1..64",
+        )
+    return CallSpec(tuple(args), init, "inputs", tuple(ranges))
+
+
+@dataclass(frozen=True)
+class _DimRange:
+    lo: int
+    hi: int
 
 
 # ---------------------------------------------------------------- JSON form (capture, manifest)
@@ -338,6 +478,8 @@ def parse_inputs_spec(text: str) -> CallSpec:
 def value_to_json(value: Value) -> Any:
     if isinstance(value, TensorSpec):
         d: dict[str, Any] = {"tensor": {"dtype": value.dtype, "shape": list(value.shape)}}
+        if value.dims:
+            d["tensor"]["dims"] = list(value.dims)
         if value.device:
             d["tensor"]["device"] = value.device
         if value.low is not None:
@@ -367,7 +509,12 @@ def value_from_json(obj: Any) -> Value:
                 f"use one of {', '.join(sorted(set(DTYPES.values())))}",
             )
         return TensorSpec(
-            DTYPES[body["dtype"]], tuple(int(d) for d in body["shape"]), body.get("device"), rng[0], rng[1]
+            DTYPES[body["dtype"]],
+            tuple(int(d) for d in body["shape"]),
+            body.get("device"),
+            rng[0],
+            rng[1],
+            tuple(body.get("dims") or ()),
         )
     if kind in ("list", "tuple"):
         items = tuple(value_from_json(v) for v in body)
@@ -389,7 +536,26 @@ def call_to_json(spec: CallSpec) -> dict[str, Any]:
     def args(xs: tuple[Arg, ...]) -> list[dict[str, Any]]:
         return [{"name": a.name, **value_to_json(a.value)} for a in xs]
 
-    return {"source": spec.source, "args": args(spec.args), "init": args(spec.init)}
+    out: dict[str, Any] = {"source": spec.source, "args": args(spec.args), "init": args(spec.init)}
+    if spec.ranges:
+        out["ranges"] = [list(r) for r in spec.ranges]
+    return out
+
+
+def family_value_json(value: Value, ranges: tuple[tuple[str, int, int], ...]) -> Any:
+    """value_to_json with each named dimension as its range, {"name", "min", "max"}: the form
+    the integrated loader matches calls against."""
+    bounds = {n: (lo, hi) for n, lo, hi in ranges}
+    if isinstance(value, TensorSpec) and value.dims:
+        d = value_to_json(value)
+        d["tensor"]["shape"] = [
+            {"name": n, "min": bounds[n][0], "max": bounds[n][1]} if n else s for s, n in zip(value.shape, value.dims)
+        ]
+        d["tensor"].pop("dims", None)
+        return d
+    if isinstance(value, ListSpec):
+        return {value.kind: [family_value_json(v, ranges) for v in value.items]}
+    return value_to_json(value)
 
 
 def call_from_json(obj: dict[str, Any]) -> CallSpec:
@@ -401,7 +567,8 @@ def call_from_json(obj: dict[str, Any]) -> CallSpec:
             out.append(Arg(name, value_from_json(x)))
         return tuple(out)
 
-    return CallSpec(args(obj.get("args", [])), args(obj.get("init", [])), obj.get("source", "inputs"))
+    ranges = tuple((str(n), int(lo), int(hi)) for n, lo, hi in obj.get("ranges") or [])
+    return CallSpec(args(obj.get("args", [])), args(obj.get("init", [])), obj.get("source", "inputs"), ranges)
 
 
 # ---------------------------------------------------------------- Python source (generated model.py)

@@ -159,9 +159,37 @@ def probe(req: dict[str, Any], out: _Probe) -> NoReturn:
         else:
             out.done(error="no_inputs", detail="")
     result["call"] = call
+    first = _case(torch, mod, cls, call, req.get("device"), bool(result.get("module_inputs")), out, "")
+    result.update(first)
+    sensitive = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+    result["training_sensitive"] = any(isinstance(m, sensitive) for m in first.pop("_model").modules())
+    more = []
+    for i, extra in enumerate(req.get("more") or []):
+        found = _case(torch, mod, cls, extra, req.get("device"), False, out, f"shape {i + 2} ({_short(extra)}): ")
+        found.pop("_model")
+        more.append(found)
+    result["more"] = more
+    out.done(ok=True)
 
+
+def _short(call: dict[str, Any]) -> str:
+    shapes = ["x".join(str(d) for d in a["tensor"]["shape"]) for a in call.get("args") or [] if "tensor" in a]
+    return ", ".join(shapes) or "no tensors"
+
+
+def _case(
+    torch: Any,
+    mod: Any,
+    cls: Any,
+    call: dict[str, Any],
+    device: str | None,
+    module_inputs: bool,
+    out: _Probe,
+    where: str,
+) -> dict[str, Any]:
+    """Construct the class for one call, list its tensors and run its forward once."""
     try:
-        if result.get("module_inputs"):
+        if module_inputs:
             init = list(mod.get_init_inputs()) if callable(getattr(mod, "get_init_inputs", None)) else []
             model = cls(*init)
         else:
@@ -169,14 +197,15 @@ def probe(req: dict[str, Any], out: _Probe) -> NoReturn:
             kw = {a["name"]: _build(torch, a) for a in call["init"] if a.get("name") is not None}
             model = cls(*pos, **kw)
     except BaseException as exc:
-        out.done(error="construct", detail=_last_line(exc))
+        out.done(error="construct", detail=where + _last_line(exc))
     # Every tensor the module holds (a buffer it does not save included): what the kernel lends.
     tensors = [*model.named_parameters(), *model.named_buffers()]
-    result["parameters"] = [[n, str(t.dtype).replace("torch.", ""), list(t.shape)] for n, t in tensors]
-    sensitive = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
-    result["training_sensitive"] = any(isinstance(m, sensitive) for m in model.modules())
-    _run_reference(torch, mod, model, call, req.get("device"), out)
-    out.done(ok=True)
+    found: dict[str, Any] = {
+        "parameters": [[n, str(t.dtype).replace("torch.", ""), list(t.shape)] for n, t in tensors],
+        "_model": model,
+    }
+    found["output"] = _run_reference(torch, mod, model, call, device, module_inputs, out, where)
+    return found
 
 
 def _device(torch: Any, wanted: str | None, call: dict[str, Any]) -> str:
@@ -208,42 +237,43 @@ def describe_output(torch: Any, out: Any) -> dict[str, Any] | str:
     }
 
 
-def _run_reference(torch: Any, mod: Any, model: Any, call: dict[str, Any], device: str | None, out: _Probe) -> None:
+def _run_reference(
+    torch: Any,
+    mod: Any,
+    model: Any,
+    call: dict[str, Any],
+    device: str | None,
+    module_inputs: bool,
+    out: _Probe,
+    where: str,
+) -> dict[str, Any]:
     """Run the forward once on the inputs, on the session's device: a forward that raises, returns
     something other than tensors, or does not take these inputs is refused before any model is paid."""
-    where = _device(torch, device, call)
+    on = _device(torch, device, call)
     try:
-        if out.result.get("module_inputs"):
+        if module_inputs:
             args, kwargs = list(mod.get_inputs()), {}
         else:
             args = [_build(torch, a) for a in call["args"] if a.get("name") is None]
             kwargs = {a["name"]: _build(torch, a) for a in call["args"] if a.get("name") is not None}
-        if where == "cuda" and not torch.cuda.is_available():
-            where = "cpu"  # the session will say that there is no GPU; the forward is still checked
+        if on == "cuda" and not torch.cuda.is_available():
+            on = "cpu"  # the session will say that there is no GPU; the forward is still checked
 
         def moved(v: Any) -> Any:
             if isinstance(v, torch.Tensor):
-                return v.to(where)
+                return v.to(on)
+            if isinstance(v, tuple) and hasattr(type(v), "_fields"):
+                return type(v)(*[moved(x) for x in v])
             if isinstance(v, (list, tuple)):
                 return type(v)(moved(x) for x in v)
             return v
 
-        model = model.to(where)
+        model = model.to(on)
         with torch.no_grad():
             returned = model(*[moved(a) for a in args], **{k: moved(v) for k, v in kwargs.items()})
     except BaseException as exc:
-        out.done(error="forward", detail=_last_line(exc), device=where)
+        out.done(error="forward", detail=where + _last_line(exc), device=on)
     described = describe_output(torch, returned)
     if isinstance(described, str):
-        out.done(error="output", detail=described)
-    out.result["output"] = described
-
-
-def main(argv: list[str]) -> NoReturn:
-    with open(argv[0]) as f:
-        req = json.load(f)
-    probe(req, _Probe(argv[1]))
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+        out.done(error="output", detail=where + described)
+    return described

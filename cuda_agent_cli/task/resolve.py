@@ -15,12 +15,12 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from cuda_agent_cli.errors import InputSpecError, TargetError
 from cuda_agent_cli.task.inputs import Arg, CallSpec, call_from_json, call_to_json, with_module
 from cuda_agent_cli.task.reference import defines_conflicting_names, reference_source
-from cuda_agent_cli.task.target import TARGET_HINT, Target, Task, parse_target
+from cuda_agent_cli.task.target import TARGET_HINT, Case, Target, Task, parse_target
 
 INPUTS_HINT = (
     "add get_inputs() (and get_init_inputs()) to the module, pass --inputs "
@@ -28,9 +28,12 @@ INPUTS_HINT = (
 )
 
 
-def _run_probe(target: Target, call: CallSpec | None, timeout: float, device: str | None = None) -> dict[str, Any]:
+def _run_probe(
+    target: Target, call: CallSpec | None, timeout: float, device: str | None = None, more: list[CallSpec] | None = None
+) -> dict[str, Any]:
     request = {
         "device": device,
+        "more": [call_to_json(c) for c in more or []],
         "paths": [str(p) for p in target.import_paths],
         "module": target.module_name,
         "class": target.class_name,
@@ -123,41 +126,62 @@ def _probe_error(target: Target, r: dict[str, Any]) -> Exception:
 def resolve_task(
     target_text: str,
     cwd: Path,
-    inputs: CallSpec | None = None,
+    inputs: CallSpec | Sequence[CallSpec] | None = None,
     capture_command: str | None = None,
     timeout: float = 180.0,
     device: str | None = None,
 ) -> Task:
-    """Parse, import and check the target; explicit inputs (--capture, --inputs) win over get_inputs()."""
+    """Parse, import and check the target; explicit inputs (--capture, --inputs) win over get_inputs().
+
+    `inputs` may be several calls (several shapes): the first is the one the session optimizes
+    for, the others are verified and timed too. `--capture` gives the command's call signatures,
+    most frequent first, with their counts."""
     target = parse_target(target_text, cwd)
-    call = inputs
+    calls: list[tuple[CallSpec, int | None]] = []
+    if isinstance(inputs, CallSpec):
+        calls = [(inputs, None)]
+    elif inputs is not None:
+        calls = [(c, None) for c in inputs]
     if capture_command:
         if target.file is None:
             first = _run_probe(target, None, timeout)
             if "file" not in first:
                 raise _probe_error(target, first)
             target = _with_file(target, Path(first["file"]))
-        from cuda_agent_cli.task.capture import capture_call
+        from cuda_agent_cli.task.capture import capture_calls
 
         assert target.file is not None  # a file target, or the probe's answer above
-        call = capture_call(capture_command, target.file, target.class_name, cwd)
-    if call is not None:  # names written in --inputs are the target module's
-        call = replace(call, args=_bound(call.args, target.module_name), init=_bound(call.init, target.module_name))
-    r = _run_probe(target, call, timeout, device)
+        captured = capture_calls(capture_command, target.file, target.class_name, cwd)
+        calls = [(c, n) for c, n in captured.calls]
+    # names written in --inputs are the target module's
+    calls = [
+        (replace(c, args=_bound(c.args, target.module_name), init=_bound(c.init, target.module_name)), n)
+        for c, n in calls
+    ]
+    call = calls[0][0] if calls else None
+    r = _run_probe(target, call, timeout, device, [c for c, _ in calls[1:]])
     if "file" in r and target.file is None:
         target = _with_file(target, Path(r["file"]))
     if r.get("error"):
         raise _probe_error(target, r)
     file = Path(r["file"])
     source = file.read_text()
-    final_call = positional_where_possible(
-        call_from_json(r["call"]) if call is None else call, tuple(r.get("forward_params") or ())
+    forward_params = tuple(r.get("forward_params") or ())
+    final_call = positional_where_possible(call_from_json(r["call"]) if call is None else call, forward_params)
+    more = tuple(
+        Case(
+            positional_where_possible(c, forward_params),
+            n,
+            found.get("output") or {"kind": "tensor"},
+            _parameters(found),
+        )
+        for (c, n), found in zip(calls[1:], r.get("more") or [])
     )
     task = Task(
         target=target,
         file=file,
         call=final_call,
-        forward_params=tuple(r.get("forward_params") or ()),
+        forward_params=forward_params,
         class_source=r["class_source"],
         class_start=int(r["class_start"]),
         class_end=int(r["class_end"]),
@@ -165,11 +189,17 @@ def resolve_task(
         module_sha256=hashlib.sha256(source.encode()).hexdigest(),
         standalone=bool(r["standalone"]) and not defines_conflicting_names(source, target.class_name),
         uses_module_inputs=bool(r.get("module_inputs")),
-        parameters=tuple((n, d, tuple(s)) for n, d, s in r.get("parameters") or ()),
+        parameters=_parameters(r),
         training_sensitive=bool(r.get("training_sensitive")),
         output=r.get("output") or {"kind": "tensor"},
+        count=calls[0][1] if calls else None,
+        more=more,
     )
     return _with_reference(task)
+
+
+def _parameters(found: dict[str, Any]) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
+    return tuple((n, d, tuple(s)) for n, d, s in found.get("parameters") or ())
 
 
 def _bound(args: tuple[Arg, ...], module: str) -> tuple[Arg, ...]:

@@ -41,6 +41,16 @@ class Target:
 
 
 @dataclass(frozen=True)
+class Case:
+    """One more call the kernel is verified and timed on, beside the task's first."""
+
+    call: CallSpec
+    count: int | None = None  # calls of this signature the user's command made (--capture)
+    output: dict[str, Any] = field(default_factory=lambda: {"kind": "tensor"})
+    parameters: tuple[tuple[str, str, tuple[int, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
 class Task:
     """Everything later stages need about the reference, computed once."""
 
@@ -60,6 +70,12 @@ class Task:
     reference_source: str = ""
     # What forward returns: {"kind": "tensor"|"tuple"|"list", "tensors": [{"dtype", "shape"}]}.
     output: dict[str, Any] = field(default_factory=lambda: {"kind": "tensor"})
+    count: int | None = None  # calls of the first signature the user's command made (--capture)
+    more: tuple[Case, ...] = ()  # further calls: other shapes the program uses
+
+    def cases(self) -> list[Case]:
+        """Every call the kernel is verified on, the first (the one the session optimizes for) first."""
+        return [Case(self.call, self.count, self.output, self.parameters), *self.more]
 
     @property
     def class_snake(self) -> str:

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from cuda_agent_cli.task.inputs import CallSpec, value_to_json
+from cuda_agent_cli.task.inputs import CallSpec, family_value_json, value_to_json
 from cuda_agent_cli.writeback.diff import FileChange
 
 MARKER = "# cuda-agent:"
@@ -34,6 +34,7 @@ class Case:
     call: CallSpec
     output: dict[str, Any] = field(default_factory=lambda: {"kind": "tensor"})
     count: int | None = None
+    parameters: tuple[tuple[str, str, tuple[int, ...]], ...] | None = None  # None: the first call's
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,18 @@ class Verified:
     autograd: str = "reference"  # "reference": grad calls run the kernel, backward the original's; "off"
 
     def cases(self) -> list[Case]:
-        return [Case(self.call, self.output, self.count), *self.more]
+        """One case a family: a spec with named dimensions was verified at several sizes."""
+        out: list[Case] = []
+        seen: set[str] = set()
+        for case in [Case(self.call, self.output, self.count, self.parameters), *self.more]:
+            key = case.call.family()
+            if key in seen:
+                continue
+            seen.add(key)
+            same = [c for c in [Case(self.call, self.output, self.count), *self.more] if c.call.family() == key]
+            counts = [c.count for c in same if c.count is not None]
+            out.append(Case(case.call, case.output, sum(counts) if counts else None, case.parameters))
+        return out
 
 
 def op_name(class_snake: str, files: dict[str, str]) -> str:
@@ -73,14 +85,14 @@ def _family(case: Case, v: Verified) -> dict[str, Any]:
                 name = v.forward_params[i]
             else:
                 by_position = True
-        args.append({"name": name, "spec": value_to_json(a.value)})
+        args.append({"name": name, "spec": family_value_json(a.value, case.call.ranges)})
     if any(a["name"] is None for a in args):
         by_position = True
     family: dict[str, Any] = {
         "args": args,
         "by_position": by_position,
         "init": [{"name": a.name, "spec": value_to_json(a.value)} for a in case.call.init],
-        "parameters": {n: [d, list(s)] for n, d, s in v.parameters},
+        "parameters": {n: [d, list(s)] for n, d, s in (case.parameters or v.parameters)},
         "output": {"kind": case.output.get("kind", "tensor")},
     }
     if case.count is not None:
@@ -135,8 +147,16 @@ def _describe_supported(v: Verified) -> str:
     for i, a in enumerate(v.call.args):
         if isinstance(a.value, TensorSpec):
             label = a.name or (v.forward_params[i] if i < len(v.forward_params) else f"arg{i}")
-            shapes.append(f"{label}: {a.value.dtype}[{', '.join(str(d) for d in a.value.shape)}]")
-    return f"{v.device}, " + ", ".join(shapes) if shapes else v.device
+            names = a.value.dims or (None,) * len(a.value.shape)
+            dims = ", ".join(n or str(d) for d, n in zip(a.value.shape, names))
+            shapes.append(f"{label}: {a.value.dtype}[{dims}]")
+    text = f"{v.device}, " + ", ".join(shapes) if shapes else v.device
+    families = len(v.cases())
+    if v.call.ranges:
+        text += " " + " ".join(f"{n}={lo}..{hi}" for n, lo, hi in v.call.ranges)
+    if families > 1:
+        text += f", and {families - 1} more shape{'s' if families > 2 else ''} in verified.json"
+    return text
 
 
 def module_patch_lines(class_name: str, class_snake: str, v: Verified) -> list[str]:

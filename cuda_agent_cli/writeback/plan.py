@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from cuda_agent_cli.harness.result import HarnessResult
-from cuda_agent_cli.task.inputs import call_to_json
+from cuda_agent_cli.task.inputs import CallSpec, call_to_json
 from cuda_agent_cli.task.target import Task
 from cuda_agent_cli.writeback.apply import WriteBackPlan, build_plan
-from cuda_agent_cli.writeback.integrate import Verified
+from cuda_agent_cli.writeback.integrate import Case, Verified
 
 BINDING_FILES = ("binding.cpp", "binding_registry.h")
 
@@ -25,7 +25,14 @@ def _interval(iv: tuple[float, float] | None) -> list[float] | None:
     return list(iv) if iv is not None else None
 
 
-def manifest_entry(task: Task, device: str, policy: str, best: HarnessResult, session_id: str) -> dict[str, Any]:
+def manifest_entry(
+    task: Task,
+    device: str,
+    policy: str,
+    best: HarnessResult,
+    session_id: str,
+    shapes: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """What the manifest records about a kernel from its session."""
     from cuda_agent_cli.machine import this_machine
 
@@ -60,6 +67,7 @@ def manifest_entry(task: Task, device: str, policy: str, best: HarnessResult, se
         "trials": t.trials if t else None,
         "session": session_id,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **(shapes or {}),
     }
 
 
@@ -79,8 +87,12 @@ def plan_for_session(
     policy: str,
     best: HarnessResult,
     session_id: str,
+    used: Collection[CallSpec] | None = None,
+    shapes: dict[str, Any] | None = None,
 ) -> WriteBackPlan:
-    """Every change applying the session's best kernel would make, computed without writing."""
+    """Every change applying the session's best kernel would make, computed without writing.
+    `used`: the task's further calls the kernel will run for (None: all of them); `shapes`: what
+    the manifest records of every call judged (its rows and the weighted aggregate)."""
     from cuda_agent_cli.writeback.fingerprint import class_digest
 
     verified = Verified(
@@ -90,6 +102,8 @@ def plan_for_session(
         parameters=task.parameters,
         training_sensitive=task.training_sensitive,
         output=task.output,
+        count=task.count,
+        more=tuple(Case(c.call, c.output, c.count, c.parameters) for c in task.more if used is None or c.call in used),
         source_sha256=class_digest(task.module_source, task.target.class_name),
     )
     return build_plan(
@@ -103,6 +117,6 @@ def plan_for_session(
         candidate_files=files,
         binding_files=binding_files(binding_dir),
         verified=verified,
-        manifest_entry=manifest_entry(task, device, policy, best, session_id),
+        manifest_entry=manifest_entry(task, device, policy, best, session_id, shapes),
         fallback_root=task.target.repo_root,
     )
