@@ -11,7 +11,7 @@ from typing import Annotated, Callable
 import typer
 
 from cuda_agent_cli import __version__
-from cuda_agent_cli.cli import bench, chat, check, doctor, harness, optimize, sessions
+from cuda_agent_cli.cli import bench, chat, check, doctor, harness, optimize, sessions, trace
 
 # (name, function) in the order `cuda-agent --help` lists them.
 COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
@@ -25,6 +25,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("optimize", optimize.optimize),
     ("demo", optimize.demo),
     ("sessions", sessions.sessions),
+    ("trace", trace.trace),
 )
 
 

@@ -70,6 +70,7 @@ def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note:
         "timings": t.to_json() if t else None,
         "warnings": list(best.warnings) if best else [],
         "inputs": outcome.inputs,
+        "shapes": outcome.shapes.to_json() if outcome.shapes else None,
         "best_candidate_files": outcome.best_files,
         "applied": bool(applied),
         "apply_note": apply_note,
@@ -251,10 +252,16 @@ def optimize(
     device: DeviceOpt = None,
     policy: PolicyOpt = None,
     inputs: Annotated[
-        Optional[str], typer.Option("--inputs", help='Example inputs, e.g. "x=float16[8,4096] cuda; init: 4096".')
+        Optional[list[str]],
+        typer.Option(
+            "--inputs",
+            help='Example inputs, e.g. "x=float16[8,4096] cuda; init: 4096". Give it again (or separate specs '
+            'with |) for more shapes; a named dimension takes a range: "x=float32[B,512], B=1..64".',
+        ),
     ] = None,
     capture: Annotated[
-        Optional[str], typer.Option("--capture", help="Run CMD and record the first call to the class.")
+        Optional[str],
+        typer.Option("--capture", help="Run CMD and record its calls to the class (every signature, with counts)."),
     ] = None,
     max_turns: Annotated[
         Optional[int], typer.Option("--max-turns", help="Stop after this many model turns (default 200).")
@@ -300,7 +307,7 @@ def optimize(
         api_base=api_base,
         device=device,
         policy=policy,
-        inputs=inputs,
+        inputs=" | ".join(inputs) if inputs else None,
         capture=capture,
         max_turns=max_turns,
         max_cost=max_cost,
@@ -320,6 +327,10 @@ def optimize(
             raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName (or --resume ID)")
         elif target and (resume or continue_):
             raise BadInput("pass either a TARGET or --resume/--continue, not both", "drop one of them")
+        elif inputs and capture:
+            raise BadInput("--inputs and --capture both say which calls to optimize for", "give one of them, not both")
+        elif resume and continue_:
+            raise BadInput("--resume ID and --continue both name a session", "give one of them, not both")
         else:
             code = run_and_review(req, opts)
     raise typer.Exit(code)

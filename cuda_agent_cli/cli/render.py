@@ -190,6 +190,39 @@ def speedup_table(best: HarnessResult | None, device: str) -> Table:
     return table
 
 
+def shapes_table(shapes: Any) -> Table:
+    """A row per call the kernel was judged at, and the count-weighted aggregate."""
+    table = Table(title="Every shape (the kernel runs where it says kernel)", title_justify="left")
+    for name, justify in (("call", "left"), ("calls", "right"), ("eager", "right"), ("kernel", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table.add_column("vs eager", justify="right")
+    table.add_column("runs")
+    for case in shapes.cases:
+        t = case.result.timings if case.result else None
+        runs = "kernel" if case.used else "original: " + (shapes.reasons.get(case.family) or "not verified")
+        table.add_row(
+            case.call.describe() + (" (optimized for)" if case.first else ""),
+            str(case.count) if case.count is not None else "—",
+            f"{t.eager_us:.1f} µs" if t else "—",
+            f"{t.candidate_us:.1f} µs" if t else "—",
+            f"{t.speedup_vs_eager:.2f}x" if t else "—",
+            runs,
+        )
+    return table
+
+
+def shapes_line(shapes: Any) -> str:
+    """The aggregate in words, with how it is weighted."""
+    if shapes.speedup_vs_eager is None:
+        return "over every shape: not all timed"
+    weighted = "weighted by the captured calls" if any(c.count for c in shapes.cases) else "each shape once"
+    line = f"over every shape ({weighted}, the original where the kernel does not run): "
+    line += f"{shapes.speedup_vs_eager:.2f}x vs eager"
+    if shapes.speedup_vs_compile is not None:
+        line += f", {shapes.speedup_vs_compile:.2f}x vs torch.compile"
+    return line
+
+
 def method_line(best: HarnessResult | None) -> str:
     if best is None or best.timings is None:
         return ""
@@ -275,6 +308,10 @@ def render_review(console: Console, outcome: Any, paged: bool = False) -> None:
     console.print()
     console.print(speedup_table(best, outcome.device))
     console.print(Text(reward_line(best), style="bold"), soft_wrap=True)
+    shapes = getattr(outcome, "shapes", None)
+    if shapes is not None:
+        console.print(shapes_table(shapes))
+        console.print(Text(shapes_line(shapes), style="bold"), soft_wrap=True)
     method = method_line(best)
     if method:
         console.print(Text(method, style="dim"), soft_wrap=True)

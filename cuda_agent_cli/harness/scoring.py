@@ -273,12 +273,8 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     # of it and cancels; a ratio of medians taken across the window would carry it instead.
     e_rounds = [paired_ratio(e, k) for e, k in zip(eager_times, cand_times)]
     c_rounds = [paired_ratio(c, k) for c, k in zip(comp_times, cand_times)]
-    rng = random.Random(seed)
-    e_samples, c_samples = [], []
-    for _ in range(BOOTSTRAP_RESAMPLES):
-        pick = [rng.randrange(rounds) for _ in range(rounds)]
-        e_samples.append(statistics.median([e_rounds[i] for i in pick]))
-        c_samples.append(statistics.median([c_rounds[i] for i in pick]))
+    e_samples = bootstrap_medians(e_rounds, seed)
+    c_samples = bootstrap_medians(c_rounds, seed)
     cand_us = statistics.median(cand_times)
 
     def med(side: list[dict[str, Any]], key: str) -> float | None:
@@ -333,6 +329,18 @@ def call_times(block: dict[str, Any], idle_gap: float = 0.0) -> list[float]:
     for i, event in enumerate(block["events_us"]):
         wall = (walls[i] if i < len(walls) else event) - idle_gap
         out.append(wall if wall > ESCAPE_RATIO * event + ESCAPE_SLACK_US else event)
+    return out
+
+
+def bootstrap_medians(ratios: Sequence[float], seed: int = 0) -> list[float]:
+    """The median of `ratios` resampled with replacement, BOOTSTRAP_RESAMPLES times (the same
+    seed draws the same rounds for any list of that length)."""
+    rng = random.Random(seed)
+    n = len(ratios)
+    out = []
+    for _ in range(BOOTSTRAP_RESAMPLES):
+        pick = [rng.randrange(n) for _ in range(n)]
+        out.append(statistics.median([ratios[i] for i in pick]))
     return out
 
 
