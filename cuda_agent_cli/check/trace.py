@@ -46,7 +46,9 @@ class KernelTrace:
             "taken": self.taken,
             "declined": dict(sorted(self.declined.items(), key=lambda kv: -kv[1])),
             "seconds_in_class": round(self.seconds_in_class, 6),
-            "seconds_in_class_without_kernels": None if self.seconds_without is None else round(self.seconds_without, 6),
+            "seconds_in_class_without_kernels": None
+            if self.seconds_without is None
+            else round(self.seconds_without, 6),
             "state": self.state,
             "shapes": [{"shape": k, "calls": v} for k, v in sorted(self.shapes.items(), key=lambda kv: -kv[1])],
         }
@@ -151,7 +153,10 @@ def trace(
         report = TraceReport(command, code, kernels)
         off = Path(tmp) / "without.jsonl"
         stage(f"running {' '.join(command)} with the kernels off, traced")
-        _expect(command, _run(command, cwd, {**env, "CUDA_AGENT_DISABLE_KERNELS": "1", "CUDA_AGENT_TRACE": str(off)}, timeout))
+        _expect(
+            command,
+            _run(command, cwd, {**env, "CUDA_AGENT_DISABLE_KERNELS": "1", "CUDA_AGENT_TRACE": str(off)}, timeout),
+        )
         by_target = {k.target: k for k in merge(_read(off))}
         for k in kernels:
             if k.target in by_target:

@@ -71,6 +71,7 @@ def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note:
         "warnings": list(best.warnings) if best else [],
         "inputs": outcome.inputs,
         "shapes": outcome.shapes.to_json() if outcome.shapes else None,
+        "deployment": outcome.deployment.to_json() if outcome.deployment else None,
         "best_candidate_files": outcome.best_files,
         "applied": bool(applied),
         "apply_note": apply_note,

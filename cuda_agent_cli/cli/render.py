@@ -223,6 +223,25 @@ def shapes_line(shapes: Any) -> str:
     return line
 
 
+def per_call_line(deployment: Any, best: HarnessResult | None) -> str:
+    """The speedup as the user's Python calls the module (host work included), beside the device-time one."""
+    first = deployment.first if deployment is not None else None
+    if first is None or first.speedup is None:
+        return ""
+    lo, hi = first.interval or (first.speedup, first.speedup)
+    line = (
+        f"as your Python calls it: {first.speedup:.2f}x vs eager [{lo:.2f}, {hi:.2f}] "
+        f"({first.patched_us:.1f} µs a call, against {first.original_us:.1f} µs; host work included)"
+    )
+    device = best.timings.speedup_vs_eager if best and best.timings else None
+    if device and first.speedup < 0.85 * device:
+        line += (
+            f"; the table's {device:.2f}x is device time: host work per call (launch, checks) "
+            "takes much of this kernel's gain"
+        )
+    return line
+
+
 def method_line(best: HarnessResult | None) -> str:
     if best is None or best.timings is None:
         return ""
@@ -308,6 +327,12 @@ def render_review(console: Console, outcome: Any, paged: bool = False) -> None:
     console.print()
     console.print(speedup_table(best, outcome.device))
     console.print(Text(reward_line(best), style="bold"), soft_wrap=True)
+    deployment = getattr(outcome, "deployment", None)
+    per_call = per_call_line(deployment, best)
+    if per_call:
+        console.print(Text(per_call, style="bold"), soft_wrap=True)
+    for problem in deployment.problems() if deployment is not None else []:
+        console.print(Text(f"warning: {problem}", style="yellow"), soft_wrap=True)
     shapes = getattr(outcome, "shapes", None)
     if shapes is not None:
         console.print(shapes_table(shapes))

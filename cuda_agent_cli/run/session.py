@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from cuda_agent_cli.task.inputs import CallSpec
     from cuda_agent_cli.task.target import Task
     from cuda_agent_cli.writeback.apply import WriteBackPlan
+    from cuda_agent_cli.writeback.deploy import Deployment
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,8 @@ class OptimizeRequest:
     config: Config | None = None
     trials: int | None = None  # timed trials of each profile; None: the harness's default
     command: str = "optimize"  # the command the session's settings record
+    # Try the planned kernel in the user's setting before the review (build, checks, time per call).
+    measure_deployment: bool = True
 
     @property
     def resuming(self) -> bool:
@@ -96,6 +99,7 @@ class OptimizeOutcome:
     inputs: dict[str, Any] | None = None  # inputs_json of the call the kernel was made for
     harness: Harness | None = None  # the session's own, its builds warm: to score the best again (bench)
     shapes: ShapesVerdict | None = None  # every call of the task the best kernel was judged at (several)
+    deployment: Deployment | None = None  # the kernel as the user's program will run it
 
     @property
     def result(self) -> HarnessResult | None:
@@ -467,18 +471,35 @@ def _run_agent(
             if task.more:
                 outcome.shapes = _judge_shapes(task, files, typed, device, policy, cfg, req, stage)
             shapes = outcome.shapes
-            outcome.plan = plan_for_session(
-                task,
-                files,
-                workspace.binding_dir,
-                device,
-                policy,
-                typed,
-                result.session_id,
-                used=shapes.used_calls() if shapes else None,
-                shapes=shapes.manifest() if shapes else None,
-            )
+            used = shapes.used_calls() if shapes else None
+            record = shapes.manifest() if shapes else {}
+
+            def plan() -> WriteBackPlan:
+                return plan_for_session(
+                    task, files, workspace.binding_dir, device, policy, typed, result.session_id, used, record
+                )
+
+            outcome.plan = plan()
+            if req.measure_deployment:
+                outcome.deployment = _deployment(task, outcome.plan, stage)
+                record.update(outcome.deployment.manifest())
+                outcome.plan = plan()
     return outcome
+
+
+def _deployment(task: Task, plan: WriteBackPlan, stage: Callable[[str], None]) -> Deployment:
+    """The planned kernel tried in the user's repository: built where their program loads it,
+    every verified family checked there, and timed per call as their Python calls it."""
+    from cuda_agent_cli.writeback.deploy import measure_deployment
+
+    stage("trying the kernel as your program will call it (building it where your program loads it)")
+    return measure_deployment(
+        plan.folder_files,
+        repo_root=task.target.repo_root,
+        import_paths=list(task.target.import_paths),
+        module=task.target.module_name,
+        class_name=task.target.class_name,
+    )
 
 
 def _judge_shapes(

@@ -33,6 +33,8 @@ class WriteBackPlan:
     branch: str | None
     commit_message: str
     folder: str
+    # Every file the kernel folder will hold once applied (folder-relative path -> text).
+    folder_files: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -136,6 +138,9 @@ def build_plan(
         branch=branch_name(class_snake, session_id, root) if in_git else None,
         commit_message=msg,
         folder=folder,
+        folder_files={
+            c.path[len(folder) + 1 :]: c.new for c in changes if c.path.startswith(folder + "/") and c.new is not None
+        },
     )
 
 

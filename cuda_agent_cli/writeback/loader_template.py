@@ -899,6 +899,7 @@ def install(cls):
 
     forward._cuda_agent = True
     forward._cuda_agent_op = op_name
+    forward._cuda_agent_route = attempt  # (True, output) where the kernel ran, else (False, why)
     cls.forward = forward
     cls.__init__ = __init__
     return cls

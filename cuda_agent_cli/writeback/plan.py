@@ -31,7 +31,7 @@ def manifest_entry(
     policy: str,
     best: HarnessResult,
     session_id: str,
-    shapes: dict[str, Any] | None = None,
+    record: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What the manifest records about a kernel from its session."""
     from cuda_agent_cli.machine import this_machine
@@ -67,7 +67,7 @@ def manifest_entry(
         "trials": t.trials if t else None,
         "session": session_id,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        **(shapes or {}),
+        **(record or {}),
     }
 
 
@@ -88,11 +88,12 @@ def plan_for_session(
     best: HarnessResult,
     session_id: str,
     used: Collection[CallSpec] | None = None,
-    shapes: dict[str, Any] | None = None,
+    record: dict[str, Any] | None = None,
 ) -> WriteBackPlan:
     """Every change applying the session's best kernel would make, computed without writing.
-    `used`: the task's further calls the kernel will run for (None: all of them); `shapes`: what
-    the manifest records of every call judged (its rows and the weighted aggregate)."""
+    `used`: the task's further calls the kernel will run for (None: all of them); `record`: more
+    for the manifest (every call judged and the weighted aggregate; the speedup per call as the
+    user's Python makes it)."""
     from cuda_agent_cli.writeback.fingerprint import class_digest
 
     verified = Verified(
@@ -117,6 +118,6 @@ def plan_for_session(
         candidate_files=files,
         binding_files=binding_files(binding_dir),
         verified=verified,
-        manifest_entry=manifest_entry(task, device, policy, best, session_id, shapes),
+        manifest_entry=manifest_entry(task, device, policy, best, session_id, record),
         fallback_root=task.target.repo_root,
     )

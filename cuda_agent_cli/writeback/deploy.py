@@ -1,0 +1,243 @@
+"""Before the review: the kernel as the user's program will run it, measured where it runs.
+
+The kernel folder a plan would write is put in a scratch folder, and writeback/deploy_probe.py
+runs in the user's repository with it: the user's module imported as their program imports it,
+the class handed to the plan's own loader (which builds the extension into the cache the program
+loads it from, so the first real call does not wait for a compiler), and for each verified family:
+
+- that a call of the family takes the kernel and matches the original forward, that
+  torch.compile sees one graph without a break that calls the kernel's op, and, with autograd,
+  that the gradients match the original's;
+- the time per call as the user's Python makes it: blocks of calls in a loop (host work of the
+  loader included, one device synchronize at the end of a block), through the patched class and
+  through the original forward, interleaved. Each block is timed here, on this process's clock,
+  from the request to the reply, so nothing in the probe's process (which runs the candidate's
+  code) decides a number. The speedup is the median of the rounds' paired ratios with a
+  bootstrap interval, like the harness's.
+
+The harness's speedup is device time per call; this one is what `for x in batches: y = m(x)`
+gets. Where the two differ by much, the kernel is launch-bound and the review says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+BLOCK_SECONDS = 0.05  # a timed block's target length: well above the cost of the request and reply
+ROUNDS = 7
+
+
+@dataclass
+class FamilyDeploy:
+    """One verified family as the program will meet it."""
+
+    index: int
+    check: dict[str, Any] = field(default_factory=dict)
+    calls_per_block: int = 0
+    patched_us: float | None = None  # per call, as the user's Python makes it
+    original_us: float | None = None
+    speedup: float | None = None
+    interval: tuple[float, float] | None = None
+
+    def problems(self) -> list[str]:
+        c = self.check
+        out = []
+        if not c.get("taken", False):
+            out.append(f"a verified call did not take the kernel ({c.get('declined') or c.get('error') or '?'})")
+        elif not c.get("matches", False):
+            out.append("the integrated kernel's output differs from the original forward's")
+        comp = c.get("compile") or {}
+        if "error" in comp:
+            out.append(f"torch.compile could not trace the patched module here: {comp['error']}")
+        elif comp and (comp.get("graph_breaks") or not comp.get("calls_op")):
+            out.append(
+                f"under torch.compile: {comp.get('graph_breaks')} graph break(s)"
+                + ("" if comp.get("calls_op") else ", and the graph does not call the kernel's op")
+            )
+        grads = c.get("gradients") or {}
+        if grads.get("checked") and not grads.get("match"):
+            out.append("with autograd, the gradients differ from the original forward's")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "family": self.index,
+            "taken": self.check.get("taken"),
+            "matches": self.check.get("matches"),
+            "compile": self.check.get("compile"),
+            "gradients": self.check.get("gradients"),
+            "patched_us_per_call": _r(self.patched_us),
+            "original_us_per_call": _r(self.original_us),
+            "speedup_per_call": _r(self.speedup),
+            "speedup_per_call_interval": None if self.interval is None else [_r(x) for x in self.interval],
+            "calls_per_block": self.calls_per_block,
+        }
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+@dataclass
+class Deployment:
+    """What the deployment probe found, or why it could not run."""
+
+    families: list[FamilyDeploy] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def first(self) -> FamilyDeploy | None:
+        return self.families[0] if self.families else None
+
+    def problems(self) -> list[str]:
+        if self.error:
+            return [f"the kernel could not be tried in your program's setting: {self.error}"]
+        return [p for f in self.families for p in f.problems()]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "error": self.error,
+            "families": [f.to_json() for f in self.families],
+            "seconds": round(self.seconds, 2),
+            "how": "blocks of calls in a loop through the patched class and the original forward, interleaved, "
+            "each timed from outside its process; median of paired ratios, 95% bootstrap interval",
+        }
+
+    def manifest(self) -> dict[str, Any]:
+        """What the manifest records: the first family's speedup per call as Python makes it."""
+        f = self.first
+        if f is None or f.speedup is None:
+            return {}
+        out: dict[str, Any] = {"speedup_per_call": round(f.speedup, 4), "kernel_us_per_call": _r(f.patched_us)}
+        if f.interval is not None:
+            out["speedup_per_call_interval"] = [round(x, 4) for x in f.interval]
+        out["original_us_per_call"] = _r(f.original_us)
+        return out
+
+
+class _Probe:
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+
+    def ask(self, request: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        if request is not None:
+            stdin.write(json.dumps(request) + "\n")
+            stdin.flush()
+        return _read_line(stdout, timeout, self.proc)
+
+
+def _read_line(stream: IO[str], timeout: float, proc: subprocess.Popen[str]) -> dict[str, Any]:
+    ready, _, _ = select.select([stream], [], [], timeout)
+    if not ready:
+        raise TimeoutError(f"no answer in {timeout:.0f} s")
+    line = stream.readline()
+    if not line:
+        raise RuntimeError(f"the probe exited ({proc.poll()})")
+    answer: dict[str, Any] = json.loads(line)
+    return answer
+
+
+def measure_deployment(
+    kernel_files: dict[str, str],
+    *,
+    repo_root: Path,
+    import_paths: list[Path],
+    module: str,
+    class_name: str,
+    build_timeout: float = 1800.0,
+    rounds: int = ROUNDS,
+) -> Deployment:
+    """Try the kernel folder (`kernel_files`: folder-relative path -> text) in the user's setting."""
+    start = time.perf_counter()
+    found = Deployment()
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-deploy-") as tmp:
+        folder = Path(tmp) / "kernel"
+        for rel, text in kernel_files.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_text(text)
+        request = {
+            "paths": [str(p) for p in import_paths],
+            "module": module,
+            "class": class_name,
+            "loader": str(folder / "loader.py"),
+        }
+        req_path = Path(tmp) / "request.json"
+        req_path.write_text(json.dumps(request))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_") or k == "CUDA_AGENT_KERNEL_CACHE"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cuda_agent_cli.writeback.deploy_probe", str(req_path)],
+            cwd=repo_root,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        probe = _Probe(proc)
+        try:
+            hello = probe.ask(None, build_timeout)
+            if not hello.get("ok"):
+                found.error = str(hello.get("error"))
+                return found
+            for index in range(int(hello["families"])):
+                found.families.append(_family(probe, index, rounds))
+        except (TimeoutError, RuntimeError, ValueError) as exc:
+            found.error = str(exc)
+        finally:
+            if proc.stdin:
+                proc.stdin.close()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            found.seconds = time.perf_counter() - start
+    return found
+
+
+def _family(probe: _Probe, index: int, rounds: int) -> FamilyDeploy:
+    from cuda_agent_cli.harness.scoring import bootstrap_medians, percentile_interval
+
+    fam = FamilyDeploy(index)
+    fam.check = probe.ask({"op": "check", "family": index}, 600)
+    if not fam.check.get("ok") or not fam.check.get("taken"):
+        return fam
+
+    def block(side: str, n: int) -> float:
+        begin = time.perf_counter()
+        answer = probe.ask({"op": "block", "family": index, "side": side, "n": n}, 600)
+        seconds = time.perf_counter() - begin
+        if not answer.get("ok"):
+            raise RuntimeError(str(answer.get("error")))
+        return seconds
+
+    block("patched", 3)  # first calls: the kernel module is made, caches fill
+    block("original", 3)
+    per_call = min(block("patched", 10), block("original", 10)) / 10
+    n = max(10, min(20000, int(BLOCK_SECONDS / max(per_call, 1e-7))))
+    fam.calls_per_block = n
+    patched, original = [], []
+    for r in range(rounds):
+        order = ("patched", "original") if r % 2 == 0 else ("original", "patched")
+        times = {side: block(side, n) / n * 1e6 for side in order}
+        patched.append(times["patched"])
+        original.append(times["original"])
+    fam.patched_us, fam.original_us = statistics.median(patched), statistics.median(original)
+    ratios = [o / p for o, p in zip(original, patched) if p > 0]
+    fam.speedup = statistics.median(ratios)
+    fam.interval = percentile_interval(bootstrap_medians(ratios))
+    return fam
