@@ -191,55 +191,20 @@ def speedup_table(best: HarnessResult | None, device: str) -> Table:
 
 
 def shapes_table(shapes: Any) -> Table:
-    """A row per call the kernel was judged at, and the count-weighted aggregate."""
+    """A row per call the kernel was judged at."""
     table = Table(title="Every shape (the kernel runs where it says kernel)", title_justify="left")
-    for name, justify in (("call", "left"), ("calls", "right"), ("eager", "right"), ("kernel", "right")):
+    for name, justify in (
+        ("call", "left"),
+        ("calls", "right"),
+        ("eager", "right"),
+        ("kernel", "right"),
+        ("vs eager", "right"),
+        ("runs", "left"),
+    ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    table.add_column("vs eager", justify="right")
-    table.add_column("runs")
-    for case in shapes.cases:
-        t = case.result.timings if case.result else None
-        runs = "kernel" if case.used else "original: " + (shapes.reasons.get(case.family) or "not verified")
-        table.add_row(
-            case.call.describe() + (" (optimized for)" if case.first else ""),
-            str(case.count) if case.count is not None else "—",
-            f"{t.eager_us:.1f} µs" if t else "—",
-            f"{t.candidate_us:.1f} µs" if t else "—",
-            f"{t.speedup_vs_eager:.2f}x" if t else "—",
-            runs,
-        )
+    for row in shapes.rows():
+        table.add_row(*row)
     return table
-
-
-def shapes_line(shapes: Any) -> str:
-    """The aggregate in words, with how it is weighted."""
-    if shapes.speedup_vs_eager is None:
-        return "over every shape: not all timed"
-    weighted = "weighted by the captured calls" if any(c.count for c in shapes.cases) else "each shape once"
-    line = f"over every shape ({weighted}, the original where the kernel does not run): "
-    line += f"{shapes.speedup_vs_eager:.2f}x vs eager"
-    if shapes.speedup_vs_compile is not None:
-        line += f", {shapes.speedup_vs_compile:.2f}x vs torch.compile"
-    return line
-
-
-def per_call_line(deployment: Any, best: HarnessResult | None) -> str:
-    """The speedup as the user's Python calls the module (host work included), beside the device-time one."""
-    first = deployment.first if deployment is not None else None
-    if first is None or first.speedup is None:
-        return ""
-    lo, hi = first.interval or (first.speedup, first.speedup)
-    line = (
-        f"as your Python calls it: {first.speedup:.2f}x vs eager [{lo:.2f}, {hi:.2f}] "
-        f"({first.patched_us:.1f} µs a call, against {first.original_us:.1f} µs; host work included)"
-    )
-    device = best.timings.speedup_vs_eager if best and best.timings else None
-    if device and first.speedup < 0.85 * device:
-        line += (
-            f"; the table's {device:.2f}x is device time: host work per call (launch, checks) "
-            "takes much of this kernel's gain"
-        )
-    return line
 
 
 def method_line(best: HarnessResult | None) -> str:
@@ -328,7 +293,9 @@ def render_review(console: Console, outcome: Any, paged: bool = False) -> None:
     console.print(speedup_table(best, outcome.device))
     console.print(Text(reward_line(best), style="bold"), soft_wrap=True)
     deployment = getattr(outcome, "deployment", None)
-    per_call = per_call_line(deployment, best)
+    per_call = (
+        deployment.summary(best.timings.speedup_vs_eager if best and best.timings else None) if deployment else ""
+    )
     if per_call:
         console.print(Text(per_call, style="bold"), soft_wrap=True)
     for problem in deployment.problems() if deployment is not None else []:
@@ -336,7 +303,7 @@ def render_review(console: Console, outcome: Any, paged: bool = False) -> None:
     shapes = getattr(outcome, "shapes", None)
     if shapes is not None:
         console.print(shapes_table(shapes))
-        console.print(Text(shapes_line(shapes), style="bold"), soft_wrap=True)
+        console.print(Text(shapes.summary(), style="bold"), soft_wrap=True)
     method = method_line(best)
     if method:
         console.print(Text(method, style="dim"), soft_wrap=True)

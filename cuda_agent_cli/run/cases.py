@@ -83,6 +83,35 @@ class ShapesVerdict:
             "weighting": "time per call x captured count (1 each without counts)",
         }
 
+    def summary(self) -> str:
+        """The aggregate in words, with how it is weighted."""
+        if self.speedup_vs_eager is None:
+            return "over every shape: not all timed"
+        weighted = "weighted by the captured calls" if any(c.count for c in self.cases) else "each shape once"
+        line = f"over every shape ({weighted}, the original where the kernel does not run): "
+        line += f"{self.speedup_vs_eager:.2f}x vs eager"
+        if self.speedup_vs_compile is not None:
+            line += f", {self.speedup_vs_compile:.2f}x vs torch.compile"
+        return line
+
+    def rows(self) -> list[tuple[str, str, str, str, str, str]]:
+        """(call, calls, eager, kernel, vs eager, runs) per call, as text."""
+        out = []
+        for case in self.cases:
+            t = case.result.timings if case.result else None
+            runs = "kernel" if case.used else "original: " + (self.reasons.get(case.family) or "not verified")
+            out.append(
+                (
+                    case.call.describe() + (" (optimized for)" if case.first else ""),
+                    str(case.count) if case.count is not None else "-",
+                    f"{t.eager_us:.1f} µs" if t else "-",
+                    f"{t.candidate_us:.1f} µs" if t else "-",
+                    f"{t.speedup_vs_eager:.2f}x" if t else "-",
+                    runs,
+                )
+            )
+        return out
+
     def used_calls(self) -> set[CallSpec]:
         return {c.call for c in self.cases if c.used}
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent_cli.errors import InputSpecError
-from cuda_agent_cli.task.capture_hook import DESCRIBE_MODULE, signature_key
+from cuda_agent_cli.task.capture_hook import DESCRIBE_MODULE, signature_key, widest
 from cuda_agent_cli.task.inputs import CallSpec, call_from_json
 
 _HOOK_DIR_FILES = {"sitecustomize.py": "capture_hook.py", f"{DESCRIBE_MODULE}.py": "describe.py"}
@@ -110,7 +110,7 @@ def merge_records(records: list[dict[str, Any]]) -> Captured:
             key = signature_key(entry["call"])
             if key in merged:
                 merged[key]["count"] += entry["count"]
-                merged[key]["call"] = _widest(merged[key]["call"], entry["call"])
+                merged[key]["call"] = widest(merged[key]["call"], entry["call"])
             else:
                 merged[key] = {"call": entry["call"], "count": int(entry["count"])}
     if not merged:
@@ -119,18 +119,6 @@ def merge_records(records: list[dict[str, Any]]) -> Captured:
     ranked = sorted(merged.values(), key=lambda e: -e["count"])
     kept = tuple((call_from_json(e["call"]), int(e["count"])) for e in ranked[:MOST_SIGNATURES])
     return Captured(kept, total, max(0, len(ranked) - MOST_SIGNATURES))
-
-
-def _widest(a: Any, b: Any) -> Any:
-    """a with every integer tensor's range widened to cover b's too (same signature)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = {k: _widest(v, b.get(k)) for k, v in a.items()}
-        if "range" in a and isinstance(b.get("range"), list):
-            out["range"] = [min(a["range"][0], b["range"][0]), max(a["range"][1], b["range"][1])]
-        return out
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [_widest(x, y) for x, y in zip(a, b)]
-    return a
 
 
 def _last_line(text: str | None) -> str:

@@ -52,6 +52,18 @@ def signature_key(call: dict[str, Any]) -> str:
     return json.dumps(strip(call), sort_keys=True)
 
 
+def widest(a: Any, b: Any) -> Any:
+    """a with every integer tensor's range widened to cover b's too (same signature)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = {k: widest(v, b.get(k)) for k, v in a.items()}
+        if "range" in a and isinstance(b.get("range"), list):
+            out["range"] = [min(a["range"][0], b["range"][0]), max(a["range"][1], b["range"][1])]
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [widest(x, y) for x, y in zip(a, b)]
+    return a
+
+
 class _Recording:
     """The calls seen in this process, by signature, and when to stop the command."""
 
@@ -82,6 +94,7 @@ class _Recording:
                 new = True
             else:
                 entry["count"] += 1
+                entry["call"] = widest(entry["call"], call)
         enough = self.total >= self.most or now - self.first >= self.seconds
         if new or enough or self.total % 100 == 0:
             self.save(cls.__qualname__)

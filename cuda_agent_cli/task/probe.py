@@ -160,9 +160,10 @@ def probe(req: dict[str, Any], out: _Probe) -> NoReturn:
             out.done(error="no_inputs", detail="")
     result["call"] = call
     first = _case(torch, mod, cls, call, req.get("device"), bool(result.get("module_inputs")), out, "")
+    model = first.pop("_model")
     result.update(first)
     sensitive = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
-    result["training_sensitive"] = any(isinstance(m, sensitive) for m in first.pop("_model").modules())
+    result["training_sensitive"] = any(isinstance(m, sensitive) for m in model.modules())
     more = []
     for i, extra in enumerate(req.get("more") or []):
         found = _case(torch, mod, cls, extra, req.get("device"), False, out, f"shape {i + 2} ({_short(extra)}): ")
@@ -277,3 +278,13 @@ def _run_reference(
     if isinstance(described, str):
         out.done(error="output", detail=where + described)
     return described
+
+
+def main(argv: list[str]) -> NoReturn:
+    with open(argv[0]) as f:
+        req = json.load(f)
+    probe(req, _Probe(argv[1]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -180,6 +180,27 @@ def speedup_table(best: HarnessResult | None, device: str) -> Table:
     return table
 
 
+def review_more(outcome: Any) -> Text:
+    """Beside the table: the time per call as Python makes it, what trying the kernel in the
+    user's setting found, and a row per shape with the weighted aggregate."""
+    best = outcome.result
+    out = Text()
+    deployment = getattr(outcome, "deployment", None)
+    if deployment is not None:
+        line = deployment.summary(best.timings.speedup_vs_eager if best and best.timings else None)
+        if line:
+            out.append(line + "\n", style="bold")
+        for problem in deployment.problems():
+            out.append(f"warning: {problem}\n", style="yellow")
+    shapes = getattr(outcome, "shapes", None)
+    if shapes is not None:
+        out.append("every shape (the kernel runs where it says kernel):\n", style="bold")
+        for call, count, eager, kernel, ratio, runs in shapes.rows():
+            out.append(f"  {call} · {count} calls · eager {eager} · kernel {kernel} · {ratio} · {runs}\n")
+        out.append(shapes.summary() + "\n", style="bold")
+    return out
+
+
 def review_facts(best: HarnessResult | None, device: str) -> Text:
     t = best.timings if best else None
     env = best.environment if best else {}
@@ -190,7 +211,11 @@ def review_facts(best: HarnessResult | None, device: str) -> Text:
         + (f" · CUDA {env['cuda']}" if env.get("cuda") else "")
         + "\n"
     )
-    out.append(f"reward: {best.reward if best else None}" + (" (uncertain)" if t and t.uncertain else "") + "\n")
+    from cuda_agent_cli.harness.scoring import reward_in_words
+
+    reward = best.reward if best else None
+    meaning = f": {reward_in_words(reward)}" if reward is not None else ""
+    out.append(f"reward: {reward}{meaning}" + (" (uncertain)" if t and t.uncertain else "") + "\n")
     warnings = best.warnings if best else []
     if warnings:
         for w in warnings:

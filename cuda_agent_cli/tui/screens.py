@@ -166,6 +166,7 @@ class ReviewScreen(Screen[bool]):
             yield Static(Text(f"Review: {o.target} — session {o.session_id}", style="bold"), id="review-title")
             yield Static(render.speedup_table(o.result, o.device), id="review-table")
             yield Static(render.review_facts(o.result, o.device), id="review-facts")
+            yield Static(render.review_more(o), id="review-more")
             where = f"branch {plan.branch}" if plan.in_git else "no git: files are written, not committed"
             yield Static(
                 Text(f"{files} files, +{added} -{removed} lines in {plan.repo_root} ({where})"), id="review-stats"

@@ -114,6 +114,24 @@ class Deployment:
             "each timed from outside its process; median of paired ratios, 95% bootstrap interval",
         }
 
+    def summary(self, device_speedup: float | None) -> str:
+        """The speedup as the user's Python calls the module (host work included), in one line,
+        beside the device-time one (`device_speedup`, vs eager)."""
+        first = self.first
+        if first is None or first.speedup is None or first.patched_us is None or first.original_us is None:
+            return ""
+        lo, hi = first.interval or (first.speedup, first.speedup)
+        line = (
+            f"as your Python calls it: {first.speedup:.2f}x vs eager [{lo:.2f}, {hi:.2f}] "
+            f"({first.patched_us:.1f} µs a call, against {first.original_us:.1f} µs; host work included)"
+        )
+        if device_speedup and first.speedup < 0.85 * device_speedup:
+            line += (
+                f"; the {device_speedup:.2f}x above is device time: host work per call (launch, checks) "
+                "takes much of this kernel's gain"
+            )
+        return line
+
     def manifest(self) -> dict[str, Any]:
         """What the manifest records: the first family's speedup per call as Python makes it."""
         f = self.first

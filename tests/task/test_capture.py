@@ -1,4 +1,4 @@
-"""--capture: the user's own command runs, and its first call to the class is recorded."""
+"""--capture: the user's own command runs, and its calls to the class are counted by signature."""
 
 import sys
 import textwrap
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent_cli.errors import InputSpecError
-from cuda_agent_cli.task.capture import capture_call
+from cuda_agent_cli.task.capture import capture_call, capture_calls
 from cuda_agent_cli.task.inputs import Arg, TensorSpec
 from cuda_agent_cli.task.resolve import resolve_task
 
@@ -31,7 +31,7 @@ SCRIPT = """
     m = Mixer(32, heads=2)
     for step in range(3):
         m(torch.randn(2, 5, 32), torch.arange(10).reshape(2, 5) + 3, scale=0.5)
-    print("training finished")  # never reached: capture stops after the first call
+    print("training finished")
     open("finished.txt", "w").write("x")
 """
 
@@ -45,13 +45,44 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_first_call_is_recorded_and_the_command_stopped(project: Path):
-    spec = capture_call(f"{sys.executable} train.py", project / "lib" / "mixer.py", "Mixer", project)
+def test_calls_are_counted_by_signature_while_the_command_runs(project: Path):
+    captured = capture_calls(f"{sys.executable} train.py", project / "lib" / "mixer.py", "Mixer", project)
+    ((spec, count),) = captured.calls
+    assert count == 3 and captured.total == 3 and captured.left_out == 0
     assert spec.source == "capture"
     assert spec.init == (Arg(None, 32), Arg("heads", 2))
     assert spec.args[0] == Arg(None, TensorSpec("float32", (2, 5, 32)))
     assert spec.args[1] == Arg(None, TensorSpec("int64", (2, 5), None, 3, 13))
     assert spec.args[2] == Arg("scale", 0.5)
+    assert (project / "finished.txt").exists()  # the command ran as it would without cuda-agent
+
+
+def test_several_signatures_most_frequent_first_and_integer_ranges_widened(project: Path):
+    (project / "shapes.py").write_text(
+        textwrap.dedent("""
+        import torch
+        from lib.mixer import Mixer
+
+        a, b = Mixer(32), Mixer(16, heads=1)
+        for i in range(2):
+            a(torch.randn(2, 5, 32), torch.arange(10).reshape(2, 5) + i, scale=0.5)
+        for _ in range(5):
+            a(torch.randn(4, 5, 32), torch.zeros(4, 5, dtype=torch.long))
+        b(torch.randn(1, 3, 16), torch.ones(1, 3, dtype=torch.long))
+    """)
+    )
+    captured = capture_calls(f"{sys.executable} shapes.py", project / "lib" / "mixer.py", "Mixer", project)
+    assert [n for _, n in captured.calls] == [5, 2, 1]
+    first, second, third = (c for c, _ in captured.calls)
+    assert first.args[0].value.shape == (4, 5, 32) and first.init == (Arg(None, 32),)
+    assert second.args[1].value == TensorSpec("int64", (2, 5), None, 0, 11)  # the union of both calls' values
+    assert third.init == (Arg(None, 16), Arg("heads", 1))
+
+
+def test_a_long_command_is_stopped_after_enough_calls(project: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("CUDA_AGENT_CAPTURE_CALLS", "2")
+    captured = capture_calls(f"{sys.executable} train.py", project / "lib" / "mixer.py", "Mixer", project)
+    assert captured.total == 2 and captured.calls[0][1] == 2
     assert not (project / "finished.txt").exists()
 
 
