@@ -59,7 +59,9 @@ def _apply_intent(opts: ReviewOptions) -> Any:
     return ApplyIntent(commit=not opts.no_commit, allow_dirty=opts.allow_dirty)
 
 
-def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note: str | None) -> dict[str, Any]:
+def _result_json(
+    outcome: Any, applied: Any, patch_path: str | None, apply_note: str | None, end_to_end: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The one object of `--batch --json`; README.md lists exactly these keys (a test holds them together)."""
     best = outcome.result
     t = best.timings if best else None
@@ -72,6 +74,7 @@ def _result_json(outcome: Any, applied: Any, patch_path: str | None, apply_note:
         "inputs": outcome.inputs,
         "shapes": outcome.shapes.to_json() if outcome.shapes else None,
         "deployment": outcome.deployment.to_json() if outcome.deployment else None,
+        "end_to_end": end_to_end,
         "best_candidate_files": outcome.best_files,
         "applied": bool(applied),
         "apply_note": apply_note,
@@ -218,16 +221,40 @@ def _review(
         applied = apply_plan(plan, commit=not opts.no_commit, allow_dirty=opts.allow_dirty)
     else:
         note = "not applied" + (" (--batch without --yes)" if opts.batch else "")
+    end_to_end = None
+    if applied and outcome.capture:
+        end_to_end = _end_to_end(outcome.capture, outcome.capture_cwd, err_console if opts.json_out else console)
     if on_result is not None:
-        on_result(_result_json(outcome, applied, patch_path, note))
+        on_result(_result_json(outcome, applied, patch_path, note, end_to_end))
     elif opts.json_out:
-        typer.echo(json.dumps(_result_json(outcome, applied, patch_path, note)))
+        typer.echo(json.dumps(_result_json(outcome, applied, patch_path, note, end_to_end)))
     if not opts.json_out:
         if note:
             console.print(note)
         for line in render.summary_lines(outcome, applied, patch_path):
             console.print(line, highlight=False, soft_wrap=True)
     return code
+
+
+def _end_to_end(command: str, cwd: Path | None, console: Any) -> dict[str, Any] | None:
+    """The captured command timed with and without the kernel just applied: the figure the
+    user's own program gets (`cuda-agent trace` does the same at any later time)."""
+    from cuda_agent_cli.check.trace import summary_lines, trace
+    from cuda_agent_cli.errors import CudaAgentError
+
+    console.print(f"timing `{command}` with and without the kernel (Ctrl-C skips it) ...", highlight=False)
+    try:
+        report = trace(["/bin/sh", "-c", command], cwd or Path.cwd(), repeat=2)
+    except KeyboardInterrupt:
+        console.print("skipped: `cuda-agent trace -- ...` times it later", highlight=False)
+        return None
+    except CudaAgentError as exc:
+        console.print(f"not timed: {exc.one_line()}", highlight=False, soft_wrap=True)
+        return None
+    report.command = [command]
+    for line in summary_lines(report):
+        console.print(line, highlight=False, soft_wrap=True)
+    return report.to_json()
 
 
 def _save_patch(path: Path, text: str) -> str:

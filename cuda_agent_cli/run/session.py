@@ -100,6 +100,8 @@ class OptimizeOutcome:
     harness: Harness | None = None  # the session's own, its builds warm: to score the best again (bench)
     shapes: ShapesVerdict | None = None  # every call of the task the best kernel was judged at (several)
     deployment: Deployment | None = None  # the kernel as the user's program will run it
+    capture: str | None = None  # the command --capture ran, to time it once the kernel is applied
+    capture_cwd: Path | None = None
 
     @property
     def result(self) -> HarnessResult | None:
@@ -459,6 +461,8 @@ def _run_agent(
         stop_detail=result.detail,
         inputs=inputs_json(task.call) if task is not None else None,
         harness=harness,
+        capture=req.capture,
+        capture_cwd=req.cwd,
     )
     typed = outcome.result
     outcome.status = status_of(typed)

@@ -49,7 +49,11 @@ print("done")
 
 def git(root: Path, *args: str) -> str:
     return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, capture_output=True, text=True, check=True
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
 
 
@@ -71,7 +75,12 @@ def applied(tmp_path_factory: pytest.TempPathFactory, harness_cache_root: Path):
 
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "cuda_agent_cli", *args], cwd=root, env=env, capture_output=True, text=True, timeout=1200
+            [sys.executable, "-m", "cuda_agent_cli", *args],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
         )
 
     proc = cli(
