@@ -1,0 +1,124 @@
+"""The applied demo in the user's own process: torch.compile (default, fullgraph=True,
+max-autotune without CUDA graphs) must make one graph, with no graph break, that calls the
+kernel's op and matches the original; with --time, the compiled patched module is timed against
+the compiled original, and the eager patched module per call as a Python loop makes it.
+
+python benchmarks/deployed_check.py DEMO_REPO [--time] [--json]
+(DEMO_REPO: a folder where `cuda-agent demo --yes` applied its kernel; tests/gpu and the
+integration tests run the check part, docs/benchmarks.md records the timed part.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def _per_call_us(fn, x, device: str, n: int) -> float:
+    import torch
+
+    for _ in range(5):
+        fn(x)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(n):
+        fn(x)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / n * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("repo")
+    parser.add_argument("--time", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    sys.path.insert(0, os.path.abspath(args.repo))
+    import torch
+    from vit_head import PooledLayerNorm
+
+    patched = PooledLayerNorm.forward
+    original = patched.__wrapped__
+    op = patched._cuda_agent_op.replace("::", ".")
+    verified = json.load(open(os.path.join(args.repo, "_cuda_agent", "pooled_layer_norm", "verified.json")))
+    family = verified["families"][0]
+    device = verified["device"]
+    dim = family["init"][0]["spec"]["value"]
+    shape = family["args"][0]["spec"]["tensor"]["shape"]
+    torch.manual_seed(0)
+    m = PooledLayerNorm(dim).to(device).eval()
+    torch.nn.init.normal_(m.norm.weight)
+    torch.nn.init.normal_(m.norm.bias)
+    x = torch.randn(*shape, device=device)
+    report: dict = {"device": device, "shape": shape, "modes": {}}
+    with torch.no_grad():
+        expected = original(m, x)
+        for name, kw in (
+            ("default", {}),
+            ("fullgraph", {"fullgraph": True}),
+            ("max-autotune", {"mode": "max-autotune-no-cudagraphs"}),
+        ):
+            torch._dynamo.reset()
+            explained = torch._dynamo.explain(m)(x)
+            targets = [str(n.target) for g in explained.graphs for n in g.graph.nodes if n.op == "call_function"]
+            torch._dynamo.reset()
+            compiled = torch.compile(m, **kw)
+            got = compiled(x)
+            row = {
+                "graphs": explained.graph_count,
+                "graph_breaks": explained.graph_break_count,
+                "calls_op": any(t.startswith(op) for t in targets),
+                "matches": bool(torch.allclose(got, expected, atol=1e-3, rtol=1e-3)),
+            }
+            if args.time:
+                PooledLayerNorm.forward = original
+                torch._dynamo.reset()
+                plain = torch.compile(m, **kw)
+                plain(x)
+                PooledLayerNorm.forward = patched
+                n = 200 if device == "cuda" else 50
+                pairs = []
+                for _ in range(args.rounds):
+                    k = _per_call_us(compiled, x, device, n)
+                    PooledLayerNorm.forward = original
+                    o = _per_call_us(plain, x, device, n)
+                    PooledLayerNorm.forward = patched
+                    pairs.append((k, o))
+                row["compiled_kernel_us"] = round(statistics.median(p[0] for p in pairs), 2)
+                row["compiled_original_us"] = round(statistics.median(p[1] for p in pairs), 2)
+                row["speedup"] = round(statistics.median(o / k for k, o in pairs), 3)
+            report["modes"][name] = row
+        torch._dynamo.reset()
+        if args.time:
+            n = 500 if device == "cuda" else 50
+            pairs = []
+            for _ in range(args.rounds):
+                k = _per_call_us(m, x, device, n)
+                PooledLayerNorm.forward = original
+                o = _per_call_us(m, x, device, n)
+                PooledLayerNorm.forward = patched
+                pairs.append((k, o))
+            report["eager_loop"] = {
+                "kernel_us": round(statistics.median(p[0] for p in pairs), 2),
+                "original_us": round(statistics.median(p[1] for p in pairs), 2),
+                "speedup": round(statistics.median(o / k for k, o in pairs), 3),
+            }
+    if args.json:
+        print(json.dumps(report))
+        return
+    print(f"device {device}, x {shape}")
+    for name, row in report["modes"].items():
+        print(f"  torch.compile {name}: {row}")
+    if "eager_loop" in report:
+        print(f"  eager loop: {report['eager_loop']}")
+
+
+if __name__ == "__main__":
+    main()
