@@ -145,6 +145,16 @@ def build(announce=True):
     """Build the extension into the cache unless a built copy is there; returns what was done."""
     name = extension_name()
     library = _prebuilt(name)
+    first = _cache_dirs()[0] / name
+    if library is not None and library.parent != first and os.environ.get("CUDA_AGENT_KERNEL_CACHE"):
+        # A copy in the cache this process was pointed at, so that folder alone holds what a
+        # deployed program loads (`cuda-agent build --cache-dir DIR` for a Dockerfile).
+        import shutil
+
+        first.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(library, first / library.name)
+        (first / "ready").write_text(name + "\n")
+        library = first / library.name
     if library is not None:
         return {"name": name, "library": str(library), "built": False, "seconds": 0.0}
     missing = _missing_compiler()

@@ -405,6 +405,33 @@ def test_build_ahead_of_time_then_the_first_call_needs_no_compiler(repo: Path, t
     print(f"\nfirst call after `cuda-agent build`: {seconds:.3f} s")
 
 
+def test_build_into_a_cache_dir_leaves_the_kernel_there_when_another_cache_had_it(
+    repo: Path, tmp_path: Path, harness_cache_root: Path
+):
+    # The session's cache holds this kernel already (applying it built it there).
+    env = clean_env(tmp_path, harness_cache_root)
+    target = tmp_path / "ship"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "build", str(repo), "--cache-dir", str(target), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    built = json.loads(proc.stdout)["kernels"][0]
+    assert Path(built["library"]).is_file() and Path(built["library"]).is_relative_to(target)
+    run = _first_call(
+        repo,
+        {
+            **clean_env(tmp_path, tmp_path / "empty"),
+            "CUDA_AGENT_KERNEL_CACHE": str(target),
+            "PATH": str(tmp_path / "no-tools"),
+        },
+    )
+    assert "used=True same=True" in run.stdout, run.stderr[-2000:]
+
+
 def test_the_loader_says_once_what_it_builds_and_how_long_it_took(repo: Path, tmp_path: Path):
     env = clean_env(tmp_path, tmp_path / "cache")
     run = _first_call(repo, env)
