@@ -214,6 +214,8 @@ def _recorded(entry: dict[str, Any]) -> dict[str, Any]:
         "speedup_vs_eager_interval",
         "speedup_vs_compile",
         "speedup_vs_compile_interval",
+        "speedup_per_call",
+        "speedup_per_call_interval",
         "eager_us",
         "compile_us",
         "kernel_us",
