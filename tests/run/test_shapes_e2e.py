@@ -113,6 +113,10 @@ def test_every_captured_signature_is_verified_timed_and_integrated(applied):
     assert len(verified["families"]) == len(used) and cases[0]["used"]
     manifest = (root / ".cuda-agent/kernels.toml").read_text()
     assert "shapes = [" in manifest and "speedup_per_call" in manifest
+    # applied with --capture: the captured command timed with and without the kernel
+    end_to_end = result["end_to_end"]
+    assert end_to_end["kernels"][0]["taken"] > 0 and end_to_end["wall"]["speedup"] > 0
+    assert "ms ->" in stderr and "runs each way" in stderr
 
 
 def test_the_kernel_was_tried_as_the_program_runs_it(applied):
