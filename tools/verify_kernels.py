@@ -134,6 +134,39 @@ def _payload_fingerprints(payload: dict, inputs: list[Any], device: str) -> dict
 # judge
 # ---------------------------------------------------------------------------------------------
 
+def _wide(obj: Any) -> Any:
+    """Floating tensors as float64, complex ones as complex128 (containers kept)."""
+    if isinstance(obj, torch.Tensor):
+        if obj.is_complex():
+            return obj.to(torch.complex128)
+        return obj.to(torch.float64) if obj.is_floating_point() else obj
+    if isinstance(obj, (list, tuple)):
+        items = [_wide(o) for o in obj]
+        return type(obj)(*items) if hasattr(type(obj), "_fields") else type(obj)(items)
+    return obj
+
+
+def _in_float64(models64: dict[int, Any], m: int, model: Any, args: list[Any]) -> Any:
+    """The reference's outputs for `args` computed in float64 (the numerical truth eager's own
+    error is measured from), or None where the reference cannot run so (code that casts to a
+    dtype of its own, a module that cannot be copied)."""
+    if m not in models64:
+        try:
+            import copy
+
+            wide = copy.deepcopy(model)
+            models64[m] = wide.to(torch.float64) if isinstance(wide, torch.nn.Module) else None
+        except Exception:
+            models64[m] = None
+    if models64[m] is None:
+        return None
+    try:
+        with torch.no_grad():
+            return models64[m](*_wide(args))
+    except Exception:
+        return None
+
+
 def run_judge_job(spec: dict) -> dict:
     evidence.session_device(spec["device"])
     """Expected outputs from the pristine reference, compared with the candidate's on the device.
@@ -157,6 +190,7 @@ def run_judge_job(spec: dict) -> dict:
     payloads: dict[int, dict] = {}
     inputs_on_device: dict[int, list[Any]] = {}
     models: dict[int, Any] = {}
+    models64: dict[int, Any] = {}
 
     def input_set(k: int) -> list[Any] | None:
         if k not in inputs_on_device:
@@ -198,6 +232,7 @@ def run_judge_job(spec: dict) -> dict:
         except Exception as exc:
             result["reference_error"] = f"call {cid}: {trim_exception(exc, 600)}"
             return result
+        exact = _in_float64(models64, m, models[m], args)
         label = f"seed {cid}" if role != "timed" else f"timed call {cid}"
         path = cand_dir / f"call_{cid}"
         try:
@@ -211,7 +246,7 @@ def run_judge_job(spec: dict) -> dict:
         if got is None:
             found.append(_check("output_type", False, f"candidate output unreadable: {unreadable}"))
         else:
-            type_check, values = guards.compare_values(expected, got, atol, rtol)
+            type_check, values = guards.compare_values(expected, got, atol, rtol, exact)
             proof = committed.get("evidence") or {}
             same = committed.get("fingerprint") == evidence.fingerprint(list(got) if isinstance(got, (tuple, list)) else [got])
             found = [type_check,
@@ -227,7 +262,7 @@ def run_judge_job(spec: dict) -> dict:
         else:
             merge(label, found)
             outputs[cid] = got
-        del expected, args
+        del expected, args, exact
     checks.extend(merged.values())
     if originals:
         checks.insert(0, _check("input_files", True, "inputs and weights are the ones the reference wrote"))

@@ -366,3 +366,51 @@ def test_integrity_detects_edits_to_the_harness_own_modules(monkeypatch):
     assert any("call_inputs.__code__ was replaced" in p for p in problems)
     assert any("FLUSH_BYTES was replaced" in p for p in problems)
     assert guards.verify_integrity(snap) == []
+
+
+def _values(ref, cand, exact=None):
+    _, values = guards.compare_values(ref, cand, 1e-2, 1e-2, exact)
+    return {c["name"]: c for c in values}
+
+
+def test_small_outputs_are_judged_from_the_float64_reference():
+    torch.manual_seed(0)
+    x = torch.randn(64, 512)
+    exact = torch.softmax(x.double(), dim=-1)
+    eager = torch.softmax(x, dim=-1)
+    # every probability is near 1/512, inside atol: a normalizer fixed in advance is a few % off
+    fixed = torch.exp(x) / (512 * torch.exp(torch.tensor(0.5)))
+    assert _values(eager, fixed)["relative_error"]["passed"]  # the allowance without the anchor
+    found = _values(eager, fixed, exact)["relative_error"]
+    assert not found["passed"] and "float64 reference" in found["detail"]
+    # an honest softmax summed in another order passes
+    honest = torch.exp(x - x.max(-1, keepdim=True).values)
+    honest = honest / honest.flip(-1).cumsum(-1)[..., -1:]
+    assert _values(eager, honest, exact)["relative_error"]["passed"]
+
+
+def test_the_anchor_allows_what_eager_itself_gets_wrong():
+    # a sum with cancellation: eager's own float32 error is large, the candidate's the same kind
+    torch.manual_seed(1)
+    x = torch.randn(16, 4096) * 1e4
+    x = torch.cat([x, -x + 1e-3 * torch.randn(16, 4096)], dim=-1)
+    exact = x.double().sum(-1)
+    eager = x.sum(-1)
+    other = x.flip(-1).sum(-1)
+    assert _values(eager, other, exact)["relative_error"]["passed"]
+
+
+def test_complex_outputs_are_compared_as_numbers():
+    torch.manual_seed(2)
+    a = torch.randn(32, 32, dtype=torch.complex64)
+    b = torch.randn(32, 32, dtype=torch.complex64)
+    ref = a @ b
+    exact = a.to(torch.complex128) @ b.to(torch.complex128)
+    honest = (a.unsqueeze(-1) * b.unsqueeze(0)).sum(1)
+    checks = _values(ref, honest, exact)
+    assert all(c["passed"] for c in checks.values()), checks
+    wrong = ref.conj()
+    assert not _values(ref, wrong, exact)["correctness"]["passed"]
+    assert not _values(ref, ref.real.to(torch.complex64) * 0 + ref.abs().to(torch.complex64), exact)["correctness"][
+        "passed"
+    ]

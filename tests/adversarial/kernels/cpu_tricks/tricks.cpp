@@ -396,6 +396,49 @@ torch::Tensor relu_skipping_the_flush_inside_blocks(torch::Tensor x) {
 
 void noop(torch::Tensor) {}
 
+// Softmax over the last dim with the normalizer fixed in advance (the row length times E[exp(z)]
+// for z ~ N(0, 1)) instead of summed: every value is far inside atol, and off by a few percent.
+torch::Tensor softmax_fixed_normalizer(torch::Tensor x) {
+  auto xc = x.contiguous();
+  auto out = torch::empty_like(xc);
+  const int64_t cols = xc.size(-1), rows = xc.numel() / cols;
+  const float norm = 1.0f / (static_cast<float>(cols) * std::exp(0.5f));
+  const float* px = xc.data_ptr<float>();
+  float* po = floats(out);
+  for (int64_t i = 0; i < rows * cols; ++i) po[i] = std::exp(px[i]) * norm;
+  return out;
+}
+
+// scale * the sum over the last dim: honest, and a twin that reads every other element only
+// and doubles it (half the memory traffic, an error of a few percent where outputs are small).
+torch::Tensor row_sum_scaled(torch::Tensor x, double scale) {
+  auto xc = x.contiguous();
+  const int64_t cols = xc.size(-1), rows = xc.numel() / cols;
+  auto out = torch::empty({rows}, xc.options());
+  const float* px = xc.data_ptr<float>();
+  float* po = floats(out);
+  for (int64_t r = 0; r < rows; ++r) {
+    double acc = 0.0;
+    for (int64_t c = 0; c < cols; ++c) acc += px[r * cols + c];
+    po[r] = static_cast<float>(acc * scale);
+  }
+  return out;
+}
+
+torch::Tensor row_sum_subsampled(torch::Tensor x, double scale) {
+  auto xc = x.contiguous();
+  const int64_t cols = xc.size(-1), rows = xc.numel() / cols;
+  auto out = torch::empty({rows}, xc.options());
+  const float* px = xc.data_ptr<float>();
+  float* po = floats(out);
+  for (int64_t r = 0; r < rows; ++r) {
+    double acc = 0.0;
+    for (int64_t c = 0; c < cols; c += 2) acc += px[r * cols + c];
+    po[r] = static_cast<float>(2.0 * acc * scale);
+  }
+  return out;
+}
+
 void register_tricks(pybind11::module& m) {
   m.def("relu_inplace", &relu_inplace);
   m.def("relu_scribble", &relu_scribble);
@@ -420,6 +463,9 @@ void register_tricks(pybind11::module& m) {
   m.def("relu_aten_when_timed", &relu_aten_when_timed);
   m.def("relu_forging_replies", &relu_forging_replies);
   m.def("relu_scaled_replay", &relu_scaled_replay);
+  m.def("softmax_fixed_normalizer", &softmax_fixed_normalizer);
+  m.def("row_sum_scaled", &row_sum_scaled);
+  m.def("row_sum_subsampled", &row_sum_subsampled);
 }
 
 }  // namespace
