@@ -370,7 +370,7 @@ class Harness:
             self.device, int(claims.get("ext_calls", 0)), info.get("cuda_kernels"),
             scoring.kernel_names_in_sources(kernel_sources), info.get("cuda_kernels_error"),
             ext_shares=[float(x) for x in claims.get("ext_shares") or [] if isinstance(x, (int, float))],
-            policy=self.policy))
+            policy=self.policy, library_calls=scoring.library_calls_in_sources(kernel_sources)))
 
         if timed and not result.failed_checks():
             self._time(result, info, claims, int((inputs.result or {}).get("input_bytes", 0)))

@@ -7,6 +7,7 @@ from cuda_agent_cli.assets.tools.compiler_errors import trim_compiler_output
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.harness.scoring import (
     extension_kernel_check,
+    library_calls_in_sources,
     kernel_names_in_sources,
     reference_problems,
     relative_spread,
@@ -281,6 +282,21 @@ def test_extension_kernel_check_on_cuda_needs_a_kernel_from_the_sources() -> Non
     ghost = extension_kernel_check("cuda", 0, ["at::native::vectorized_elementwise_kernel<4>"], {"relu_kernel"})
     assert not ghost.passed and "relu_kernel" in ghost.detail
     assert not extension_kernel_check("cuda", 3, None, {"relu_kernel"}, "CUPTI missing").passed
+
+
+def test_a_pure_cublas_gemm_counts_as_the_extensions_kernel_on_cuda() -> None:
+    gemm = ["sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", "void at::native::elementwise_kernel"]
+    source = "cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b, n, a, k, &zero, c, n);"
+    assert extension_kernel_check("cuda", 2, gemm, set(), library_calls=library_calls_in_sources([source])).passed
+    lt = "cublasLtMatmul(lt, desc, &alpha, a, la, b, lb, &beta, c, lc, c, lc, nullptr, ws, size, stream);"
+    assert library_calls_in_sources([lt]) and library_calls_in_sources(["at::cuda::blas::gemm<float>(...)"])
+    # the library's kernel must have run from an entered extension function, and a library call
+    # must be in the sources: an aten GEMM beside a kernel that never ran is still a ghost
+    assert not extension_kernel_check("cuda", 0, gemm, set(), library_calls=True).passed
+    assert not extension_kernel_check("cuda", 2, gemm, {"my_kernel"}, library_calls=False).passed
+    assert not extension_kernel_check(
+        "cuda", 2, ["void at::native::elementwise_kernel"], set(), library_calls=True
+    ).passed
 
 
 def test_extension_kernel_check_on_cpu_needs_the_extension_to_do_the_work() -> None:
