@@ -84,6 +84,19 @@ def build_model(cls: type, payload: dict, device: str, seed: int) -> tuple[Any, 
     return model, note
 
 
+def _reused_buffer(out: Any, kept: dict[int, Any]) -> int | None:
+    """The id of a kept earlier output whose memory `out` shares, or None. Kept outputs are still
+    referenced, so the allocator cannot hand their memory out again: sharing it means the module
+    returned a buffer of its own twice."""
+    mine = {t.untyped_storage().data_ptr() for t in (out if isinstance(out, (tuple, list)) else [out])
+            if isinstance(t, torch.Tensor) and t.numel()}
+    for cid, old in kept.items():
+        for t in old if isinstance(old, (tuple, list)) else [old]:
+            if isinstance(t, torch.Tensor) and t.numel() and t.untyped_storage().data_ptr() in mine:
+                return cid
+    return None
+
+
 def _plain_outputs(out: Any) -> str | None:
     """Why `out` is not a plain tensor (or a tuple/list of them) that can be handed over, else None."""
     items = out if isinstance(out, (tuple, list)) else [out]
@@ -409,6 +422,13 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             fps.append(evidence.fingerprint(list(out) if isinstance(out, (tuple, list)) else [out]))
             device_sync(device)
             if not null:
+                earlier = _reused_buffer(out, kept)
+                if earlier is not None:
+                    checks.append(_check("output_reused", False, f"call {c['id']} returned the memory of call "
+                                         f"{earlier}'s output, which the caller still holds: a module whose earlier "
+                                         "outputs change under the caller's feet is not a drop-in replacement; "
+                                         "allocate each output (torch::empty) instead of reusing a buffer"))
+                    return {"ok": False}
                 kept[int(c["id"])] = out
             events.append(event_us)
             walls.append(wall_us)
