@@ -7,8 +7,8 @@ from cuda_agent_cli.assets.tools.compiler_errors import trim_compiler_output
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.harness.scoring import (
     extension_kernel_check,
-    library_calls_in_sources,
     kernel_names_in_sources,
+    library_calls_in_sources,
     reference_problems,
     relative_spread,
     review_warnings,

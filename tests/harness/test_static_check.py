@@ -1224,3 +1224,35 @@ def test_loop_targets_on_own_objects_stay_legal():
 )
 def test_patches_through_computed_attributes_and_items(body):
     assert "dynamic_code" in names(_mod(body)), details(_mod(body))
+
+
+KERNELBENCH_HELPERS = """
+
+def get_inputs():
+    return [torch.randn(16, 64), torch.rand(16, 64).mul(2)]
+
+
+def get_init_inputs():
+    return [torch.randn(3).tolist()]
+"""
+
+
+def test_kernelbench_input_helpers_in_a_solution_file_are_not_forward():
+    # A KernelBench solution file keeps the task's get_inputs(): the harness never calls it.
+    src = HONEST_FORWARD + KERNELBENCH_HELPERS
+    assert names(src) == set()
+    # called from forward (by name, through the module or a string), they are forward's code
+    calling = _model("return cuda_extension.relu(get_inputs()[0])") + KERNELBENCH_HELPERS
+    assert "torch_ops_python" in names(calling)
+    spelled = _model("return cuda_extension.relu(globals()['get_inputs']()[0])") + KERNELBENCH_HELPERS
+    assert "torch_ops_python" in names(spelled) or "dynamic_code" in names(spelled)
+
+
+def test_hybrid_leaves_a_try_around_building_the_extension_to_what_runs():
+    src = (
+        "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
+        "try:\n    ext = load_inline('k', cpp_sources='', functions=['f'])\nexcept Exception:\n    ext = None\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n"
+    )
+    assert "try_fallback" not in names(src, policy="hybrid")
+    assert "try_fallback" in names(src, policy="strict")
