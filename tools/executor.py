@@ -348,7 +348,9 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     try:
         cand = load_module(spec["candidate"], "model_new")
     except BaseException as exc:
-        text = trim_exception(exc, 4000)
+        # The whole text: a failed build's message holds ninja's command lines (thousands of
+        # characters each for nvcc) before the compiler's own `file.cu(42): error:` lines.
+        text = f"{type(exc).__name__}: {exc}"
         if "Error building extension" in text or "error:" in text and "cpp_extension" in repr(type(exc)) + text:
             from compiler_errors import trim_compiler_output
 
