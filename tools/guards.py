@@ -377,6 +377,16 @@ _ALLOWED_ATEN = frozenset({
     "record_stream", "is_pinned", "_pin_memory", "contiguous", "to", "_to_dense",
     "is_same_size", "size", "stride", "numel", "dim", "_nested_tensor_size", "_unsafe_index_put",
 })
+# Allowed ops whose `accumulate` argument turns a copy into arithmetic.
+_ACCUMULATING = frozenset({"_unsafe_index_put", "index_put", "index_put_"})
+
+
+def _accumulates(args: tuple, kwargs: dict | None) -> bool:
+    if kwargs and "accumulate" in kwargs:
+        return bool(kwargs["accumulate"])
+    return len(args) > 3 and bool(args[3])
+
+
 # Namespaces of dispatcher ops that are bookkeeping rather than compute.
 _ALLOWED_NAMESPACES = frozenset({"profiler"})
 
@@ -393,6 +403,10 @@ class _RecordingMode(TorchDispatchMode):
             base = func._schema.name.split("::", 1)[1]
             if base not in _ALLOWED_ATEN:
                 self._guard._record(f"{namespace}.{func.__name__}")
+            elif base in _ACCUMULATING and _accumulates(args, kwargs):
+                # An allowed op may only do what its name says: an accumulating index_put is a
+                # scatter-add, a reduction spelled as a copy.
+                self._guard._record(f"{namespace}.{func.__name__}(accumulate=True)")
         elif namespace not in _ALLOWED_NAMESPACES:
             # prims are compute; a custom dispatcher op hides the ops it runs inside it, because
             # this mode is not active while an op's own kernel runs.

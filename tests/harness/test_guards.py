@@ -414,3 +414,19 @@ def test_complex_outputs_are_compared_as_numbers():
     assert not _values(ref, ref.real.to(torch.complex64) * 0 + ref.abs().to(torch.complex64), exact)["correctness"][
         "passed"
     ]
+
+
+def test_an_accumulating_index_put_is_compute_under_strict():
+    x = torch.randn(8, 16)
+    rows = torch.arange(8).repeat_interleave(16)
+    out = torch.zeros(8)
+    with guards.StrictOpGuard("strict") as guard:
+        torch.ops.aten._unsafe_index_put(out, [rows], x.reshape(-1), True)  # row sums as a scatter-add
+    assert guard.violations == ["aten._unsafe_index_put.default(accumulate=True)"]
+    with guards.StrictOpGuard("strict") as guard:
+        torch.ops.aten._unsafe_index_put(out, [torch.arange(8)], x[:, 0], False)  # a copy: allowed
+        torch.ops.aten._unsafe_index_put(out, [torch.arange(8)], x[:, 1], accumulate=False)
+    assert guard.violations == []
+    with guards.StrictOpGuard("strict") as guard:
+        torch.ops.aten._unsafe_index_put(out, [rows], x.reshape(-1), accumulate=True)
+    assert guard.violations == ["aten._unsafe_index_put.default(accumulate=True)"]
