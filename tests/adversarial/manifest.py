@@ -112,8 +112,7 @@ ADVERSARIAL: list[Case] = [
     # the static checks, so they run even where a static finding would stop them first.
     Case("r_skip_timed_calls", "timed_outputs", 25, kernels="cpu_tricks", action="profile", static_checks=False),
     Case("r_skip_after_known_calls", "timed_outputs", 25, kernels="cpu_tricks", action="profile"),
-    Case("r_tiny_zeros_when_timed", "timed_outputs", 27, kernels="cpu_tricks", action="profile",
-         static_checks=False),
+    Case("r_tiny_zeros_when_timed", "timed_outputs", 27, kernels="cpu_tricks", action="profile", static_checks=False),
     Case("r_aliasing_when_timed", "timed_outputs", 27, kernels="cpu_tricks", action="profile", static_checks=False),
     Case("r_torch_ops_when_timed", "torch_ops", 27, kernels="cpu_tricks", action="profile", static_checks=False),
     Case("r_import_thread", "threads", 23, kernels="cpu_import", static_checks=False),
@@ -121,41 +120,117 @@ ADVERSARIAL: list[Case] = [
     # Work or reach outside the candidate's own process, and outputs completed after their call
     # (the process filter, the stray-process check, the content fingerprint).
     Case("r_fill_in_revealed_calls", "committed_outputs", 25, kernels="cpu_process_tricks", static_checks=False),
-    Case("r_work_in_a_child", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
-         says="PermissionError: [Errno 1] Operation not permitted"),
-    Case("r_cpp_clone_task", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
-         says="clone(CLONE_VM): Operation not permitted"),
-    Case("r_perf_sample_baselines", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
-         says="perf_event_open on the other processes: Operation not permitted"),
+    Case(
+        "r_work_in_a_child",
+        "crash",
+        29,
+        kernels="cpu_process_tricks",
+        static_checks=False,
+        says="PermissionError: [Errno 1] Operation not permitted",
+    ),
+    Case(
+        "r_cpp_clone_task",
+        "crash",
+        29,
+        kernels="cpu_process_tricks",
+        static_checks=False,
+        says="clone(CLONE_VM): Operation not permitted",
+    ),
+    Case(
+        "r_perf_sample_baselines",
+        "crash",
+        29,
+        kernels="cpu_process_tricks",
+        static_checks=False,
+        says="perf_event_open on the other processes: Operation not permitted",
+    ),
     # Renices, re-pins or reads the limits of another process (the baselines' would be next).
-    Case("r_reach_another_process_0", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
-         says="setpriority on another process: Operation not permitted"),
-    Case("r_reach_another_process_1", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
-         says="sched_setaffinity on another process: Operation not permitted"),
-    Case("r_reach_another_process_2", "crash", 29, kernels="cpu_process_tricks", static_checks=False,
-         says="prlimit on another process: Operation not permitted"),
+    Case(
+        "r_reach_another_process_0",
+        "crash",
+        29,
+        kernels="cpu_process_tricks",
+        static_checks=False,
+        says="setpriority on another process: Operation not permitted",
+    ),
+    Case(
+        "r_reach_another_process_1",
+        "crash",
+        29,
+        kernels="cpu_process_tricks",
+        static_checks=False,
+        says="sched_setaffinity on another process: Operation not permitted",
+    ),
+    Case(
+        "r_reach_another_process_2",
+        "crash",
+        29,
+        kernels="cpu_process_tricks",
+        static_checks=False,
+        says="prlimit on another process: Operation not permitted",
+    ),
     # Forked while model_new.py is imported, before the process filter is in place: the worker
     # it leaves running fails the round once timing begins.
     Case("r_import_process", "processes", 23, kernels=None, action="profile", static_checks=False),
     # Claims NaN or negative call times (its reply hook): NaN compares false with every bound and a
     # claim below zero would make the speedup infinite; the controller refuses such a reply.
-    Case("r_nan_claims", "harness_integrity", 22, kernels="cpu_process_tricks", action="profile",
-         static_checks=False, says="not finite, non-negative"),
-    Case("r_text_claims", "harness_integrity", 22, kernels="cpu_process_tricks", action="profile",
-         static_checks=False, says="not finite, non-negative"),
+    Case(
+        "r_nan_claims",
+        "harness_integrity",
+        22,
+        kernels="cpu_process_tricks",
+        action="profile",
+        static_checks=False,
+        says="not finite, non-negative",
+    ),
+    Case(
+        "r_text_claims",
+        "harness_integrity",
+        22,
+        kernels="cpu_process_tricks",
+        action="profile",
+        static_checks=False,
+        says="not finite, non-negative",
+    ),
     # Turns off the cache sweep before each call in its own process (the harness's caller object,
     # reached through the interpreter): its calls would start warm, the baselines' cold. Three
     # spellings: the threshold raised, the sweep emptied in place, the sweep dropped.
-    Case("r_skip_the_flush_0", "harness_integrity", 22, kernels="cpu_tricks", static_checks=False,
-         says="the harness's caller: flush_from was changed"),
-    Case("r_skip_the_flush_1", "harness_integrity", 22, kernels="cpu_tricks", action="profile",
-         static_checks=False, says="the harness's caller: flush memory was changed"),
-    Case("r_skip_the_flush_2", "harness_integrity", 22, kernels="cpu_tricks", static_checks=False,
-         says="the harness's caller: flush was changed"),
+    Case(
+        "r_skip_the_flush_0",
+        "harness_integrity",
+        22,
+        kernels="cpu_tricks",
+        static_checks=False,
+        says="the harness's caller: flush_from was changed",
+    ),
+    Case(
+        "r_skip_the_flush_1",
+        "harness_integrity",
+        22,
+        kernels="cpu_tricks",
+        action="profile",
+        static_checks=False,
+        says="the harness's caller: flush memory was changed",
+    ),
+    Case(
+        "r_skip_the_flush_2",
+        "harness_integrity",
+        22,
+        kernels="cpu_tricks",
+        static_checks=False,
+        says="the harness's caller: flush was changed",
+    ),
     # The same switch, put back before each block of calls ends, so the caller looks intact
     # whenever it is looked at: the time its process spends around its timed calls gives it away.
-    Case("r_skip_the_flush_inside_blocks", "harness_integrity", 22, kernels="cpu_tricks", action="profile",
-         static_checks=False, says="harness work around each timed call"),
+    Case(
+        "r_skip_the_flush_inside_blocks",
+        "harness_integrity",
+        22,
+        kernels="cpu_tricks",
+        action="profile",
+        static_checks=False,
+        says="harness work around each timed call",
+    ),
 ]
 
 # Timing tricks that stay correct, so no check fails: what matters is that they buy no speed.
@@ -171,7 +246,14 @@ TIMING_TRICKS: list[tuple[str, str, int, str]] = [  # + the trick's kernel set
     # Stalls while the null blocks measure its process's overhead, then divides its claims: the
     # overhead believed is bounded by that of the baselines' process's null blocks (threat 22).
     ("r_slow_null_blocks_heavy", "h_tanh_chain", 22, "cpu_process_tricks"),
+    # Hands back an expanded view of its result (threat 35): every output is made dense inside
+    # the timed region, on the account of the side that returned it.
+    ("r_expanded_view_output", "h_repeated_relu", 35, "cpu_tricks"),
 ]
+
+# Layout work handed to the judge where no honest kernel is as fast as torch's own copy: the
+# trick must gain nothing over eager, which does the same work (it read 3.9x before).
+LAYOUT_TRICKS: list[tuple[str, int, str]] = [("r_transposed_view_output", 35, "cpu_tricks")]
 
 # The same trick on a kernel whose whole time is below what the outside clock resolves around
 # the harness's own work per call (docs/security.md, Limits): its claims still stand, and its
@@ -198,6 +280,7 @@ HONEST: list[Case] = [
     Case("h_hybrid_linear_gelu", None, None, policy="hybrid"),
     Case("h_inline_scale_shift_tanh", None, None, kernels=None),
     Case("h_scaled_row_sum", None, None, kernels="cpu_tricks"),
+    Case("h_repeated_relu", None, None),
 ]
 
 # GPU-only tricks and honest CUDA kernels (candidates_gpu/), run on an H200 by tests/gpu.
@@ -205,8 +288,15 @@ GPU_ADVERSARIAL: list[Case] = [
     Case("g_helper_thread_launch", "threads", 1, kernels="cuda_tricks"),
     Case("g_reuse_freed_memory", "correctness", 7, kernels="cuda_tricks"),
     Case("g_shrinking_events", "harness_integrity", 2, kernels="cuda_tricks", action="profile"),
-    Case("g_skip_the_flush", "harness_integrity", 22, kernels="cuda_tricks", action="profile", static_checks=False,
-         says="the harness's caller: flush memory was changed"),
+    Case(
+        "g_skip_the_flush",
+        "harness_integrity",
+        22,
+        kernels="cuda_tricks",
+        action="profile",
+        static_checks=False,
+        says="the harness's caller: flush memory was changed",
+    ),
     Case("g_aten_via_adl", "torch_ops", 14, kernels="cuda_tricks"),
     Case("g_ghost_kernel", "extension_kernel", 15, kernels="cuda_tricks", policy="hybrid"),
     Case("g_forge_baselines_cache", "crash", 2, kernels="cuda_tricks", action="profile"),

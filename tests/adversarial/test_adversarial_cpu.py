@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from adversarial.cache_check import assert_not_forged, baseline_files
-from adversarial.manifest import ADVERSARIAL, BELOW_RESOLUTION, ESCAPEES, HONEST, TIMING_TRICKS, Case
+from adversarial.manifest import ADVERSARIAL, BELOW_RESOLUTION, ESCAPEES, HONEST, LAYOUT_TRICKS, TIMING_TRICKS, Case
 from adversarial.workspaces import Workspaces
 
 pytestmark = pytest.mark.integration
@@ -29,8 +29,13 @@ def run(case: Case, workspaces: Workspaces):
     from cuda_agent_cli.harness import profile_path, verify_path
 
     action = profile_path if case.action == "profile" else verify_path
-    return action(workspaces.materialize(case.name, case.kernels), device="cpu", policy=case.policy,
-                  confine_writes=case.confine_writes, static_checks=case.static_checks)
+    return action(
+        workspaces.materialize(case.name, case.kernels),
+        device="cpu",
+        policy=case.policy,
+        confine_writes=case.confine_writes,
+        static_checks=case.static_checks,
+    )
 
 
 def failed_checks(result) -> dict[str, str]:
@@ -38,8 +43,13 @@ def failed_checks(result) -> dict[str, str]:
 
 
 def test_manifest_matches_the_candidate_directories():
-    listed = ({c.name for c in ADVERSARIAL + HONEST} | {t[0] for t in TIMING_TRICKS} | set(ESCAPEES)
-              | {t[0] for t in BELOW_RESOLUTION})
+    listed = (
+        {c.name for c in ADVERSARIAL + HONEST}
+        | {t[0] for t in TIMING_TRICKS}
+        | {t[0] for t in LAYOUT_TRICKS}
+        | set(ESCAPEES)
+        | {t[0] for t in BELOW_RESOLUTION}
+    )
     on_disk = {p.name for p in CANDIDATES.iterdir() if p.is_dir()}
     assert listed == on_disk
     assert len(ADVERSARIAL) >= 24 and len(HONEST) >= 12
@@ -51,8 +61,17 @@ def test_honest_candidate_passes(case: Case, workspaces, harness_cache):
     assert failed_checks(result) == {}
     assert result.correct and result.reward != -1
     names = {c.name for c in result.checks}
-    assert {"static", "correctness", "relative_error", "nonconstant", "aliasing", "inputs_unchanged",
-            "output_type", "harness_integrity", "precision_flags"} <= names
+    assert {
+        "static",
+        "correctness",
+        "relative_error",
+        "nonconstant",
+        "aliasing",
+        "inputs_unchanged",
+        "output_type",
+        "harness_integrity",
+        "precision_flags",
+    } <= names
     if case.policy == "strict":
         assert "torch_ops" in names
 
@@ -98,15 +117,26 @@ def test_timing_trick_buys_no_speed(trick: str, twin: str, threat: int, kernels:
         fastest = min(honest.timings.candidate_us, again.timings.candidate_us)
         floor = _FLOOR.get(trick, 0.7)
         assert tricked.timings.candidate_us >= floor * fastest, (
-            f"{trick} timed {tricked.timings.candidate_us:.1f} us against {fastest:.1f} us")
+            f"{trick} timed {tricked.timings.candidate_us:.1f} us against {fastest:.1f} us"
+        )
+
+
+@pytest.mark.parametrize("trick, threat, kernels", LAYOUT_TRICKS, ids=[t[0] for t in LAYOUT_TRICKS])
+def test_layout_work_handed_to_the_judge_is_paid_inside_the_clock(
+    trick: str, threat: int, kernels: str, workspaces, harness_cache
+):
+    tricked = run(Case(trick, None, threat, kernels=kernels, action="profile", static_checks=False), workspaces)
+    assert tricked.correct and tricked.timings is not None
+    assert tricked.timings.speedup_vs_eager < 1.5, tricked.timings
 
 
 # Known gap (docs/security.md, "Limits"): a kernel whose whole time is below what the harness's
 # clock resolves around its own work per call can still have its claims forged. What the user
 # is owed then is the word: the result says its null blocks were overruled and asks for review.
 @pytest.mark.parametrize("trick, threat, kernels", BELOW_RESOLUTION, ids=[t[0] for t in BELOW_RESOLUTION])
-def test_a_trick_below_the_clocks_resolution_is_flagged(trick: str, threat: int, kernels: str, workspaces,
-                                                       harness_cache):
+def test_a_trick_below_the_clocks_resolution_is_flagged(
+    trick: str, threat: int, kernels: str, workspaces, harness_cache
+):
     tricked = run(Case(trick, None, threat, kernels=kernels, action="profile", static_checks=False), workspaces)
     assert tricked.correct and tricked.timings is not None
     warnings = " | ".join(tricked.warnings)

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "../binding_registry.h"
 
@@ -217,6 +219,21 @@ torch::Tensor tanh_chain(torch::Tensor a, int64_t reps) {
   return out;
 }
 
+// relu of x written out `copies` times, one after another: what
+// `relu(x).unsqueeze(0).expand(copies, ...).contiguous()` asks for.
+torch::Tensor relu_repeated(torch::Tensor x, int64_t copies) {
+  auto xc = x.contiguous();
+  std::vector<int64_t> shape{copies};
+  for (int64_t d : xc.sizes()) shape.push_back(d);
+  auto out = torch::empty(shape, xc.options());
+  const float* px = xc.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  const int64_t n = xc.numel();
+  for (int64_t i = 0; i < n; ++i) po[i] = px[i] > 0.0f ? px[i] : 0.0f;
+  for (int64_t c = 1; c < copies; ++c) std::memcpy(po + c * n, po, n * sizeof(float));
+  return out;
+}
+
 void register_cpu_ops(pybind11::module& m) {
   m.def("tanh_chain", &tanh_chain);
   m.def("add_relu", &add_relu);
@@ -231,6 +248,7 @@ void register_cpu_ops(pybind11::module& m) {
   m.def("conv2d", &conv2d);
   m.def("cumsum_rows", &cumsum_rows);
   m.def("relu_into", &relu_into);
+  m.def("relu_repeated", &relu_repeated);
 }
 
 }  // namespace
