@@ -459,10 +459,14 @@ def run_evaluate_job(spec: dict) -> dict:
             result["phases"]["baselines_wait"] = window.get("baselines_wait_s", 0.0)
             result["phases"]["baselines_prepare"] = (window.get("baselines_ready") or {}).get("prepare_s") or 0.0
             timed_calls = window.pop("calls")
-            # Chosen now, after every timed call has returned and committed to its output.
+            # Chosen now, after every timed call has returned and committed to its output: as many
+            # as a kernel wrong on one call in `one_in` needs to be caught with `detect` certainty.
             rng = secrets.SystemRandom()
-            checked = sorted(rng.sample(timed_calls, min(int(spec.get("checks", 3)), len(timed_calls))),
-                             key=lambda c: c["id"])
+            wanted, miss = checks_needed(len(timed_calls), int(spec.get("one_in", 5)), float(spec.get("detect", 0.99)))
+            wanted = max(wanted, min(int(spec.get("checks", 3)), len(timed_calls)))
+            checked = sorted(rng.sample(timed_calls, wanted), key=lambda c: c["id"])
+            result["detection"] = {"checked": wanted, "timed": len(timed_calls), "one_in": int(spec.get("one_in", 5)),
+                                   "probability": round(1.0 - miss, 4)}
             result["phases"]["timing"] = round(time.perf_counter() - mark, 4)
         result["checked_calls"] = checked
         mark = time.perf_counter()
@@ -563,6 +567,21 @@ def _times(values: Any) -> list[float] | None:
             return None
         out.append(float(x))
     return out
+
+
+def checks_needed(n: int, one_in: int, detect: float) -> tuple[int, float]:
+    """(m, p): the fewest of `n` timed calls to check, drawn without replacement after the calls,
+    so that a kernel wrong on one call in `one_in` (ceil(n / one_in) of them) is caught with
+    probability at least `detect`, and the probability p that it is missed:
+    C(n - bad, m) / C(n, m), the hypergeometric chance that no wrong call is drawn."""
+    if n <= 0:
+        return 0, 1.0
+    bad = max(1, math.ceil(n / max(1, one_in)))
+    for m in range(1, n + 1):
+        miss = math.comb(n - bad, m) / math.comb(n, m)
+        if miss <= 1.0 - detect:
+            return m, miss
+    return n, 0.0
 
 
 def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> dict:

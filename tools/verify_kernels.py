@@ -232,7 +232,8 @@ def run_judge_job(spec: dict) -> dict:
         except Exception as exc:
             result["reference_error"] = f"call {cid}: {trim_exception(exc, 600)}"
             return result
-        exact = _in_float64(models64, m, models[m], args)
+        model, call_args = models[m], args
+        exact = lambda: _in_float64(models64, m, model, call_args)  # noqa: E731 (made only where it decides)
         label = f"seed {cid}" if role != "timed" else f"timed call {cid}"
         path = cand_dir / f"call_{cid}"
         try:

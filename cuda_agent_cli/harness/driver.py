@@ -39,10 +39,12 @@ def _nvcc_present(env: dict[str, str]) -> bool:
     return shutil.which("nvcc", path=env.get("PATH")) is not None
 
 
-# Timed calls whose outputs are checked. Chosen at random among the timed calls, so a
-# candidate that caches or skips work is wrong on nearly all of them and 3 draws catch it; each
-# check costs a saved output and a comparison, which is what a round pays for this defence.
+# Timed calls whose outputs are checked: at least this many, and as many as a kernel wrong on
+# one timed call in DETECT_ONE_IN needs to be caught with probability DETECT (the controller
+# works the number out from how many calls were timed: 19 of 100, 16 of 40). Chosen at random
+# after the calls returned; each costs a saved output and a comparison.
 TIMED_CHECKS = 3
+DETECT_ONE_IN, DETECT = 5, 0.99
 
 # CPU priority of the inputs job, which runs beside a build and times nothing.
 _BESIDE_BUILD = 10
@@ -289,7 +291,8 @@ class Harness:
             "extensions_dir": str(self.workspace.build_dir / f"inline-{self.device}"),
             "writable": [str(run_dir / "evaluate")],
             "confine_writes": self.confine_writes, "threads": self.threads,
-            "checks": TIMED_CHECKS, "call_timeout": self.timeout, "go_file": str(go),
+            "checks": TIMED_CHECKS, "one_in": DETECT_ONE_IN, "detect": DETECT,
+            "call_timeout": self.timeout, "go_file": str(go),
             "go_timeout": self.compile_timeout + 60,
         }
         evaluating, inputs = self._build_and_prepare(result, run_dir, spec)
@@ -494,6 +497,12 @@ class Harness:
                                 "trusted_device_ratios": _device_ratios(blocks)}
         method = timing_method(self.device, int(window.get("trials", 0)), int(window.get("warmup", 0)),
                                int(window.get("block", 0)), self.threads)
+        detection = info.get("detection") or {}
+        if detection.get("checked"):
+            method += (f"; {detection['checked']} of {detection['timed']} timed calls checked, chosen after they "
+                       f"returned (a kernel wrong on one call in {detection['one_in']} is caught with probability "
+                       f"{detection['probability']:.3f})")
+            result.timing_detail["detection"] = detection
         result.timings = Timings(stats.eager_us, stats.compile_us, stats.candidate_us,
                                  stats.speedup_vs_eager, stats.speedup_vs_compile, method, stats.trials,
                                  speedup_vs_eager_interval=stats.eager_interval,

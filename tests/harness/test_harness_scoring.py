@@ -500,3 +500,17 @@ def test_harness_work_skipped_in_the_candidates_process_is_seen_from_outside() -
     assert len(skipped) == 1 and "ran none of its code" in skipped[0]
     # A process that stalls its null blocks on purpose is not taken for one that skipped work.
     assert side_by_side(_swept_window(3400.0, 9000.0)).detail["skipped_work"] == []
+
+
+def test_enough_timed_calls_are_checked_to_catch_one_wrong_call_in_five() -> None:
+    import math
+
+    from cuda_agent_cli.assets.tools.controller import checks_needed
+
+    for n in (10, 40, 100, 300):
+        m, miss = checks_needed(n, 5, 0.99)
+        bad = math.ceil(n / 5)
+        assert miss <= 0.01 and math.isclose(miss, math.comb(n - bad, m) / math.comb(n, m))
+        if m > 1:  # one check fewer would not do
+            assert math.comb(n - bad, m - 1) / math.comb(n, m - 1) > 0.01
+    assert checks_needed(100, 5, 0.99)[0] == 19
