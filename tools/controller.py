@@ -111,7 +111,7 @@ class _Service(_Peer):
         self.broken = False  # a request failed: the worker then ends it rather than lend it again
 
     def open_round(self, spec: dict) -> None:
-        keys = ("device", "reference", "inputs_dir", "seeds", "timed_sets", "threads", "flush_bytes")
+        keys = ("device", "reference", "inputs_dir", "seeds", "timed_sets", "threads", "flush_bytes", "plan")
         self.chan.send({"op": "round", "nonce": self.nonce, "spec": {k: spec[k] for k in keys if k in spec}})
 
     def ready(self) -> dict:

@@ -328,7 +328,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     native_before = guards.thread_baseline()
     # Every snapshot before the extension is imported: what its initializers do is a change.
     snapshot = guards.snapshot_integrity(reference_modules=("model", "reference_model"))
-    caller = timing.Caller(device, int(spec.get("flush_bytes", timing.FLUSH_BYTES)))
+    caller = timing.Caller(device, int(spec.get("flush_bytes", timing.FLUSH_BYTES)), plan=spec.get("plan"))
     caller_state = caller.state()
     caller_changes: list[str] = []  # seen at the end of a block, before anything could put it back
 
@@ -570,6 +570,8 @@ class Baselines:
             self.model, _ = build_model(self.ref.Model, payload, self.device, int(spec["seeds"][0]))
             self.init = payload["init"]
         self._start_device()
+        assert self.caller is not None
+        self.caller.plan = spec.get("plan")  # this round's draws, the same as the candidate's
         if fresh:
             self.sides = {"eager": self.model}
             self.compile_error = None

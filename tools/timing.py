@@ -37,6 +37,7 @@ blocks of them from outside and decides what is believed (harness/scoring.py).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import Any, Callable
@@ -64,25 +65,64 @@ _perf_ns = time.perf_counter_ns
 _thread_ns = time.thread_time_ns
 
 
-def call_inputs(base: list[Any], seed: int, device: str) -> list[Any]:
-    """The inputs of one call: a fresh copy of `base`, floating tensors perturbed from `seed`."""
-    return perturb(fresh_clone(base), seed)
+def call_inputs(base: list[Any], seed: int, device: str, plan: list[dict] | None = None) -> list[Any]:
+    """The inputs of one call: a fresh copy of `base`, every leaf drawn anew from `seed` (`plan`)."""
+    return perturb(fresh_clone(base), seed, plan)
 
 
-def perturb(args: list[Any], seed: int) -> list[Any]:
-    """Multiply every floating tensor of `args` in place by factors drawn from `seed`."""
-    gen = None
-    for t in args:
-        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
-            if gen is None:
-                gen = torch.Generator(device=t.device)
-                gen.manual_seed(int(seed))
+def tensor_leaves(args: Any) -> list[torch.Tensor]:
+    """Every tensor of `args`, in lists and tuples too, depth first: what a plan's entries follow."""
+    out: list[torch.Tensor] = []
+    if isinstance(args, torch.Tensor):
+        out.append(args)
+    elif isinstance(args, (list, tuple)):
+        for a in args:
+            out.extend(tensor_leaves(a))
+    return out
+
+
+def perturb(args: list[Any], seed: int, plan: list[dict] | None = None) -> list[Any]:
+    """Give every tensor leaf of `args` (nested ones included) this call's values, in place, from
+    `seed`. Without a plan, floating tensors are multiplied element by element by factors in
+    [1 - SPREAD, 1 + SPREAD]. A plan (made by the inputs job from the reference's own sets, and
+    tried on the reference there) has one entry per leaf: "float" the same factors, with a random
+    sign per element where `signs` (outputs that depend on signs alone change too); "complex" a
+    factor of the same size with a random phase; "int" a new uniform draw in [lo, hi]; "bool" a
+    new draw, True with probability p; "keep" as it is."""
+    gens: dict[Any, torch.Generator] = {}
+
+    def gen_for(t: torch.Tensor) -> torch.Generator:
+        if t.device not in gens:
+            gens[t.device] = torch.Generator(device=t.device)
+            gens[t.device].manual_seed(int(seed))
+        return gens[t.device]
+
+    for i, t in enumerate(tensor_leaves(args)):
+        if not t.numel():
+            continue
+        rule = plan[i] if plan is not None and i < len(plan) else None
+        kind = rule.get("kind") if rule else ("float" if t.is_floating_point() else "keep")
+        if kind == "float" and t.is_floating_point():
+            signs = bool(rule and rule.get("signs"))
             if t.device.type == "cpu" and t.numel() > CPU_DIRECT:
-                _perturb_periodic(t, gen)
+                _perturb_periodic(t, gen_for(t), signs)
                 continue
-            factor = torch.rand(t.shape, generator=gen, device=t.device, dtype=torch.float32)
+            factor = torch.rand(t.shape, generator=gen_for(t), device=t.device, dtype=torch.float32)
             factor.mul_(2 * SPREAD).add_(1 - SPREAD)
+            if signs:
+                flip = torch.rand(t.shape, generator=gen_for(t), device=t.device) < 0.5
+                factor.mul_(1.0 - 2.0 * flip.to(factor.dtype))
             t.mul_(factor.to(t.dtype))
+        elif kind == "complex" and t.is_complex():
+            size = torch.rand(t.shape, generator=gen_for(t), device=t.device, dtype=torch.float32)
+            size.mul_(2 * SPREAD).add_(1 - SPREAD)
+            phase = torch.rand(t.shape, generator=gen_for(t), device=t.device, dtype=torch.float32).mul_(2 * math.pi)
+            t.mul_(torch.polar(size, phase).to(t.dtype))
+        elif kind == "int" and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool:
+            lo, hi = int(rule["lo"]), int(rule["hi"])
+            t.copy_(torch.randint(lo, hi + 1, t.shape, generator=gen_for(t), device=t.device, dtype=t.dtype))
+        elif kind == "bool" and t.dtype == torch.bool:
+            t.copy_(torch.rand(t.shape, generator=gen_for(t), device=t.device) < float(rule["p"]))
     return args
 
 
@@ -96,16 +136,25 @@ CPU_PERIODS = (4093, 4099, 4111)
 CPU_DIRECT = 4 * max(CPU_PERIODS)
 
 
-def _perturb_periodic(t: torch.Tensor, gen: torch.Generator) -> None:
+# Signs on the CPU the same way: a fresh vector of random signs, of a length coprime to the others.
+CPU_SIGN_PERIOD = 4127
+
+
+def _perturb_periodic(t: torch.Tensor, gen: torch.Generator, signs: bool = False) -> None:
     # The factors are made in row-major order of t's elements whatever its layout, then applied
     # in one multiply, so every copy of an input (the judge's, the candidate's) gets the same bits.
     lo, hi = (1 - SPREAD) ** (1 / 3), (1 + SPREAD) ** (1 / 3)
     draws = torch.rand(sum(CPU_PERIODS), generator=gen, dtype=torch.float32)
     draws.mul_(hi - lo).add_(lo)
+    pieces = list(CPU_PERIODS)
+    if signs:
+        flips = torch.rand(CPU_SIGN_PERIOD, generator=gen) < 0.5
+        draws = torch.cat([draws, 1.0 - 2.0 * flips.to(torch.float32)])
+        pieces.append(CPU_SIGN_PERIOD)
     n = t.numel()
     factor = torch.ones(n, dtype=torch.float32)
     start = 0
-    for period in CPU_PERIODS:
+    for period in pieces:
         piece = draws[start:start + period]
         start += period
         whole = n - n % period
@@ -122,8 +171,10 @@ _PER_CALL = ("_flush_filled", "lead_us", "flush_us")
 class Caller:
     """Makes calls for one side (eager, torch.compile or the candidate) in one process."""
 
-    def __init__(self, device: str, flush_bytes: int = FLUSH_BYTES, lead_us: float = LEAD_US) -> None:
+    def __init__(self, device: str, flush_bytes: int = FLUSH_BYTES, lead_us: float = LEAD_US,
+                 plan: list[dict] | None = None) -> None:
         self.device = device
+        self.plan = plan  # how each call draws every input leaf anew (perturb)
         # What clears the caches before a call: on CUDA the L2 flush, before every call; on the
         # CPU the sweep, before calls whose inputs take `flush_from` bytes or more. The CPU's is
         # not touched before a call needs it, so it holds no memory until then.
@@ -202,7 +253,7 @@ class Caller:
                     self._lead_start.record()
                     self._spin(self._lead_cycles)
                     self._lead_end.record()
-                perturb(args, seed)
+                perturb(args, seed, self.plan)
                 if self.flush is not None:
                     self._flush_start.record()
                     self.flush.zero_()
@@ -226,7 +277,7 @@ class Caller:
                 if self.flush is not None:
                     self.flush_us = self._flush_start.elapsed_time(self._flush_end) * 1000.0
                 return out, self._start.elapsed_time(self._end) * 1000.0, wall
-            perturb(args, seed)
+            perturb(args, seed, self.plan)
             if self.flush is not None and _tensor_bytes(args) >= self.flush_from:
                 if not self._flush_filled:
                     # Untouched, every page of it reads as the one shared zero page: no sweep.

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from worker_common import (
+    fresh_clone,
     apply_precision_flags,
     device_sync,
     load_module,
@@ -82,6 +83,7 @@ def run_inputs_job(spec: dict) -> dict:
         return {"error": f"{spec['reference']} defines no get_inputs()"}
     out_dir = Path(spec["out_dir"])
     fingerprints: list[dict] = []
+    first: tuple[Any, list[Any]] | None = None
     described = ""
     total_bytes = 0
     # Sets past the first `models` carry inputs only: timed calls run on the first set's model.
@@ -107,6 +109,8 @@ def run_inputs_job(spec: dict) -> dict:
             carried, pickled = init_objects.save(init, out_dir, i)
         except (TypeError, pickle.PicklingError, AttributeError) as exc:
             return {"error": f"the constructor arguments cannot be handed to the candidate: {trim_exception(exc, 300)}"}
+        if i == 0:
+            first = (model, inputs)
         payload = {"init": carried if pickled else to_cpu(init), "inputs": to_cpu(inputs), "state": state}
         if pickled:
             payload["init_pickle"] = pickled
@@ -119,8 +123,56 @@ def run_inputs_job(spec: dict) -> dict:
                 for t in inputs
             )
     # Kept by the harness, away from these files, so the judge can tell if anything rewrote them.
-    return {"n": len(indices), "indices": indices, "inputs": described, "input_bytes": total_bytes,
-            "fingerprints": fingerprints}
+    found = {"n": len(indices), "indices": indices, "inputs": described, "input_bytes": total_bytes,
+             "fingerprints": fingerprints}
+    if first is not None:
+        found["plan"] = fresh_draw_plan(*first, spec["device"])
+    return found
+
+
+def fresh_draw_plan(model: Any, inputs: list[Any], device: str) -> list[dict] | None:
+    """How each timed call draws every input leaf anew (tools/timing.py, perturb): from the
+    reference's first set, integer leaves within the range the set takes, bool leaves with its
+    share of True, floats with random signs, complex ones with a random phase. Tried on the
+    reference first: where it raises or gives non-finite values it did not give on the set itself,
+    the plan gives up what it cannot take (signs, then the integer and bool draws); None where
+    even the plain rescaling fails (then the rescaling alone is used, as before plans)."""
+    plan: list[dict] = []
+    for t in timing.tensor_leaves(inputs):
+        if t.is_complex():
+            plan.append({"kind": "complex"})
+        elif t.is_floating_point():
+            plan.append({"kind": "float", "signs": True})
+        elif t.dtype == torch.bool and t.numel():
+            plan.append({"kind": "bool", "p": float(t.float().mean())})
+        elif t.numel():
+            plan.append({"kind": "int", "lo": int(t.min()), "hi": int(t.max())})
+        else:
+            plan.append({"kind": "keep"})
+    if not plan:
+        return None
+    no_signs = [{**r, "signs": False} if r["kind"] == "float" else r for r in plan]
+    floats_only = [r if r["kind"] in ("float", "complex") else {"kind": "keep"} for r in no_signs]
+    try:
+        net = model.to(device) if isinstance(model, torch.nn.Module) else model
+        on_device = to_device(inputs, device)
+        with torch.no_grad():
+            bad_before = _non_finite(net(*fresh_clone(on_device)))
+            for attempt in (plan, no_signs, floats_only):
+                try:
+                    out = net(*timing.call_inputs(on_device, 20261204, device, attempt))
+                except Exception:
+                    continue
+                if _non_finite(out) <= bad_before:
+                    return attempt
+    except Exception:
+        return None
+    return None
+
+
+def _non_finite(out: Any) -> int:
+    return sum(int((~torch.isfinite(t)).sum()) for t in timing.tensor_leaves(out)
+               if t.is_floating_point() or t.is_complex())
 
 
 def _payload_fingerprints(payload: dict, inputs: list[Any], device: str) -> dict:
@@ -223,7 +275,7 @@ def run_judge_job(spec: dict) -> dict:
             return result
         if m not in models:
             models[m], _ = build_model(ref.Model, payloads[m], device, int(spec["seeds"][m]))
-        args = timing.call_inputs(base, int(call["seed"]), device)
+        args = timing.call_inputs(base, int(call["seed"]), device, spec.get("plan"))
         before = evidence.fingerprint(list(args))
         try:
             with torch.no_grad():

@@ -356,7 +356,8 @@ class Harness:
                                     "inputs_dir": str(dirs["tensors_in"]), "cand_dir": str(dirs["tensors_cand"]),
                                     "n": SEEDS, "seeds": seeds, "atol": self.atol, "rtol": self.rtol,
                                     "calls": calls, "commits": info.get("commits") or {},
-                                    "fingerprints": (inputs.result or {}).get("fingerprints") or []}, run_dir)
+                                    "fingerprints": (inputs.result or {}).get("fingerprints") or [],
+                                    "plan": spec.get("plan")}, run_dir)
         result.stage_seconds["judge"] = time.perf_counter() - start
         self._record_phases(result, "judge", judge.result)
         if judge.ok and (judge.result or {}).get("reference_error"):
@@ -415,6 +416,8 @@ class Harness:
                 raise WorkspaceError(inputs.result["error"], "a reference needs class Model, get_inputs() and optionally get_init_inputs()")
             if timed:
                 spec["timing"] = self._timing_plan(int((inputs.result or {}).get("input_bytes", 0)))
+            # How every call draws each input leaf anew, tried on the reference by the inputs job.
+            spec["plan"] = (inputs.result or {}).get("plan")
             # Submitted now: on a profile the baselines (torch.compile included) prepare while the
             # extension still builds; the candidate's process starts only once `go` exists.
             evaluating = self.pool.submit("evaluate", spec, run_dir / "evaluate",
@@ -499,9 +502,11 @@ class Harness:
                                int(window.get("block", 0)), self.threads)
         detection = info.get("detection") or {}
         if detection.get("checked"):
-            method += (f"; {detection['checked']} of {detection['timed']} timed calls checked, chosen after they "
+            checked = (f"{detection['checked']} of {detection['timed']} timed calls checked, chosen after they "
                        f"returned (a kernel wrong on one call in {detection['one_in']} is caught with probability "
                        f"{detection['probability']:.3f})")
+            head, sep, tail = method.rpartition("; median of")
+            method = f"{head}; {checked}{sep}{tail}" if sep else f"{method}; {checked}"
             result.timing_detail["detection"] = detection
         result.timings = Timings(stats.eager_us, stats.compile_us, stats.candidate_us,
                                  stats.speedup_vs_eager, stats.speedup_vs_compile, method, stats.trials,

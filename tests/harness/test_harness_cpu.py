@@ -287,8 +287,12 @@ def test_results_cached_by_shape_fail_timed_outputs(ws: Workspace) -> None:
         )
     )
     result = Harness(ws, device="cpu", trials=12, warmup=2).profile()
-    assert result.check("correctness").passed, result.summary()
-    assert result.reward == -1 and "timed_outputs" in failed(result), result.summary()
+    # Handing back the very tensor of an earlier call is caught first, on the repeated verification
+    # call (output_reused); a cache that copied its answer would be stale at the checked timed calls.
+    assert result.reward == -1, result.summary()
+    assert "output_reused" in failed(result) or (
+        result.check("correctness").passed and "timed_outputs" in failed(result)
+    ), result.summary()
 
 
 def test_python_only_candidate_fails_the_extension_kernel_check(ws: Workspace) -> None:
