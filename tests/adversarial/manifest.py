@@ -249,6 +249,11 @@ TIMING_TRICKS: list[tuple[str, str, int, str]] = [  # + the trick's kernel set
     # Hands back an expanded view of its result (threat 35): every output is made dense inside
     # the timed region, on the account of the side that returned it.
     ("r_expanded_view_output", "h_repeated_relu", 35, "cpu_tricks"),
+    # Answers replayed by a key of a few input values that used to repeat between calls (threats
+    # 30, 31): integer ids, which every call now draws anew within their range, and signs, which
+    # every call now flips at random.
+    ("r_replay_by_integer_ids", "h_embedding_linear_relu", 30, "cpu_tricks"),
+    ("r_replay_by_signs", "h_fraction_positive", 31, "cpu_tricks"),
 ]
 
 # Layout work handed to the judge where no honest kernel is as fast as torch's own copy: the
@@ -281,6 +286,8 @@ HONEST: list[Case] = [
     Case("h_inline_scale_shift_tanh", None, None, kernels=None),
     Case("h_scaled_row_sum", None, None, kernels="cpu_tricks"),
     Case("h_repeated_relu", None, None),
+    Case("h_embedding_linear_relu", None, None),
+    Case("h_fraction_positive", None, None),
 ]
 
 # GPU-only tricks and honest CUDA kernels (candidates_gpu/), run on an H200 by tests/gpu.

@@ -234,6 +234,34 @@ torch::Tensor relu_repeated(torch::Tensor x, int64_t copies) {
   return out;
 }
 
+// Rows of a table picked by integer ids (an embedding lookup).
+torch::Tensor gather_rows(torch::Tensor table, torch::Tensor ids) {
+  auto t = checked(table);
+  auto idx = ids.contiguous();
+  const int64_t n = idx.numel(), dim = t.size(1);
+  auto out = torch::empty({n, dim}, t.options());
+  const float* pt = t.data_ptr<float>();
+  const int64_t* pi = idx.data_ptr<int64_t>();
+  float* po = out.data_ptr<float>();
+  for (int64_t r = 0; r < n; ++r) std::memcpy(po + r * dim, pt + pi[r] * dim, dim * sizeof(float));
+  return out;
+}
+
+// The share of positive elements of each row.
+torch::Tensor fraction_positive(torch::Tensor a) {
+  auto x = checked(a);
+  const int64_t cols = x.size(-1), rows = x.numel() / cols;
+  auto out = torch::empty({rows}, x.options());
+  const float* px = x.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t n = 0;
+    for (int64_t c = 0; c < cols; ++c) n += px[r * cols + c] > 0.0f;
+    po[r] = static_cast<float>(n) / static_cast<float>(cols);
+  }
+  return out;
+}
+
 void register_cpu_ops(pybind11::module& m) {
   m.def("tanh_chain", &tanh_chain);
   m.def("add_relu", &add_relu);
@@ -249,6 +277,8 @@ void register_cpu_ops(pybind11::module& m) {
   m.def("cumsum_rows", &cumsum_rows);
   m.def("relu_into", &relu_into);
   m.def("relu_repeated", &relu_repeated);
+  m.def("gather_rows", &gather_rows);
+  m.def("fraction_positive", &fraction_positive);
 }
 
 }  // namespace
