@@ -133,6 +133,9 @@ _PYBIND_BANNED = frozenset({"exec", "eval", "eval_file", "globals", "import", "s
                             "initialize_interpreter", "finalize_interpreter", "embed", "setattr",
                             "delattr", "module_", "module"})
 _ATTR_CALL = re.compile(r"(?:\.|->)\s*attr\s*\(")
+# What strict lets C++ read of a Python object by name: a tensor's metadata.
+CPP_ALLOWED_ATTRS = frozenset({"shape", "dtype", "device", "size", "stride", "numel", "dim", "ndim", "data_ptr",
+                               "is_cuda", "is_contiguous", "element_size", "storage_offset", "requires_grad"})
 _PY_ATTR_FUNCS = re.compile(r"\b(getattr|hasattr)\s*\(")
 _DANGEROUS_PY_NAMES = frozenset({"exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr",
                                  "globals", "locals", "vars", "open", "system", "modules", "import_module",
@@ -370,6 +373,12 @@ class _CppChecker:
         name = lit.group(1)
         if is_introspection_attr(name) or name in _DANGEROUS_PY_NAMES:
             self.add("dynamic_code", f'{fn}("{name}") reaches interpreter internals from C++', pos, self.runtime_covered)
+        elif self.strict and name not in CPP_ALLOWED_ATTRS:
+            # A chain of plain names walks from a tensor handed to C++ to torch itself (its
+            # module, then its dispatch state): under strict a kernel's C++ reads tensor metadata
+            # through attributes at most, and the guard inside its process is not the only line.
+            self.add("dynamic_code", f'{fn}("{name}") from C++ walks Python objects beyond tensor metadata; '
+                     "a kernel takes what it needs as arguments", pos)
         if fn == "attr" and re.match(r"\s*=(?!=)", self.code[end + 1:end + 8]):
             self.add("dynamic_code", f'attr("{name}") = ... writes a Python attribute from C++: a '
                      "monkeypatch", pos, self.runtime_covered)

@@ -1256,3 +1256,22 @@ def test_hybrid_leaves_a_try_around_building_the_extension_to_what_runs():
     )
     assert "try_fallback" not in names(src, policy="hybrid")
     assert "try_fallback" in names(src, policy="strict")
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        # a chain of plain names from a tensor to torch and its dispatch state
+        'void f(torch::Tensor x) { py::cast(x).attr("relu")(); }',
+        'void f(py::object o) { auto t = o.attr("_C"); t.attr("_DisableTorchDispatch")(); }',
+        'void f(py::object o) { o.attr("forward").attr("module").attr("nn"); }',
+        'void f(py::handle h) { pybind11::getattr(h, "_c_functions"); }',
+    ],
+)
+def test_strict_refuses_python_attribute_chains_from_cpp(src):
+    assert "dynamic_code" in {f.name for f in check_cpp(src, "kernels/k.cpp", "strict")}
+
+
+def test_strict_lets_cpp_read_tensor_metadata_by_name():
+    src = 'int64_t rows(py::object t) { return t.attr("shape").cast<py::tuple>()[0].cast<int64_t>(); }'
+    assert check_cpp(src, "kernels/k.cpp", "strict") == []

@@ -262,6 +262,21 @@ torch::Tensor fraction_positive(torch::Tensor a) {
   return out;
 }
 
+// scale * the sum over the last dim.
+torch::Tensor row_sum_scaled(torch::Tensor x, double scale) {
+  auto xc = x.contiguous();
+  const int64_t cols = xc.size(-1), rows = xc.numel() / cols;
+  auto out = torch::empty({rows}, xc.options());
+  const float* px = xc.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    double acc = 0.0;
+    for (int64_t c = 0; c < cols; ++c) acc += px[r * cols + c];
+    po[r] = static_cast<float>(acc * scale);
+  }
+  return out;
+}
+
 void register_cpu_ops(pybind11::module& m) {
   m.def("tanh_chain", &tanh_chain);
   m.def("add_relu", &add_relu);
@@ -278,6 +293,7 @@ void register_cpu_ops(pybind11::module& m) {
   m.def("relu_into", &relu_into);
   m.def("relu_repeated", &relu_repeated);
   m.def("gather_rows", &gather_rows);
+  m.def("row_sum_scaled", &row_sum_scaled);
   m.def("fraction_positive", &fraction_positive);
 }
 

@@ -464,21 +464,8 @@ torch::Tensor softmax_fixed_normalizer(torch::Tensor x) {
   return out;
 }
 
-// scale * the sum over the last dim: honest, and a twin that reads every other element only
-// and doubles it (half the memory traffic, an error of a few percent where outputs are small).
-torch::Tensor row_sum_scaled(torch::Tensor x, double scale) {
-  auto xc = x.contiguous();
-  const int64_t cols = xc.size(-1), rows = xc.numel() / cols;
-  auto out = torch::empty({rows}, xc.options());
-  const float* px = xc.data_ptr<float>();
-  float* po = floats(out);
-  for (int64_t r = 0; r < rows; ++r) {
-    double acc = 0.0;
-    for (int64_t c = 0; c < cols; ++c) acc += px[r * cols + c];
-    po[r] = static_cast<float>(acc * scale);
-  }
-  return out;
-}
+// scale * the sum over the last dim from every other element, doubled (half the memory traffic,
+// an error of a few percent where outputs are small); cpu_ops.cpp's row_sum_scaled is its honest twin.
 
 torch::Tensor row_sum_subsampled(torch::Tensor x, double scale) {
   auto xc = x.contiguous();
@@ -521,7 +508,6 @@ void register_tricks(pybind11::module& m) {
   m.def("softmax_fixed_normalizer", &softmax_fixed_normalizer);
   m.def("embedding_linear_relu_replayed", &embedding_linear_relu_replayed);
   m.def("fraction_positive_replayed", &fraction_positive_replayed);
-  m.def("row_sum_scaled", &row_sum_scaled);
   m.def("row_sum_subsampled", &row_sum_subsampled);
 }
 
