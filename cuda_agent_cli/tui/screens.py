@@ -199,7 +199,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         cmds = Table(title="Commands", title_justify="left", title_style="bold", box=None, padding=(0, 2, 0, 0))
-        cmds.add_column("command", style="bold cyan", no_wrap=True)
+        cmds.add_column("command", style="bold cyan", max_width=38)  # /optimize's flags wrap
         cmds.add_column("what it does")
         cmds.add_column("while busy", justify="center")
         for c in COMMANDS:
