@@ -100,7 +100,18 @@ def _turn_items(e: Any, items: list[HistoryItem], calls: dict[str, HistoryItem])
 class HistoryItem:
     """One piece of a resumed conversation, made into a widget only when it is shown."""
 
-    __slots__ = ("kind", "text", "call_id", "arguments", "status", "output", "duration", "candidate", "best")
+    __slots__ = (
+        "kind",
+        "text",
+        "call_id",
+        "arguments",
+        "status",
+        "output",
+        "duration",
+        "expanded",
+        "candidate",
+        "best",
+    )
 
     def __init__(self, kind: str, text: str, call_id: str = "", arguments: dict[str, Any] | None = None) -> None:
         self.kind = kind
@@ -110,8 +121,17 @@ class HistoryItem:
         self.status = "pending"
         self.output = ""
         self.duration: float | None = None
+        self.expanded = False
         self.candidate: Any = None  # a card: the ledger's candidate, and whether it was best then
         self.best = False
+
+    @classmethod
+    def shell(cls, e: Any, n: int) -> list[HistoryItem]:
+        """A `!cmd` the user ran, as the chat showed it: their line, and the command's output."""
+        line = cls("tool", "Bash", f"shell-{n}", {"command": e.command})
+        line.status, line.output, line.duration = ("error" if e.is_error else "ok"), e.output, e.duration_s
+        line.expanded = True
+        return [cls("user", "!" + e.command), line]
 
     @classmethod
     def card(cls, candidate: Any, best: bool) -> HistoryItem:
@@ -127,6 +147,7 @@ class HistoryItem:
         if self.kind == "tool":
             line = ToolCallLine(self.call_id, self.text, self.arguments)
             line.status, line.output, line.duration = self.status, self.output, self.duration
+            line.expanded = self.expanded
             return line
         if self.kind == "card":
             c = self.candidate
@@ -383,6 +404,8 @@ class ChatApp(App[int]):
                 _turn_items(e, items, calls)
             elif isinstance(e, ev.CostUpdate):
                 rt.context_tokens, rt.context_budget = e.context_tokens, e.context_budget or rt.context_budget
+            elif isinstance(e, ev.ShellCommand):
+                items.extend(HistoryItem.shell(e, n))
             else:
                 _turn_items(e, items, calls)
             extra = self.history_event(e)

@@ -458,9 +458,26 @@ class ChatRuntime:
         return f"compacted {end - start} messages: about {before} -> {after} tokens"
 
     def run_shell(self, command: str) -> Any:
-        """`!cmd`: the command in the same sandbox as the agent's (the user typed it: no approval)."""
+        """`!cmd`: the command in the same sandbox as the agent's (the user typed it: no approval),
+        recorded in the transcript with its output (for /export and a resumed chat; the model
+        is not sent it)."""
+        import time
+
         bash = self.toolbox.actions["Bash"]
-        return bash.run({"command": command}, self.toolbox.ctx)
+        t0 = time.monotonic()
+        result = bash.run({"command": command}, self.toolbox.ctx)
+        self.record_shell(command, result.output, result.is_error, time.monotonic() - t0)
+        return result
+
+    def record_shell(self, command: str, output: str, is_error: bool, duration_s: float) -> None:
+        from cuda_agent_cli.agent.events import ShellCommand
+        from cuda_agent_cli.agent.transcript import TranscriptWriter
+
+        self.ensure_started()
+        event = ShellCommand(command, output, is_error, round(duration_s, 3))
+        self.state.apply(event)
+        with TranscriptWriter(self.state.transcript_path) as writer:
+            writer(event)
 
     # -- optimize inside the chat ----------------------------------------------------------------
     def optimize(
