@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -40,6 +41,7 @@ SETTLE_S = 0.5  # after the first frame: the collector's settings and the render
 MIN_WIDTH = render.MIN_WIDTH
 MIN_HEIGHT = render.MIN_HEIGHT
 QUIT_WINDOW_S = 3.0
+KEY_SETTLE_S = 1.0  # the longest a typed-ahead key waits on one part of the app that handles the one before
 
 
 def detect_device() -> str:
@@ -207,6 +209,8 @@ class ChatApp(App[int]):
         self.tokens = 0
         self.review_open = False
         self._later_done = False
+        self._typed: deque[events.Event] = deque()  # keys (and pastes) typed ahead, taken one at a time
+        self._key_pump: asyncio.Task[None] | None = None
 
     # -- layout ----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -217,6 +221,18 @@ class ChatApp(App[int]):
         yield PromptArea(id="prompt", placeholder="Message cuda-agent — /help for commands, @file to attach")
         yield Static(id="status")
         yield Static(id="too-small")
+
+    def get_driver_class(self) -> Any:
+        """textual's driver, on a Linux terminal with Escape followed by typed-ahead text kept
+        apart (tui/terminal_input.py); TEXTUAL_DRIVER still picks another."""
+        from textual import constants
+
+        base = super().get_driver_class()
+        if constants.DRIVER is not None:
+            return base
+        from cuda_agent_cli.tui.terminal_input import chat_driver
+
+        return chat_driver(base)
 
     def on_mount(self) -> None:
         self.start()
@@ -302,6 +318,60 @@ class ChatApp(App[int]):
 
         self.mount_later()
         return self.query_one("#completions", OptionList)
+
+    # -- keys typed ahead ------------------------------------------------------------------------
+    IMMEDIATE_KEYS = frozenset({"ctrl+c", "ctrl+q"})  # never wait behind typed-ahead keys
+
+    async def on_event(self, event: events.Event) -> None:
+        """Keys (and pastes) from the terminal are taken one at a time, each once the one before
+        has been handled in full (a command it submitted run, a screen it opened or closed):
+        textual hands each key to the focused widget at once, so keys typed ahead would reach
+        the prompt before the screen their earlier keys open, and an Escape meant for that
+        screen would go to the prompt and be lost. A key with none before it goes at once."""
+        typed = isinstance(event, events.Key) and event.key not in self.IMMEDIATE_KEYS
+        if (typed or isinstance(event, events.Paste)) and not event.is_forwarded:
+            if self._key_pump is not None and not self._key_pump.done():
+                self._typed.append(event)
+                return
+            self._typed.append(event)
+            self._key_pump = asyncio.create_task(self._deliver_typed())
+            await asyncio.sleep(0)  # it delivers this key now; only the ones after it wait
+            return
+        await super().on_event(event)
+
+    async def _deliver_typed(self) -> None:
+        while self._typed and self.is_running:
+            key = self._typed.popleft()
+            target: Any = self.focused or self.screen
+            screen = self.screen
+            try:
+                await super().on_event(key)  # textual's own routing: priority bindings, else the focus
+                await self._drain(target.ancestors_with_self)
+                if self.screen is not screen:  # opened or closed one: let it mount and take the focus
+                    await self._drain([self.screen, self])
+            except Exception as exc:  # what textual does with an error in its own handling of a key
+                self._typed.clear()
+                self._handle_exception(exc)
+                return
+
+    async def _drain(self, chain: list[Any]) -> None:
+        """Until what `chain` (a widget and its ancestors, the app last) had queued has been
+        handled, and what that queued in turn (a key bubbling up, a message it posted): each
+        node's queue is drained in the order a bubbling message passes through them."""
+        for _ in range(8):
+            quiet = True
+            for node in chain:
+                if node is not self and node.message_queue_size:
+                    quiet = False
+                done = asyncio.Event()
+                if not node.call_later(done.set):
+                    continue
+                try:
+                    await asyncio.wait_for(done.wait(), KEY_SETTLE_S)
+                except asyncio.TimeoutError:
+                    return
+            if quiet:
+                return
 
     # -- helpers ---------------------------------------------------------------------------------
     @property

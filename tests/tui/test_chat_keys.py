@@ -11,7 +11,18 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from chat_helpers import chat_app, make_repo, plain, replay_file, run, runtime, texts, type_and_send, wait_for  # noqa: E402
+from chat_helpers import (  # noqa: E402
+    chat_app,
+    make_repo,
+    plain,
+    replay_file,
+    run,
+    runtime,
+    texts,
+    type_ahead,
+    type_and_send,
+    wait_for,
+)
 
 from cuda_agent_cli.tui.screens import ApprovalScreen  # noqa: E402
 
@@ -186,5 +197,57 @@ def test_model_and_resume_check_in_a_worker_and_the_prompt_keeps_typing(repo, tm
                 prompt.load_text("")
                 await pilot.pause()
             assert threads and "MainThread" not in threads
+
+    run(go())
+
+
+def test_keys_typed_ahead_reach_the_help_and_the_prompt_in_order(repo, tmp_path):
+    """`/help`, Enter, Esc, `/optimize ...`, Enter typed at once: the help opens, the Esc closes
+    it, and the /optimize line reaches the prompt whole and runs; Enter sends what the prompt
+    holds while the completion popup shows, and never completes it again."""
+    from types import SimpleNamespace
+
+    from cuda_agent_cli.tui.screens import HelpScreen
+
+    model = replay_file(tmp_path / "r.jsonl", [])
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data")
+    ran: list[list[str]] = []
+
+    def optimize(args, sink, cancel, on_stage=None):  # the runner's place: what the line asked for
+        ran.append(list(args))
+        return SimpleNamespace(plan=None, stop_reason="done")
+
+    rt.optimize = optimize
+    app = chat_app(rt)
+    helps: list[object] = []
+    shown = app.cmd_help
+
+    def counted_help(args, raw):
+        shown(args, raw)
+        helps.append(app.screen)
+
+    app.cmd_help = counted_help
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            prompt = app.query_one("#prompt")
+            type_ahead(app, "/help", "enter", "escape", "/optimize mixers/blend.py::Blend", "enter")
+            await wait_for(pilot, lambda: "no correct kernel in this run" in texts(app), what="/optimize")
+            assert ran == [["mixers/blend.py::Blend"]]
+            assert len(helps) == 1 and isinstance(helps[0], HelpScreen)
+            assert not isinstance(app.screen, HelpScreen) and app.focused is prompt and prompt.text == ""
+            # A complete command while its completion shows: Enter sends it as typed.
+            type_ahead(app, "/undo", "enter")
+            await wait_for(pilot, lambda: "nothing to undo" in texts(app), what="/undo")
+            type_ahead(app, "/help", "enter", "escape", "/undo", "enter")
+            await wait_for(pilot, lambda: texts(app).count("nothing to undo") == 2, what="the second /undo")
+            assert len(helps) == 2 and not isinstance(app.screen, HelpScreen)
+            # Tab takes the completion once; the Enter after it sends the command.
+            type_ahead(app, "/und", "tab", "enter")
+            await wait_for(pilot, lambda: texts(app).count("nothing to undo") == 3, what="the completed /undo")
+            await pilot.pause()
+            assert "unknown command" not in texts(app) and prompt.text == ""
+            assert not app.query_one("#completions").display
 
     run(go())
