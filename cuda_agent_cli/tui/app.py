@@ -424,6 +424,7 @@ class ChatApp(App[int]):
                 busy=self.busy,
                 queued=len(self.queue),
                 banner=self.banner,
+                keys=self.keys_hint(),
             )
         )
 
@@ -924,6 +925,52 @@ class ChatApp(App[int]):
     def on_mouse_scroll_down(self, _event: Any) -> None:
         conv = self.conversation
         self.call_after_refresh(lambda: setattr(self, "_following", conv.scroll_y >= conv.max_scroll_y - 2))
+
+    def tool_lines(self) -> list[ToolCallLine]:
+        return [line for line in self.conversation.query(ToolCallLine) if line.display]
+
+    def step_tool_line(self, current: ToolCallLine | None, step: int) -> bool:
+        """Move the focus between tool calls: from the prompt (`current` None) to the newest;
+        from a tool call `step` calls down (+1) or up (-1), below the newest back to the prompt,
+        above the oldest shown to the older history first. False when there is none to go to."""
+        lines = self.tool_lines()
+        if current is None:
+            if not lines:
+                return False
+            target = lines[-1]
+        else:
+            i = lines.index(current) if current in lines else len(lines) - 1
+            j = i + step
+            if j < 0 and self.load_older():
+                lines = self.tool_lines()
+                j = lines.index(current) - 1 if current in lines else 0
+            if j >= len(lines):
+                prompts = self.query("#prompt")
+                if prompts:
+                    self._following = True
+                    prompts.first().focus()
+                    self.call_after_refresh(self.conversation.scroll_end, animate=False)
+                return bool(prompts)
+            if j < 0:
+                return False
+            target = lines[j]
+        self._following = False  # the conversation stays where the focused call is
+        target.focus()
+        return True
+
+    def on_descendant_focus(self, _event: Any) -> None:
+        self.refresh_status()
+
+    def keys_hint(self) -> str | None:
+        """The keys for what has the focus, at the end of the status bar."""
+        if isinstance(self.focused, ToolCallLine):
+            return "tool call: Enter/Space output · ↑/↓ Shift+Tab/Tab move · type to write"
+        if self.query("#prompt") and self._calls_shown():
+            return "Shift+Tab: tool calls"
+        return None
+
+    def _calls_shown(self) -> bool:
+        return bool(self._conversation is not None and self.conversation.query(ToolCallLine))
 
     def action_toggle_ledger(self) -> None:
         ledger = self.ledger_panel

@@ -251,3 +251,55 @@ def test_keys_typed_ahead_reach_the_help_and_the_prompt_in_order(repo, tmp_path)
             assert not app.query_one("#completions").display
 
     run(go())
+
+
+def _three_reads():
+    calls = [{"name": "Read", "arguments": {"file_path": name}} for name in ("a.py", "b.py", "c.py")]
+    return [{"content": None, "tool_calls": [c]} for c in calls] + [{"content": "Read all three.", "tool_calls": []}]
+
+
+def test_tab_and_arrows_move_between_tool_calls_and_back_to_the_prompt(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"a.py": "a = 1\n", "b.py": "b = 2\n", "c.py": "c = 3\n"})
+    model = replay_file(tmp_path / "r.jsonl", _three_reads())
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data", mode="yolo")
+    app = chat_app(rt)
+
+    async def go():
+        from cuda_agent_cli.tui.widgets import ToolCallLine
+
+        async with app.run_test(size=(120, 40)) as pilot:
+            prompt = app.query_one("#prompt")
+            status = app.query_one("#status")
+            await type_and_send(pilot, app, "read them")
+            await wait_for(pilot, lambda: app.busy is None and "Read all three." in texts(app), what="the turn")
+            a, b, c = app.query(ToolCallLine)
+            assert "Shift+Tab: tool calls" in plain(status.content)
+            await pilot.press("shift+tab")  # from the prompt: the newest call
+            assert app.focused is c
+            assert "↑/↓ Shift+Tab/Tab move" in plain(status.content)
+            await pilot.press("up")
+            assert app.focused is b
+            await pilot.press("shift+tab")
+            assert app.focused is a
+            await pilot.press("up")  # nothing above the oldest: it stays
+            assert app.focused is a
+            await pilot.press("enter")
+            assert a.expanded and "a = 1" in plain(a.query_one(".tool-body").content)
+            await pilot.press("down", "tab")
+            assert app.focused is c
+            await pilot.press("down")  # below the newest: the prompt
+            assert app.focused is prompt
+            await pilot.press("tab")  # no completion shown: Tab goes to the newest call too
+            assert app.focused is c
+            await pilot.press("tab")
+            assert app.focused is prompt and "Shift+Tab: tool calls" in plain(status.content)
+            await pilot.press("/", "u", "n")  # with a completion shown Tab takes it
+            await pilot.pause()
+            await pilot.press("tab")
+            assert app.focused is prompt and prompt.text == "/undo "
+            prompt.load_text("")
+            await type_and_send(pilot, app, "/help")
+            await wait_for(pilot, lambda: "Shift+Tab / Tab" in texts(app, app.screen), what="the help")
+            assert "on a tool call: the one above / below" in texts(app, app.screen)
+
+    run(go())
