@@ -86,6 +86,23 @@ async def type_and_send(pilot: Any, app: ChatApp, text: str) -> None:
     await pilot.press("enter")
 
 
+KEY_NAMES = {"enter": "\r", "escape": "\x1b", "tab": "\t", "shift+tab": None, "up": None, "down": None}
+
+
+def type_ahead(app: ChatApp, *parts: str) -> None:
+    """Keys posted to the app all at once, as a terminal hands over what was typed ahead (Pilot's
+    `press` waits after each key). A part is a key name of KEY_NAMES, or text typed as it is."""
+    from textual import events
+    from textual.keys import _character_to_key
+
+    for part in parts:
+        if part in KEY_NAMES:
+            app.post_message(events.Key(part, KEY_NAMES[part]))
+            continue
+        for c in part:
+            app.post_message(events.Key(c if c.isalnum() else _character_to_key(c), c))
+
+
 def plain(content: Any, width: int = 160) -> str:
     """A rich renderable (or str / Text) as the plain text a terminal would show."""
     import io

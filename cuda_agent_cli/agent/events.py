@@ -88,6 +88,18 @@ class ToolFinished(Event):
 
 
 @dataclass
+class ShellCommand(Event):
+    """A command the user ran from the chat's prompt (`!cmd`) in the agent's sandbox, with its
+    output: shown and kept in the transcript, never part of what the model is sent."""
+
+    kind: ClassVar[str] = "shell_command"
+    command: str
+    output: str
+    is_error: bool
+    duration_s: float = 0.0
+
+
+@dataclass
 class HarnessResultEvent(Event):
     kind: ClassVar[str] = "harness_result"
     call_id: str
@@ -152,6 +164,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         AssistantMessage,
         ToolStarted,
         ToolFinished,
+        ShellCommand,
         HarnessResultEvent,
         CostUpdate,
         Retrying,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -40,6 +41,7 @@ SETTLE_S = 0.5  # after the first frame: the collector's settings and the render
 MIN_WIDTH = render.MIN_WIDTH
 MIN_HEIGHT = render.MIN_HEIGHT
 QUIT_WINDOW_S = 3.0
+KEY_SETTLE_S = 1.0  # the longest a typed-ahead key waits on one part of the app that handles the one before
 
 
 def detect_device() -> str:
@@ -100,7 +102,18 @@ def _turn_items(e: Any, items: list[HistoryItem], calls: dict[str, HistoryItem])
 class HistoryItem:
     """One piece of a resumed conversation, made into a widget only when it is shown."""
 
-    __slots__ = ("kind", "text", "call_id", "arguments", "status", "output", "duration", "candidate", "best")
+    __slots__ = (
+        "kind",
+        "text",
+        "call_id",
+        "arguments",
+        "status",
+        "output",
+        "duration",
+        "expanded",
+        "candidate",
+        "best",
+    )
 
     def __init__(self, kind: str, text: str, call_id: str = "", arguments: dict[str, Any] | None = None) -> None:
         self.kind = kind
@@ -110,8 +123,17 @@ class HistoryItem:
         self.status = "pending"
         self.output = ""
         self.duration: float | None = None
+        self.expanded = False
         self.candidate: Any = None  # a card: the ledger's candidate, and whether it was best then
         self.best = False
+
+    @classmethod
+    def shell(cls, e: Any, n: int) -> list[HistoryItem]:
+        """A `!cmd` the user ran, as the chat showed it: their line, and the command's output."""
+        line = cls("tool", "Bash", f"shell-{n}", {"command": e.command})
+        line.status, line.output, line.duration = ("error" if e.is_error else "ok"), e.output, e.duration_s
+        line.expanded = True
+        return [cls("user", "!" + e.command), line]
 
     @classmethod
     def card(cls, candidate: Any, best: bool) -> HistoryItem:
@@ -127,6 +149,7 @@ class HistoryItem:
         if self.kind == "tool":
             line = ToolCallLine(self.call_id, self.text, self.arguments)
             line.status, line.output, line.duration = self.status, self.output, self.duration
+            line.expanded = self.expanded
             return line
         if self.kind == "card":
             c = self.candidate
@@ -186,6 +209,8 @@ class ChatApp(App[int]):
         self.tokens = 0
         self.review_open = False
         self._later_done = False
+        self._typed: deque[events.Event] = deque()  # keys (and pastes) typed ahead, taken one at a time
+        self._key_pump: asyncio.Task[None] | None = None
 
     # -- layout ----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -196,6 +221,18 @@ class ChatApp(App[int]):
         yield PromptArea(id="prompt", placeholder="Message cuda-agent — /help for commands, @file to attach")
         yield Static(id="status")
         yield Static(id="too-small")
+
+    def get_driver_class(self) -> Any:
+        """textual's driver, on a Linux terminal with Escape followed by typed-ahead text kept
+        apart (tui/terminal_input.py); TEXTUAL_DRIVER still picks another."""
+        from textual import constants
+
+        base = super().get_driver_class()
+        if constants.DRIVER is not None:
+            return base
+        from cuda_agent_cli.tui.terminal_input import chat_driver
+
+        return chat_driver(base)
 
     def on_mount(self) -> None:
         self.start()
@@ -282,6 +319,60 @@ class ChatApp(App[int]):
         self.mount_later()
         return self.query_one("#completions", OptionList)
 
+    # -- keys typed ahead ------------------------------------------------------------------------
+    IMMEDIATE_KEYS = frozenset({"ctrl+c", "ctrl+q"})  # never wait behind typed-ahead keys
+
+    async def on_event(self, event: events.Event) -> None:
+        """Keys (and pastes) from the terminal are taken one at a time, each once the one before
+        has been handled in full (a command it submitted run, a screen it opened or closed):
+        textual hands each key to the focused widget at once, so keys typed ahead would reach
+        the prompt before the screen their earlier keys open, and an Escape meant for that
+        screen would go to the prompt and be lost. A key with none before it goes at once."""
+        typed = isinstance(event, events.Key) and event.key not in self.IMMEDIATE_KEYS
+        if (typed or isinstance(event, events.Paste)) and not event.is_forwarded:
+            if self._key_pump is not None and not self._key_pump.done():
+                self._typed.append(event)
+                return
+            self._typed.append(event)
+            self._key_pump = asyncio.create_task(self._deliver_typed())
+            await asyncio.sleep(0)  # it delivers this key now; only the ones after it wait
+            return
+        await super().on_event(event)
+
+    async def _deliver_typed(self) -> None:
+        while self._typed and self.is_running:
+            key = self._typed.popleft()
+            target: Any = self.focused or self.screen
+            screen = self.screen
+            try:
+                await super().on_event(key)  # textual's own routing: priority bindings, else the focus
+                await self._drain(target.ancestors_with_self)
+                if self.screen is not screen:  # opened or closed one: let it mount and take the focus
+                    await self._drain([self.screen, self])
+            except Exception as exc:  # what textual does with an error in its own handling of a key
+                self._typed.clear()
+                self._handle_exception(exc)
+                return
+
+    async def _drain(self, chain: list[Any]) -> None:
+        """Until what `chain` (a widget and its ancestors, the app last) had queued has been
+        handled, and what that queued in turn (a key bubbling up, a message it posted): each
+        node's queue is drained in the order a bubbling message passes through them."""
+        for _ in range(8):
+            quiet = True
+            for node in chain:
+                if node is not self and node.message_queue_size:
+                    quiet = False
+                done = asyncio.Event()
+                if not node.call_later(done.set):
+                    continue
+                try:
+                    await asyncio.wait_for(done.wait(), KEY_SETTLE_S)
+                except asyncio.TimeoutError:
+                    return
+            if quiet:
+                return
+
     # -- helpers ---------------------------------------------------------------------------------
     @property
     def conversation(self) -> VerticalScroll:
@@ -333,6 +424,7 @@ class ChatApp(App[int]):
                 busy=self.busy,
                 queued=len(self.queue),
                 banner=self.banner,
+                keys=self.keys_hint(),
             )
         )
 
@@ -383,6 +475,8 @@ class ChatApp(App[int]):
                 _turn_items(e, items, calls)
             elif isinstance(e, ev.CostUpdate):
                 rt.context_tokens, rt.context_budget = e.context_tokens, e.context_budget or rt.context_budget
+            elif isinstance(e, ev.ShellCommand):
+                items.extend(HistoryItem.shell(e, n))
             else:
                 _turn_items(e, items, calls)
             extra = self.history_event(e)
@@ -831,6 +925,52 @@ class ChatApp(App[int]):
     def on_mouse_scroll_down(self, _event: Any) -> None:
         conv = self.conversation
         self.call_after_refresh(lambda: setattr(self, "_following", conv.scroll_y >= conv.max_scroll_y - 2))
+
+    def tool_lines(self) -> list[ToolCallLine]:
+        return [line for line in self.conversation.query(ToolCallLine) if line.display]
+
+    def step_tool_line(self, current: ToolCallLine | None, step: int) -> bool:
+        """Move the focus between tool calls: from the prompt (`current` None) to the newest;
+        from a tool call `step` calls down (+1) or up (-1), below the newest back to the prompt,
+        above the oldest shown to the older history first. False when there is none to go to."""
+        lines = self.tool_lines()
+        if current is None:
+            if not lines:
+                return False
+            target = lines[-1]
+        else:
+            i = lines.index(current) if current in lines else len(lines) - 1
+            j = i + step
+            if j < 0 and self.load_older():
+                lines = self.tool_lines()
+                j = lines.index(current) - 1 if current in lines else 0
+            if j >= len(lines):
+                prompts = self.query("#prompt")
+                if prompts:
+                    self._following = True
+                    prompts.first().focus()
+                    self.call_after_refresh(self.conversation.scroll_end, animate=False)
+                return bool(prompts)
+            if j < 0:
+                return False
+            target = lines[j]
+        self._following = False  # the conversation stays where the focused call is
+        target.focus()
+        return True
+
+    def on_descendant_focus(self, _event: Any) -> None:
+        self.refresh_status()
+
+    def keys_hint(self) -> str | None:
+        """The keys for what has the focus, at the end of the status bar."""
+        if isinstance(self.focused, ToolCallLine):
+            return "tool call: Enter/Space output · ↑/↓ Shift+Tab/Tab move · type to write"
+        if self.query("#prompt") and self._calls_shown():
+            return "Shift+Tab: tool calls"
+        return None
+
+    def _calls_shown(self) -> bool:
+        return bool(self._conversation is not None and self.conversation.query(ToolCallLine))
 
     def action_toggle_ledger(self) -> None:
         ledger = self.ledger_panel

@@ -33,7 +33,12 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("export", "[FILE]", "Save the conversation as Markdown", True),
     SlashCommand("compact", "", "Summarize older turns to free context", False),
     SlashCommand("undo", "", "Revert the last change applied in this session", False),
-    SlashCommand("optimize", "FILE::Class [--inputs SPEC]", "Write, verify and time a kernel, then review it", False),
+    SlashCommand(
+        "optimize",
+        'FILE::Class [--inputs SPEC | --capture "CMD"]',
+        "Write, verify and time a kernel for the calls given or captured from CMD, then review it",
+        False,
+    ),
     SlashCommand("ledger", "", "Show or hide the kernel ledger (also Ctrl+L)", True),
 )
 

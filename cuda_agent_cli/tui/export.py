@@ -11,12 +11,17 @@ from cuda_agent_cli.agent.events import (
     Compacted,
     Event,
     HarnessResultEvent,
+    ShellCommand,
     Stopped,
     ToolFinished,
     UserMessage,
 )
 
 MAX_OUTPUT = 4000
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_OUTPUT else text[:MAX_OUTPUT] + "\n[... cut ...]"
 
 
 def _fence(text: str, lang: str = "") -> str:
@@ -41,11 +46,23 @@ def transcript_markdown(events: Iterable[Event], title: str) -> str:
             if ev.tool_calls:
                 out.append("")
         elif isinstance(ev, ToolFinished):
-            text = ev.output if len(ev.output) <= MAX_OUTPUT else ev.output[:MAX_OUTPUT] + "\n[... cut ...]"
             out += [
                 f"<details><summary>{ev.name} {'failed' if ev.is_error else 'output'}</summary>",
                 "",
-                _fence(text),
+                _fence(_cut(ev.output)),
+                "",
+                "</details>",
+                "",
+            ]
+        elif isinstance(ev, ShellCommand):
+            out += [
+                "## You (`!` shell, in the sandbox)",
+                "",
+                _fence("$ " + ev.command, "sh"),
+                "",
+                f"<details open><summary>shell {'failed' if ev.is_error else 'output'}</summary>",
+                "",
+                _fence(_cut(ev.output)),
                 "",
                 "</details>",
                 "",

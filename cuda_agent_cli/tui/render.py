@@ -296,8 +296,10 @@ def status_text(
     busy: str | None,
     queued: int,
     banner: str | None = None,
+    keys: str | None = None,
 ) -> Text:
-    """model · device · mode · context % (amber at 70, red at 90) · tokens · cost · best."""
+    """model · device · mode · context % (amber at 70, red at 90) · tokens · cost · best, and the
+    keys for what has the focus."""
     out = Text(no_wrap=True, overflow="ellipsis")
     if banner:
         out.append(f"{banner}  ", style="bold red")
@@ -317,4 +319,6 @@ def status_text(
         out.append(f" · {busy}", style="yellow")
     if queued:
         out.append(f" · {queued} queued", style="yellow")
+    if keys:
+        out.append(f" · {keys}", style="dim")
     return out

@@ -119,21 +119,27 @@ def latest_chat_session(data_dir: Path | None) -> Any:
     raise SessionNotFound("there is no chat session to continue", "start one with `cuda-agent chat`")
 
 
+OPTIMIZE_FLAGS = ("inputs", "capture", "device", "policy")
+OPTIMIZE_USAGE = '/optimize path/to/file.py::ClassName [--inputs SPEC | --capture "CMD"]'
+
+
 def parse_optimize_args(args: list[str]) -> dict[str, str | None]:
-    """`FILE::Class [--inputs SPEC] [--device D] [--policy P]` -> fields of an OptimizeRequest."""
-    out: dict[str, str | None] = {"target": None, "inputs": None, "device": None, "policy": None}
+    """`FILE::Class [--inputs SPEC | --capture CMD] [--device D] [--policy P]` -> fields of an
+    OptimizeRequest."""
+    out: dict[str, str | None] = {"target": None, **{k: None for k in OPTIMIZE_FLAGS}}
+    known = "use --inputs, --capture, --device or --policy"
     i = 0
     while i < len(args):
         a = args[i]
         key = a[2:] if a.startswith("--") else None
         if key and "=" in key:
             key, value = key.split("=", 1)
-            if key not in out or key == "target":
-                raise BadInput(f"/optimize does not know --{key}", "use --inputs, --device or --policy")
+            if key not in OPTIMIZE_FLAGS:
+                raise BadInput(f"/optimize does not know --{key}", known)
             out[key] = value
         elif key:
-            if key not in out or key == "target":
-                raise BadInput(f"/optimize does not know --{key}", "use --inputs, --device or --policy")
+            if key not in OPTIMIZE_FLAGS:
+                raise BadInput(f"/optimize does not know --{key}", known)
             if i + 1 >= len(args):
                 raise BadInput(f"--{key} needs a value", f"/optimize FILE::Class --{key} VALUE")
             out[key] = args[i + 1]
@@ -141,10 +147,13 @@ def parse_optimize_args(args: list[str]) -> dict[str, str | None]:
         elif out["target"] is None:
             out["target"] = a
         else:
-            raise BadInput(f"unexpected argument {a!r}", "quote an --inputs spec that has spaces")
+            raise BadInput(f"unexpected argument {a!r}", 'quote an --inputs spec or a --capture "CMD" that has spaces')
         i += 1
     if not out["target"]:
-        raise BadInput("/optimize needs a target", "/optimize path/to/file.py::ClassName [--inputs SPEC]")
+        raise BadInput("/optimize needs a target", OPTIMIZE_USAGE)
+    if out["inputs"] and out["capture"]:
+        # As `cuda-agent optimize`: both say which calls to optimize for.
+        raise BadInput("--inputs and --capture both say which calls to optimize for", "give one of them, not both")
     return out
 
 
@@ -449,9 +458,26 @@ class ChatRuntime:
         return f"compacted {end - start} messages: about {before} -> {after} tokens"
 
     def run_shell(self, command: str) -> Any:
-        """`!cmd`: the command in the same sandbox as the agent's (the user typed it: no approval)."""
+        """`!cmd`: the command in the same sandbox as the agent's (the user typed it: no approval),
+        recorded in the transcript with its output (for /export and a resumed chat; the model
+        is not sent it)."""
+        import time
+
         bash = self.toolbox.actions["Bash"]
-        return bash.run({"command": command}, self.toolbox.ctx)
+        t0 = time.monotonic()
+        result = bash.run({"command": command}, self.toolbox.ctx)
+        self.record_shell(command, result.output, result.is_error, time.monotonic() - t0)
+        return result
+
+    def record_shell(self, command: str, output: str, is_error: bool, duration_s: float) -> None:
+        from cuda_agent_cli.agent.events import ShellCommand
+        from cuda_agent_cli.agent.transcript import TranscriptWriter
+
+        self.ensure_started()
+        event = ShellCommand(command, output, is_error, round(duration_s, 3))
+        self.state.apply(event)
+        with TranscriptWriter(self.state.transcript_path) as writer:
+            writer(event)
 
     # -- optimize inside the chat ----------------------------------------------------------------
     def optimize(
@@ -472,6 +498,7 @@ class ChatRuntime:
             device=fields["device"] or self.opts.device,
             policy=fields["policy"] or self.opts.policy,
             inputs=fields["inputs"],
+            capture=fields["capture"],
             allow_unsafe=self.opts.allow_unsafe,
         )
         outcome = run_optimize(req, sink=sink, on_stage=on_stage, data_dir=self.opts.data_dir, cancel=cancel)

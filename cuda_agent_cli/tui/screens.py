@@ -22,9 +22,11 @@ KEYS_HELP = [
     ("Up / Down", "previous / next message from the history"),
     ("Ctrl+R", "search the history for what is typed"),
     ("Tab", "accept the highlighted completion (/command or @file)"),
+    ("Shift+Tab / Tab", "from the prompt: to the newest tool call (Tab when no completion is shown)"),
+    ("Up / Down", "on a tool call: the one above / below (Shift+Tab / Tab too); below the newest: the prompt"),
+    ("Enter / Space", "on a tool call: show or hide its output; typing goes back to the prompt"),
     ("Esc", "interrupt the running turn (what was done is kept)"),
     ("Ctrl+L / F2", "show or hide the kernel ledger"),
-    ("Enter / Space", "on a tool call: show or hide its output"),
     ("Ctrl+C twice", "quit (the session is saved)"),
     ("@path#10-40", "attach a file (or lines of it) to the message"),
     ("!cmd", "run a shell command in the sandbox"),
@@ -199,7 +201,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         cmds = Table(title="Commands", title_justify="left", title_style="bold", box=None, padding=(0, 2, 0, 0))
-        cmds.add_column("command", style="bold cyan", no_wrap=True)
+        cmds.add_column("command", style="bold cyan", max_width=38)  # /optimize's flags wrap
         cmds.add_column("what it does")
         cmds.add_column("while busy", justify="center")
         for c in COMMANDS:

@@ -71,10 +71,15 @@ class Notice(Static):
 
 
 class ToolCallLine(Widget, can_focus=True):
-    """One tool call collapsed to a line; Enter or Space shows its highlighted output, and what
-    else is typed goes to the prompt."""
+    """One tool call collapsed to a line; Enter or Space shows its highlighted output, Up or
+    Shift+Tab goes to the tool call above, Down or Tab to the one below (below the newest: the
+    prompt), and what else is typed goes to the prompt."""
 
-    BINDINGS = [Binding("enter,space", "toggle_output", "Expand", show=False)]
+    BINDINGS = [
+        Binding("enter,space", "toggle_output", "Expand", show=False),
+        Binding("up,shift+tab", "step(-1)", "Previous tool call", show=False),
+        Binding("down,tab", "step(1)", "Next tool call", show=False),
+    ]
 
     def __init__(self, call_id: str, name: str, arguments: dict[str, Any]) -> None:
         super().__init__(classes="tool-call")
@@ -118,6 +123,11 @@ class ToolCallLine(Widget, can_focus=True):
         self.expanded = not self.expanded
         self._refresh()
 
+    def action_step(self, step: int) -> None:
+        stepper = getattr(self.app, "step_tool_line", None)
+        if stepper is not None:
+            stepper(self, step)
+
     def on_click(self) -> None:
         self.focus()
         self.action_toggle_output()
@@ -150,7 +160,8 @@ class HarnessCard(Static):
 
 class PromptArea(TextArea):
     """Multi-line prompt: Enter sends, Ctrl+J (or Shift+Enter) adds a line, Up/Down walk the history
-    from the first/last line, Ctrl+R searches it."""
+    from the first/last line, Ctrl+R searches it, Tab takes a completion; Tab (with no completion
+    shown) and Shift+Tab go to the newest tool call."""
 
     class Submitted(Message):
         def __init__(self, text: str) -> None:
@@ -178,6 +189,12 @@ class PromptArea(TextArea):
             else:
                 app.move_completion(-1 if key == "up" else 1)
             return
+        if key in ("tab", "shift+tab"):
+            stepper = getattr(self.app, "step_tool_line", None)
+            if stepper is not None and stepper(None, -1):
+                event.stop()
+                event.prevent_default()
+                return
         if key == "enter":
             event.stop()
             event.prevent_default()

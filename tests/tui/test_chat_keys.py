@@ -11,7 +11,18 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from chat_helpers import chat_app, make_repo, plain, replay_file, run, runtime, texts, type_and_send, wait_for  # noqa: E402
+from chat_helpers import (  # noqa: E402
+    chat_app,
+    make_repo,
+    plain,
+    replay_file,
+    run,
+    runtime,
+    texts,
+    type_ahead,
+    type_and_send,
+    wait_for,
+)
 
 from cuda_agent_cli.tui.screens import ApprovalScreen  # noqa: E402
 
@@ -186,5 +197,109 @@ def test_model_and_resume_check_in_a_worker_and_the_prompt_keeps_typing(repo, tm
                 prompt.load_text("")
                 await pilot.pause()
             assert threads and "MainThread" not in threads
+
+    run(go())
+
+
+def test_keys_typed_ahead_reach_the_help_and_the_prompt_in_order(repo, tmp_path):
+    """`/help`, Enter, Esc, `/optimize ...`, Enter typed at once: the help opens, the Esc closes
+    it, and the /optimize line reaches the prompt whole and runs; Enter sends what the prompt
+    holds while the completion popup shows, and never completes it again."""
+    from types import SimpleNamespace
+
+    from cuda_agent_cli.tui.screens import HelpScreen
+
+    model = replay_file(tmp_path / "r.jsonl", [])
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data")
+    ran: list[list[str]] = []
+
+    def optimize(args, sink, cancel, on_stage=None):  # the runner's place: what the line asked for
+        ran.append(list(args))
+        return SimpleNamespace(plan=None, stop_reason="done")
+
+    rt.optimize = optimize
+    app = chat_app(rt)
+    helps: list[object] = []
+    shown = app.cmd_help
+
+    def counted_help(args, raw):
+        shown(args, raw)
+        helps.append(app.screen)
+
+    app.cmd_help = counted_help
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            prompt = app.query_one("#prompt")
+            type_ahead(app, "/help", "enter", "escape", "/optimize mixers/blend.py::Blend", "enter")
+            await wait_for(pilot, lambda: "no correct kernel in this run" in texts(app), what="/optimize")
+            assert ran == [["mixers/blend.py::Blend"]]
+            assert len(helps) == 1 and isinstance(helps[0], HelpScreen)
+            assert not isinstance(app.screen, HelpScreen) and app.focused is prompt and prompt.text == ""
+            # A complete command while its completion shows: Enter sends it as typed.
+            type_ahead(app, "/undo", "enter")
+            await wait_for(pilot, lambda: "nothing to undo" in texts(app), what="/undo")
+            type_ahead(app, "/help", "enter", "escape", "/undo", "enter")
+            await wait_for(pilot, lambda: texts(app).count("nothing to undo") == 2, what="the second /undo")
+            assert len(helps) == 2 and not isinstance(app.screen, HelpScreen)
+            # Tab takes the completion once; the Enter after it sends the command.
+            type_ahead(app, "/und", "tab", "enter")
+            await wait_for(pilot, lambda: texts(app).count("nothing to undo") == 3, what="the completed /undo")
+            await pilot.pause()
+            assert "unknown command" not in texts(app) and prompt.text == ""
+            assert not app.query_one("#completions").display
+
+    run(go())
+
+
+def _three_reads():
+    calls = [{"name": "Read", "arguments": {"file_path": name}} for name in ("a.py", "b.py", "c.py")]
+    return [{"content": None, "tool_calls": [c]} for c in calls] + [{"content": "Read all three.", "tool_calls": []}]
+
+
+def test_tab_and_arrows_move_between_tool_calls_and_back_to_the_prompt(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"a.py": "a = 1\n", "b.py": "b = 2\n", "c.py": "c = 3\n"})
+    model = replay_file(tmp_path / "r.jsonl", _three_reads())
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data", mode="yolo")
+    app = chat_app(rt)
+
+    async def go():
+        from cuda_agent_cli.tui.widgets import ToolCallLine
+
+        async with app.run_test(size=(120, 40)) as pilot:
+            prompt = app.query_one("#prompt")
+            status = app.query_one("#status")
+            await type_and_send(pilot, app, "read them")
+            await wait_for(pilot, lambda: app.busy is None and "Read all three." in texts(app), what="the turn")
+            a, b, c = app.query(ToolCallLine)
+            assert "Shift+Tab: tool calls" in plain(status.content)
+            await pilot.press("shift+tab")  # from the prompt: the newest call
+            assert app.focused is c
+            assert "↑/↓ Shift+Tab/Tab move" in plain(status.content)
+            await pilot.press("up")
+            assert app.focused is b
+            await pilot.press("shift+tab")
+            assert app.focused is a
+            await pilot.press("up")  # nothing above the oldest: it stays
+            assert app.focused is a
+            await pilot.press("enter")
+            assert a.expanded and "a = 1" in plain(a.query_one(".tool-body").content)
+            await pilot.press("down", "tab")
+            assert app.focused is c
+            await pilot.press("down")  # below the newest: the prompt
+            assert app.focused is prompt
+            await pilot.press("tab")  # no completion shown: Tab goes to the newest call too
+            assert app.focused is c
+            await pilot.press("tab")
+            assert app.focused is prompt and "Shift+Tab: tool calls" in plain(status.content)
+            await pilot.press("/", "u", "n")  # with a completion shown Tab takes it
+            await pilot.pause()
+            await pilot.press("tab")
+            assert app.focused is prompt and prompt.text == "/undo "
+            prompt.load_text("")
+            await type_and_send(pilot, app, "/help")
+            await wait_for(pilot, lambda: "Shift+Tab / Tab" in texts(app, app.screen), what="the help")
+            assert "on a tool call: the one above / below" in texts(app, app.screen)
 
     run(go())

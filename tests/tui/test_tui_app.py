@@ -519,6 +519,83 @@ def test_bang_command_runs_in_the_sandbox_and_shows_its_output(repo, tmp_path):
     assert (repo / "made.txt").exists()  # the repository is writable from the sandbox
 
 
+def test_bang_command_is_kept_for_export_and_a_resumed_chat_but_not_sent_to_the_model(repo, tmp_path):
+    from cuda_agent_cli.sandbox import probe
+
+    if not probe().available:
+        pytest.skip("bubblewrap is not usable here")
+    model = replay_file(tmp_path / "r.jsonl", [{"content": "Noted.", "tool_calls": []}])
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data")
+    app = chat_app(rt)
+    command = "echo shell-said-$((6*7)); cat a.py"
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await type_and_send(pilot, app, "!" + command)
+            await wait_for(pilot, lambda: app.busy is None and any(t.status == "ok" for t in app.query(ToolCallLine)))
+            await type_and_send(pilot, app, "hi")
+            await wait_for(pilot, lambda: app.busy is None and "Noted." in texts(app), what="the reply")
+            await type_and_send(pilot, app, "/export chat.md")
+            await wait_for(pilot, lambda: "exported the conversation" in texts(app), what="export")
+
+    run(go())
+    rt.close()
+    shell = records(rt, "shell_command")
+    assert [(r["command"], r["is_error"]) for r in shell] == [(command, False)]
+    assert "shell-said-42" in shell[0]["output"] and "x = 1" in shell[0]["output"]
+    md = (repo / "chat.md").read_text()
+    assert f"$ {command}" in md and "shell-said-42" in md
+    assert md.index("shell-said-42") < md.index("## You\n\nhi") < md.index("Noted.")
+    assert not any("shell-said" in str(m.get("content")) for m in rt.state.messages)
+
+    again = runtime(None, f"replay:{model}", tmp_path / "data", resume=rt.session_id)
+    resumed = chat_app(again)
+
+    async def look():
+        async with resumed.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            shown = texts(resumed)
+            assert f"› !{command}" in shown and "shell-said-42" in shown
+            assert shown.index(f"› !{command}") < shown.index("shell-said-42") < shown.index("› hi")
+            line = resumed.query_one(ToolCallLine)
+            assert line.expanded and line.status == "ok" and "x = 1" in plain(line.query_one(".tool-body").content)
+
+    run(look())
+    again.close()
+    assert not any("shell-said" in str(m.get("content")) for m in again.state.messages)
+
+
+def test_optimize_takes_capture_and_refuses_it_with_inputs_in_one_line(tmp_path):
+    blend = "import torch\n\n\nclass Blend(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    repo = make_repo(tmp_path / "repo", {"mixers/blend.py": blend})
+    model = replay_file(tmp_path / "r.jsonl", [])
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data", device="cpu")
+    app = chat_app(rt)
+    command = f"{sys.executable} -c 'print(42)'"
+
+    async def go():
+        async with app.run_test(size=(160, 40)) as pilot:
+            await type_and_send(pilot, app, '/optimize mixers/blend.py::Blend --inputs "x=float32[4]" --capture true')
+            refusal = "--inputs and --capture both say which calls to optimize for — give one of them, not both"
+            await wait_for(pilot, lambda: refusal in texts(app), what="the refusal")
+            assert app.busy is None and not rt.optimize_sessions
+            # The runner takes the command as `optimize --capture` does: it runs it, and says it
+            # never called the class.
+            await type_and_send(pilot, app, f'/optimize mixers/blend.py::Blend --capture "{command}"')
+            await wait_for(
+                pilot,
+                lambda: app.busy is None and "without calling Blend.forward" in texts(app),
+                timeout=180,
+                what="the capture",
+            )
+            assert f"--capture: `{command}` exited with 0: 42" in texts(app)
+            await type_and_send(pilot, app, "/help")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+            assert '--capture "CMD"' in texts(app, app.screen)
+
+    run(go())
+
+
 def test_diff_compact_clear_sessions_resume_and_model_commands(repo, tmp_path):
     turns = [{"content": f"Answer {i}.", "tool_calls": []} for i in range(8)]
     model = replay_file(tmp_path / "r.jsonl", turns)

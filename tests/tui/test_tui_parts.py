@@ -72,6 +72,7 @@ def test_optimize_arguments():
     assert parse_optimize_args(["a.py::A", "--inputs", "x=float32[2]", "--device=cpu"]) == {
         "target": "a.py::A",
         "inputs": "x=float32[2]",
+        "capture": None,
         "device": "cpu",
         "policy": None,
     }
@@ -81,6 +82,25 @@ def test_optimize_arguments():
         parse_optimize_args(["a.py::A", "--fast"])
     with pytest.raises(BadInput, match="needs a value"):
         parse_optimize_args(["a.py::A", "--inputs"])
+
+
+def test_optimize_takes_capture_as_the_command_line_does_and_not_with_inputs():
+    line = commands.parse('/optimize mixers/blend.py::Blend --capture "python train.py --steps 2"')
+    fields = parse_optimize_args(line.args)
+    assert fields["target"] == "mixers/blend.py::Blend" and fields["inputs"] is None
+    assert fields["capture"] == "python train.py --steps 2"
+    assert parse_optimize_args(["a.py::A", "--capture=python run.py"])["capture"] == "python run.py"
+    with pytest.raises(BadInput) as refused:
+        parse_optimize_args(["a.py::A", "--inputs", "x=float32[2]", "--capture", "python run.py"])
+    assert refused.value.one_line() == (
+        "--inputs and --capture both say which calls to optimize for — give one of them, not both"
+    )
+    with pytest.raises(BadInput) as unknown:
+        parse_optimize_args(["a.py::A", "--target", "b.py::B"])
+    assert (
+        unknown.value.one_line() == "/optimize does not know --target — use --inputs, --capture, --device or --policy"
+    )
+    assert '--capture "CMD"' in commands.BY_NAME["optimize"].usage
 
 
 # -- mentions ------------------------------------------------------------------------------------

@@ -187,9 +187,8 @@ def test_approval_modal(here: Path, snap_compare):
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
 
-def test_review_screen(here: Path, snap_compare):
-    replay_file(here / "r.jsonl", [])
-    app = ChatApp(runtime(Path("repo"), "replay:r.jsonl", Path("data"), session_id=SID, device="cpu"))
+def review_outcome(result: dict) -> SimpleNamespace:
+    """What /optimize hands the review screen: a plan of three files and the best result."""
     old = "import torch\n\n\nclass Block(torch.nn.Module):\n    pass\n"
     changes = [
         FileChange("blocks.py", old + "\nfrom ._cuda_agent.block.loader import use_kernel\nuse_kernel(Block)\n", old),
@@ -207,14 +206,20 @@ def test_review_screen(here: Path, snap_compare):
         commit_message="cuda-agent: Block",
         folder="_cuda_agent/block",
     )
-    outcome = SimpleNamespace(
+    return SimpleNamespace(
         target="blocks.py::Block",
         session_id="20260101-120500-123456",
         device="cpu",
-        result=HarnessResult.from_json(harness_result(3, 2.41, 1.62)),
+        result=HarnessResult.from_json(result),
         plan=plan,
         status="improved",
     )
+
+
+def test_review_screen(here: Path, snap_compare):
+    replay_file(here / "r.jsonl", [])
+    app = ChatApp(runtime(Path("repo"), "replay:r.jsonl", Path("data"), session_id=SID, device="cpu"))
+    outcome = review_outcome(harness_result(3, 2.41, 1.62))
 
     async def before(pilot):
         steady_cursor(app)
@@ -222,6 +227,32 @@ def test_review_screen(here: Path, snap_compare):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_review_screen_says_what_the_reward_means(here: Path):
+    """The one-line meaning `optimize`'s linear output prints after the reward, on the review
+    screen too (and "uncertain" where an interval straddles the threshold)."""
+    from chat_helpers import plain, run
+
+    replay_file(here / "r.jsonl", [])
+    app = ChatApp(runtime(Path("repo"), "replay:r.jsonl", Path("data"), session_id=SID, device="cpu"))
+    straddling = harness_result(2, 1.30, 1.04)
+    straddling["timings"]["speedup_vs_compile_interval"] = [0.99, 1.09]
+    straddling["timings"]["uncertain"] = True
+    seen = []
+
+    async def go():
+        async with app.run_test(size=SIZE) as pilot:
+            for result in (harness_result(3, 2.41, 1.62), straddling):
+                await app.push_screen(ReviewScreen(review_outcome(result)))
+                await pilot.pause()
+                seen.append(plain(app.screen.query_one("#review-facts").content))
+                app.pop_screen()
+                await pilot.pause()
+
+    run(go())
+    assert "reward: 3: faster than both eager and torch.compile by more than 5%\n" in seen[0]
+    assert "reward: 2: faster than eager by more than 5%, not than torch.compile (uncertain)" in seen[1]
 
 
 def test_help(here: Path, snap_compare):

@@ -62,3 +62,41 @@ def test_chat_in_tmux_runs_a_replayed_optimize_to_a_commit(tmp_path: Path, harne
     head = git(repo, "rev-parse", "HEAD").strip()
     assert head != base
     assert ".cuda-agent/kernels.toml" in git(repo, "show", "--name-only", "--format=", head)
+
+
+def test_keys_typed_ahead_in_a_real_terminal_reach_the_help_and_the_prompt_in_order(tmp_path: Path):
+    """What tmux's send-keys sends at once (one write, as keys typed ahead arrive): `/help`,
+    Enter, Esc, `/optimize ...`, Enter opens the help, closes it and runs the /optimize line as
+    typed; then `/undo` with its completion showing runs /undo once."""
+    repo = tmp_path / "project"
+    (repo / "mixers").mkdir(parents=True)
+    (repo / "mixers" / "blend.py").write_text(
+        "import torch\n\n\nclass Blend(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    )
+    init_repo(repo, "blend")
+    model = tmp_path / "none.jsonl"
+    model.write_text("")
+    env = {
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "TERM": "xterm-256color",
+    }
+    log = tmp_path / "after-exit.txt"
+    term = Tmux(f"cuda-agent-keys-{os.getpid()}")
+    term.start(cuda_agent_command(["chat", str(repo), "--model", f"replay:{model}", "--device", "cpu"], env, log))
+    try:
+        term.wait("cuda-agent chat over project/", 60)
+        term.keys("/help", "Enter", "Escape", "/optimize mixers/blend.py::Blend", "Enter")
+        shown = term.wait("no way to make inputs for Blend", 120)
+        assert "› /optimize mixers/blend.py::Blend" in shown and "Esc closes this help" not in shown
+        term.keys("/help", "Enter", "Escape", "/undo", "Enter")
+        shown = term.wait("nothing to undo", 30)
+        assert "unknown command" not in shown and "Esc closes this help" not in shown
+        assert "Message cuda-agent" in shown  # the prompt is empty again: its placeholder shows
+        term.keys("C-c")
+        time.sleep(0.5)
+        term.keys("C-c")
+        assert wait_exit(log) == "EXIT=0"
+    finally:
+        term.close()
