@@ -472,6 +472,8 @@ class Harness:
         elif result.timings is not None:
             t = result.timings
             result.reward = scoring.reward_for_intervals(t.speedup_vs_eager_interval, t.speedup_vs_compile_interval)
+            if (result.timing_detail or {}).get("reward_held"):
+                result.reward = min(result.reward, 1)
         else:
             result.reward = None
         return result
@@ -518,13 +520,24 @@ class Harness:
         if escaped:
             result.warnings.append(f"speedup_review: in {escaped} timed call(s) the device stayed busy well past the "
                                    "kernel's own events (work on another stream?); the time until it was idle was used")
+        # Where the harness's clock had to overrule the kernel's claims, or cannot check them at
+        # all, the claims decide nothing: the result is uncertain and its reward held at 1.
+        held: list[str] = []
         if stats.clamped_blocks * 2 >= len(blocks["candidate"]):
-            result.warnings.append(
-                f"timing_bound: the kernel's own clock read less than the harness's clock allows in "
-                f"{stats.clamped_blocks} of {len(blocks['candidate'])} blocks; the harness's bound was used")
+            held.append(f"the kernel's own clock read less than the harness's clock allows in {stats.clamped_blocks} "
+                        f"of {len(blocks['candidate'])} blocks; the harness's bound was used")
         if stats.detail.get("null_stalled"):
-            result.warnings.append("timing_bound: the candidate's process took far longer around calls that ran none "
-                                   "of its code than the baselines' processes did; the baselines' overhead was used")
+            held.append("the candidate's process took far longer around calls that ran none of its code than the "
+                        "baselines' processes did; the baselines' overhead was used")
+        if stats.detail.get("below_resolution"):
+            held.append(f"the harness's clock does not resolve this kernel: {stats.detail.get('outside_us')} us a call "
+                        f"beyond the harness's own work, against {stats.detail.get('resolution_us')} us it cannot tell "
+                        "apart, so the kernel's own claims cannot be checked")
+        for why in held:
+            result.warnings.append(f"timing_bound: {why}; the reward is held at 1")
+        if held:
+            result.timing_detail["reward_held"] = True
+            result.timings.uncertain = True
         if base_info.get("recompiles_in_window"):
             result.warnings.append(f"torch.compile recompiled {base_info['recompiles_in_window']} time(s) while timed: "
                                    "its time may include compilation")

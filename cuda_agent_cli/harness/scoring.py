@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import math
 import random
 import re
 import statistics
@@ -82,6 +83,11 @@ BOUND_RESOLUTION = 0.05
 # The same for the candidate process's CPU-time clock (the CPU with one thread), whose wander the
 # null blocks measure: their median deviation, times three, is the allowance when it is larger.
 CPU_BOUND_RESOLUTION = 0.01
+# The harness's clock resolves a kernel whose time beyond the harness's own work per call is at
+# least this many times what the clock cannot tell apart (the resolution above): then the bound
+# holds a forged claim to within half of the call's time. Below, the result is uncertain and
+# its reward held at 1 (docs/security.md, threat 34).
+RESOLVED = 4.0
 # The null blocks run in the candidate's own process, which can stall on purpose while they run
 # (a hook on the request path, a thread it wakes) so that its overhead looks large and the bound
 # falls away. What they show is believed up to NULL_TRUST times what the trusted sides'
@@ -253,6 +259,17 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     # every block, so the median bound still holds a forged claim to it.
     typical = statistics.median(bounds) if bounds else 0.0
     bounds = [min(bound, typical) for bound in bounds]
+    # What the harness's clock says a call took beyond its own work, and what it cannot tell
+    # apart. Below RESOLVED times that, the bound could not hold a forged claim to within half of
+    # the call's time: the clock does not resolve the kernel, and its claims cannot be checked.
+    if cpu_bounds:
+        outside = statistics.median([_per_call_cpu(b) for b in cand]) - cpu_overhead
+        resolution = max(cpu_wander, CPU_BOUND_RESOLUTION * cpu_overhead)
+    else:
+        outside = (statistics.median([_per_call_block(b) for b in cand if "block_us" in b]) - overhead
+                   if any("block_us" in b for b in cand) else float("inf"))
+        resolution = max(wander, BOUND_RESOLUTION * overhead)
+    below_resolution = outside < RESOLVED * resolution
     held: list[int] = []
     cand_times: list[float] = []
     for i, (b, bound) in enumerate(zip(cand, bounds)):
@@ -295,6 +312,8 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     detail.update(overhead_us=round(overhead, 2), wander_us=round(wander, 2), idle_gap_us=round(idle_gap, 2),
                   clamped_blocks=clamped, candidate_blocks=len(cand), null_capped=null_capped, null_stalled=null_stalled,
                   block_bounds_us=[round(x, 1) for x in bounds], held_blocks=held,
+                  outside_us=round(outside, 2) if math.isfinite(outside) else None,
+                  resolution_us=round(resolution, 2), below_resolution=below_resolution,
                   trusted_overhead_us=round(base, 2), skipped_work=skipped)
     if cpu_bounds:
         # Around each call, before any cap: its timed calls, its null calls (what the skipped-work

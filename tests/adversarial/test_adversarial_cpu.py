@@ -130,9 +130,8 @@ def test_layout_work_handed_to_the_judge_is_paid_inside_the_clock(
     assert tricked.timings.speedup_vs_eager < 1.5, tricked.timings
 
 
-# Known gap (docs/security.md, "Limits"): a kernel whose whole time is below what the harness's
-# clock resolves around its own work per call can still have its claims forged. What the user
-# is owed then is the word: the result says its null blocks were overruled and asks for review.
+# A kernel whose whole time is below what the harness's clock resolves around its own work per
+# call can still forge its claims: the result says so, is uncertain, and its reward is held at 1.
 @pytest.mark.parametrize("trick, threat, kernels", BELOW_RESOLUTION, ids=[t[0] for t in BELOW_RESOLUTION])
 def test_a_trick_below_the_clocks_resolution_is_flagged(
     trick: str, threat: int, kernels: str, workspaces, harness_cache
@@ -141,8 +140,7 @@ def test_a_trick_below_the_clocks_resolution_is_flagged(
     assert tricked.correct and tricked.timings is not None
     warnings = " | ".join(tricked.warnings)
     assert "took far longer around calls that ran none of its code" in warnings, warnings
-    if tricked.timings.speedup_vs_eager > 10:
-        assert "speedup_review" in warnings, warnings
+    assert "the reward is held at 1" in warnings and tricked.timings.uncertain and tricked.reward == 1, warnings
 
 
 def _processes_named(name: str) -> list[int]:
