@@ -63,6 +63,9 @@ def _job_function(name: str):
     if name == "evaluate":
         from controller import run_evaluate_job
         return run_evaluate_job
+    if name == "inline_build":
+        from executor import run_inline_build_job
+        return run_inline_build_job
     raise ValueError(f"unknown job {name!r}")
 
 

@@ -6,6 +6,7 @@ numbers they hand back through harness-owned files, computes the statistics and 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -190,8 +191,20 @@ class Harness:
 
     def _submit_compile(self, result: HarnessResult, run_dir: Path) -> tuple[Ticket, float] | None:
         if self.workspace.kind == "kernelbench":
-            result.compiled = True  # load_inline builds while model_new.py is imported
-            return None
+            # load_inline builds while model_new.py is imported: that import, alone and confined
+            # as the candidate's process is, builds into the folder the evaluation loads from.
+            snapshot = run_dir / "inline-build" / "model_new.py"
+            snapshot.parent.mkdir(parents=True, exist_ok=True)
+            snapshot.write_text(self.workspace.candidate.read_text(errors="replace"))
+            spec = {
+                "device": self.device, "candidate": str(snapshot),
+                "extensions_dir": str(self.workspace.build_dir / f"inline-{self.device}"),
+                "out_dir": str(run_dir / "inline-build" / "out"), "writable": [],
+                "confine_writes": self.confine_writes,
+            }
+            Path(spec["out_dir"]).mkdir(parents=True, exist_ok=True)
+            return (self.pool.submit("inline_build", spec, run_dir / "inline-build" / "job", self.compile_timeout),
+                    time.perf_counter())
         spec = {
             "device": self.device,
             "build_dir": str(self.workspace.build_dir / self.device),
@@ -225,6 +238,10 @@ class Harness:
             result.errors.append("compile failed")
             return None
         result.compiled = True
+        if self.workspace.kind == "kernelbench":
+            result.checks.append(Check("compile", True, f"model_new.py built its extension with load_inline "
+                                       f"({result.stage_seconds.get('compile', 0.0):.1f} s)"))
+            return None
         rebuilt = [r for r in info.get("rebuilt", []) if not r.endswith(".so")]
         result.checks.append(Check("compile", True, f"built cuda_extension ({len(rebuilt)} object(s) rebuilt"
                                    f"{': ' + ', '.join(rebuilt) if rebuilt else ''})"))
@@ -315,7 +332,8 @@ class Harness:
             result.checks.append(Check(c["name"], bool(c["passed"]), str(c["detail"])))
             if c["name"] == "compile" and not c["passed"]:
                 result.compiled = False
-        if self.workspace.kind == "kernelbench" and result.compiled and info.get("stage") != "import":
+        if (self.workspace.kind == "kernelbench" and result.compiled and info.get("stage") != "import"
+                and not any(c.name == "compile" for c in result.checks)):
             result.checks.insert(len(result.checks) - len(claims.get("checks", [])),
                                  Check("compile", True, "model_new.py built its extension with load_inline"))
         # Recorded where it took effect; `cuda-agent doctor` says when the kernel cannot do it.
@@ -537,7 +555,7 @@ class Harness:
             result.warnings.append(f"timing_bound: {why}; the reward is held at 1")
         if held:
             result.timing_detail["reward_held"] = True
-            result.timings.uncertain = True
+            result.timings = dataclasses.replace(result.timings, uncertain=True)
         if base_info.get("recompiles_in_window"):
             result.warnings.append(f"torch.compile recompiled {base_info['recompiles_in_window']} time(s) while timed: "
                                    "its time may include compilation")
