@@ -1,10 +1,11 @@
 """Compile-ahead: the extensions of a queued task's candidates built on a CPU worker, so that the
 GPU slot that scores the task later finds them built and spends its GPU time timing.
 
-Only CUDA-Agent workdir candidates (kernels/ and the binding files) build apart from a round:
-`Harness.compile()` builds them into the candidate folder's build directory, which the slot's
-later `profile()` of the same folder reuses. A KernelBench single-file candidate builds itself
-with `load_inline` when the harness imports it to verify, so there is nothing to build ahead.
+`Harness.compile()` builds a candidate into its folder's build directory, which the slot's later
+`profile()` of the same folder reuses: a CUDA-Agent workdir (kernels/ and the binding files)
+through the harness's ninja build, a KernelBench single-file candidate by importing its
+model_new.py alone, confined as the candidate's process is, so that its `load_inline` builds
+the extension into the folder the round loads it from.
 """
 
 from __future__ import annotations
@@ -16,10 +17,21 @@ from cuda_agent_cli.errors import CudaAgentError
 
 
 def buildable(job: dict[str, Any]) -> list[dict[str, Any]]:
-    """The job's samples that build ahead: harness-only mode, a task that loaded, kernels/ files."""
+    """The job's samples that build ahead: harness-only mode, a task that loaded, kernels/ files
+    or a single model_new.py that builds its extension with load_inline (its import, confined,
+    builds it where the slot's round loads it from)."""
     if job.get("mode") != "solutions" or job["task"].get("error"):
         return []
-    return [s for s in job.get("samples") or [] if any(rel.startswith("kernels/") for rel in s.get("files", {}))]
+
+    from cuda_agent_cli.bench.solutions import sample_files
+
+    def builds(sample: dict[str, Any]) -> bool:
+        files = sample.get("files", {})
+        if any(rel.startswith("kernels/") for rel in files):
+            return True
+        return "model_new.py" in files and b"load_inline" in sample_files(sample).get("model_new.py", b"")
+
+    return [s for s in job.get("samples") or [] if builds(s)]
 
 
 def prebuild(job: dict[str, Any]) -> dict[str, Any]:

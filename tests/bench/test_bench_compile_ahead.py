@@ -55,3 +55,42 @@ def test_queued_builds_overlap_the_timing_and_are_reused(tmp_path: Path, harness
         assert "(0 object(s) rebuilt)" in compile_check["detail"], compile_check
     busy = busy_fraction(outcome.records)
     assert set(busy["devices"]) == {"cpu"} and 0 < busy["overall"] <= 1
+
+
+def test_single_file_solutions_are_built_ahead_too(tmp_path: Path, harness_cache: Path):
+    """A KernelBench solution file builds its extension with load_inline as it is imported: a
+    builder imports it alone, confined, so the slot's round only loads the built extension."""
+    import re
+
+    from cuda_agent_cli.bench.run import BenchRequest, plan_bench, run_bench
+
+    level = tmp_path / "KernelBench" / "level1"
+    level.mkdir(parents=True)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for k in (1, 2, 3):
+        (level / f"{k}_ReLU{k}.py").write_text((SUITE / "KernelBench" / "level1" / "1_ReLU.py").read_text())
+        shutil.copy(
+            SUITE / "runs" / "level_1_problem_1_sample_0_kernel.py", runs / f"level_1_problem_{k}_sample_0_kernel.py"
+        )
+    plan = plan_bench(
+        BenchRequest(
+            suite="kernelbench",
+            root=tmp_path,
+            out=tmp_path / "out",
+            device="cpu",
+            solutions=runs,
+            trials=5,
+            compile_ahead=1,
+        )
+    )
+    outcome = run_bench(plan)
+    records = {r["task"]: r for r in outcome.records}
+    assert [r["status"] for r in records.values()] == ["correct"] * 3, [r["error"] for r in records.values()]
+    ahead = [r for r in records.values() if "compile_ahead" in r]
+    assert ahead, "no task was built ahead"
+    for r in ahead:
+        assert [s["compiled"] for s in r["compile_ahead"]["samples"]] == [True], r["compile_ahead"]
+        (compile_check,) = [c for c in r["best"]["checks"] if c["name"] == "compile"]
+        seconds = float(re.search(r"\(([\d.]+) s\)", compile_check["detail"]).group(1))
+        assert seconds < 10, compile_check  # loaded, not built again (a build takes 20-60 s here)
