@@ -130,6 +130,21 @@ def test_json_mode_reports_errors_as_its_one_object(project):
     assert sorted(out) == sorted(documented_error_keys())
 
 
+@pytest.mark.integration
+def test_a_server_answering_html_ends_the_session_with_exit_3_not_done(project):
+    from cuda_agent_cli.model.fake_server import FakeOpenAIServer, reply_raw
+
+    _, cli = project
+    page = "<html><body><h1>502 Bad Gateway</h1></body></html>"
+    with FakeOpenAIServer([reply_raw(page, "text/html")] * 4) as srv:
+        api = ["--model", "openai/fake", "--api-base", srv.api_base]
+        proc = cli("optimize", "blocks.py::Block", *api, "--inputs", "x=float32[4]", "--device", "cpu", "--no-apply")
+    assert proc.returncode == 3, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(lines) == 1 and "answered HTTP 200 with text/html, not a chat completion: <html>" in lines[0]
+    assert "stopped: done" not in proc.stderr + proc.stdout and "Traceback" not in proc.stderr
+
+
 def test_a_configured_device_that_disagrees_with_the_inputs_is_named_with_its_origin(tmp_path: Path):
     from cuda_agent_cli.config import load_config
     from cuda_agent_cli.errors import InputSpecError
