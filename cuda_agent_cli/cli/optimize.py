@@ -307,7 +307,9 @@ def optimize(
     json_out: JsonOpt = False,
     plain: PlainOpt = False,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue the session with this id.")] = None,
-    continue_: Annotated[bool, typer.Option("--continue", help="Continue the most recent session.")] = False,
+    continue_: Annotated[
+        bool, typer.Option("--continue", help="Continue the most recent optimize session of this repository.")
+    ] = False,
     unsafe_no_sandbox: UnsafeOpt = False,
     all_: Annotated[
         bool,

@@ -185,11 +185,15 @@ class _Start:
 
 
 def resumed_session(req: OptimizeRequest, data_dir: Path | None = None) -> SessionState:
-    """The stored session a resuming request continues: its `--resume ID`, or the latest one
-    (`--continue`), in the session store `run_optimize` uses."""
+    """The stored session a resuming request continues: its `--resume ID`, or (`--continue`) the
+    latest optimize session of the repository `req.cwd` is in, in the session store
+    `run_optimize` uses."""
     from cuda_agent_cli.agent.session import resume_session
+    from cuda_agent_cli.task.target import repository_of
 
-    return resume_session(req.resume or None, _data_dir(req, data_dir))
+    if req.resume:
+        return resume_session(req.resume, _data_dir(req, data_dir))
+    return resume_session(None, _data_dir(req, data_dir), repo=repository_of(req.cwd), chat=False)
 
 
 def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None, stage: Callable[[str], None]) -> _Start:
@@ -418,6 +422,7 @@ def _run_agent(
     }
     notes = None
     if task is not None:
+        settings["repo"] = str(task.target.repo_root)  # what `sessions` shows and `--continue` matches
         settings["inputs"] = task.call.describe()
         if not task.uses_module_inputs:
             notes = f"Inputs: {task.call.describe()}. Device: {device}. Policy: {policy}."

@@ -106,17 +106,11 @@ def is_chat(state: Any) -> bool:
     return (state.meta.get("settings") or {}).get("command") == CHAT_COMMAND
 
 
-def latest_chat_session(data_dir: Path | None) -> Any:
-    from cuda_agent_cli.agent.session import SessionNotFound, _session_dirs, load_session_dir, sessions_root
+def latest_chat_session(data_dir: Path | None, repo: Path | None = None) -> Any:
+    """`chat --continue`: the newest chat session of `repo` (None: of any repository)."""
+    from cuda_agent_cli.agent.session import resume_session
 
-    dirs = sorted(
-        _session_dirs(sessions_root(data_dir)), key=lambda p: (p / "transcript.jsonl").stat().st_mtime, reverse=True
-    )
-    for d in dirs:
-        state = load_session_dir(d)
-        if is_chat(state):
-            return state
-    raise SessionNotFound("there is no chat session to continue", "start one with `cuda-agent chat`")
+    return resume_session(None, data_dir, repo=repo, chat=True)
 
 
 def parse_optimize_args(args: list[str]) -> dict[str, str | None]:
@@ -159,7 +153,13 @@ class ChatRuntime:
         self.state: Any = None
         saved_settings: dict[str, Any] = {}
         if opts.resume or opts.continue_latest:
-            self.state = load_session(opts.resume, opts.data_dir) if opts.resume else latest_chat_session(opts.data_dir)
+            if opts.resume:
+                self.state = load_session(opts.resume, opts.data_dir)
+            else:  # --continue: the newest chat of the repository PATH (or the current folder) is in
+                from cuda_agent_cli.task.target import repository_of
+
+                here = repository_of(Path(opts.path or Path.cwd()))
+                self.state = latest_chat_session(opts.data_dir, here)
             if not is_chat(self.state):
                 raise BadInput(
                     f"session {self.state.session_id} is an optimize session, not a chat",
