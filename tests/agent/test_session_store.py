@@ -253,3 +253,17 @@ def test_cli_sessions_json_help_says_what_it_prints():
     text = " ".join(CliRunner().invoke(app, ["sessions", "-h"]).output.split())
     assert "--json Print a JSON array instead of text: one object per session, newest first" in text
     assert "Print one JSON object" not in text
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, where every write finds the disk full")
+def test_a_full_disk_under_the_transcript_is_no_space_left_exit_3(tmp_path):
+    from cuda_agent_cli.errors import NoSpaceLeft
+
+    state = new_session(data_dir=tmp_path / "data")
+    state.transcript_path.symlink_to("/dev/full")
+    with pytest.raises(NoSpaceLeft) as exc:
+        run_agent(ScriptedModel([turn("done")]), ToyBox(tmp_path), state=state, prompt="go", fsync=False)
+    assert exc.value.exit_code == 3
+    assert exc.value.one_line().startswith(
+        f"cannot write the session transcript {state.transcript_path}: no space left on the device — free some space"
+    )

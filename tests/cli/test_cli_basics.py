@@ -152,3 +152,21 @@ def test_doctor_probes_the_endpoint_and_the_key() -> None:
     endpoint = _model_lines(html.stdout)["endpoint"]
     assert endpoint.startswith(f"FAIL openai/fake: the server at {api_base} answered HTTP 200 with text/html")
     assert "Welcome to nginx!" in endpoint and html.stdout.splitlines()[-1].endswith("fix endpoint")
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, where every write finds the disk full")
+def test_a_full_disk_where_a_command_writes_is_one_line_and_exit_3(tmp_path) -> None:
+    (tmp_path / ".git").mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "check", "--fast", "--junit", "/dev/full"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.splitlines() == [
+        "error: cannot write: no space left on the device — free some space there and run the command again "
+        "(a stopped session continues with --resume ID)"
+    ]
