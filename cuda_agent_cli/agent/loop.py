@@ -46,6 +46,7 @@ from cuda_agent_cli.agent.transcript import TranscriptWriter
 from cuda_agent_cli.errors import ContextOverflow, CudaAgentError, Interrupted
 from cuda_agent_cli.model.base import AssistantTurn, ModelPort
 from cuda_agent_cli.model.textproto import tool_index, validate_arguments
+from cuda_agent_cli.workspace import candidate_digest
 
 HARNESS_TOOLS = ("Compile", "Verify", "Profile")
 CANDIDATE_FILES = ("model_new.py",)
@@ -271,7 +272,9 @@ class _Run:
         score = candidate_score(result)
         best = score is not None and (self.state.best is None or score > self.state.best.score)
         snapshot = self.snapshot_candidate() if best else None
-        self.emit(HarnessResultEvent(call_id, tool, self.state.turns, result, best, snapshot))
+        root = self.workspace_root
+        sources = candidate_digest(root) if root is not None and root.is_dir() else None
+        self.emit(HarnessResultEvent(call_id, tool, self.state.turns, result, best, snapshot, sources))
 
     def snapshot_candidate(self) -> str | None:
         """Copy the candidate files into the session dir, replacing the previous best."""

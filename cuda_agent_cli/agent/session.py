@@ -164,7 +164,9 @@ class SessionState:
         elif isinstance(event, ToolFinished):
             self.messages.append({"role": "tool", "tool_call_id": event.call_id, "content": event.output})
         elif isinstance(event, HarnessResultEvent):
-            self.harness_results.append({"turn": event.turn, "tool": event.tool, "result": event.result})
+            self.harness_results.append(
+                {"turn": event.turn, "tool": event.tool, "result": event.result, "sources": event.sources}
+            )
             score = candidate_score(event.result)
             if event.best and score is not None:
                 self.best = CandidateRecord(event.turn, event.tool, event.call_id, event.result, score, event.snapshot)

@@ -110,7 +110,7 @@ class HistoryItem:
         self.status = "pending"
         self.output = ""
         self.duration: float | None = None
-        self.candidate: Any = None  # a card: the ledger's candidate, and whether it was best then
+        self.candidate: Any = None  # a card: the ledger's result (tui.ledger.Judged), and whether it was best then
         self.best = False
 
     @classmethod
@@ -130,7 +130,7 @@ class HistoryItem:
             return line
         if self.kind == "card":
             c = self.candidate
-            return HarnessCard(c.tool, c.result, self.best, c.number)
+            return HarnessCard(c.tool, c.result, self.best, c.candidate)
         return Notice(self.text, self.kind if self.kind in ("info", "success", "warning", "error") else "warning")
 
 
@@ -359,8 +359,7 @@ class ChatApp(App[int]):
             rt.context_tokens = estimate_tokens(rt.state.messages)
         self.show_history(
             items,
-            f"resumed session {rt.session_id}: {rt.state.turns} turns, "
-            f"{len(rt.ledger.candidates)} candidates in the ledger",
+            f"resumed session {rt.session_id}: {rt.state.turns} turns, {rt.ledger.counted()} in the ledger",
         )
 
     def history_items(self, path: Path) -> list[HistoryItem]:
@@ -417,13 +416,13 @@ class ChatApp(App[int]):
         out: list[tuple[tuple[float, float, int, float], list[HistoryItem]]] = []
         end = float("inf")
         cards: dict[str, list[Any]] = {}
-        for c in rt.ledger.candidates:
+        for c in rt.ledger.judged:
             cards.setdefault(c.session_id, []).append(c)
         consumed: set[int] = set()
 
         def where(entry: dict[str, Any]) -> tuple[float, float, int, float]:
             at, after, seq = entry.get("at"), entry.get("after"), entry.get("seq")
-            # Before the cards judged after it was recorded (a card's place: number - 1, then 1).
+            # Before the cards judged after it was recorded (a card's place: index - 1, then 1).
             return (
                 at if isinstance(at, int) else end,
                 after if isinstance(after, int) else end,
@@ -437,9 +436,9 @@ class ChatApp(App[int]):
             out.append((where(start), block))
         for note in getattr(rt, "notes", []):
             out.append((where(note), [HistoryItem(str(note.get("kind") or "info"), note["text"])]))
-        for c in rt.ledger.candidates:
-            if c.number not in consumed:
-                key = (c.at if c.at is not None else end, float(c.number - 1), 1, 0.0)
+        for c in rt.ledger.judged:
+            if c.index not in consumed:
+                key = (c.at if c.at is not None else end, float(c.index - 1), 1, 0.0)
                 out.append((key, [HistoryItem.card(c, rt.ledger.was_best(c))]))
         out.sort(key=lambda pair: pair[0])
         return [(key[0], item) for key, block in out for item in block]
@@ -462,7 +461,7 @@ class ChatApp(App[int]):
                 if isinstance(e, ev.HarnessResultEvent):
                     if left:
                         c = left.pop(0)
-                        consumed.add(c.number)
+                        consumed.add(c.index)
                         items.append(HistoryItem.card(c, self.runtime.ledger.was_best(c)))
                 elif not isinstance(e, ev.UserMessage):  # the task message was not shown live
                     _turn_items(e, items, calls)
@@ -530,10 +529,9 @@ class ChatApp(App[int]):
                 finished.set_status("error" if e.is_error else "ok", e.output, e.duration_s)
         elif isinstance(e, ev.HarnessResultEvent):
             sid = self._event_session or self.runtime.session_id
-            self.runtime.record_result(sid, e.tool, e.turn, e.result)
-            cand = self.runtime.ledger.candidates[-1]
-            best = self.runtime.ledger.best() is cand
-            self.add(HarnessCard(e.tool, e.result, best, cand.number))
+            judged = self.runtime.record_result(sid, e.tool, e.turn, e.result, e.sources)
+            best = self.runtime.ledger.best() is judged
+            self.add(HarnessCard(e.tool, e.result, best, judged.candidate))
             self.ledger_panel.show(self.runtime.ledger)
         elif isinstance(e, ev.CostUpdate):
             self.tokens += e.prompt_tokens + e.completion_tokens
@@ -955,12 +953,17 @@ class ChatApp(App[int]):
         harness, sid = self.runtime.harness_for_last()
 
         def run() -> Any:
-            return (harness.verify() if tool == "Verify" else harness.profile()).to_json()
+            from cuda_agent_cli.workspace import candidate_digest
 
-        def show(result: dict[str, Any]) -> None:
-            self.runtime.record_result(sid, tool, 0, result)
-            cand = self.runtime.ledger.candidates[-1]
-            self.add(HarnessCard(tool, result, self.runtime.ledger.best() is cand, cand.number))
+            return (
+                (harness.verify() if tool == "Verify" else harness.profile()).to_json(),
+                candidate_digest(harness.workspace.root),
+            )
+
+        def show(done: tuple[dict[str, Any], str | None]) -> None:
+            result, sources = done
+            judged = self.runtime.record_result(sid, tool, 0, result, sources)
+            self.add(HarnessCard(tool, result, self.runtime.ledger.best() is judged, judged.candidate))
             self.ledger_panel.show(self.runtime.ledger)
             self.refresh_status()
 

@@ -259,14 +259,16 @@ class ChatRuntime:
         for row in data.get("ledger") or []:
             if isinstance(row, dict) and isinstance(row.get("result"), dict):
                 at = row.get("at")
-                cand = self.ledger.add(
+                sources = row.get("sources")
+                judged = self.ledger.add(
                     str(row.get("session_id", "")),
                     str(row.get("tool", "")),
                     int(row.get("turn") or 0),
                     row["result"],
                     at if isinstance(at, int) else None,
+                    sources if isinstance(sources, str) else None,
                 )
-                cand.reverted = row.get("reverted") is True
+                judged.reverted = row.get("reverted") is True
 
     def _save_chat_file(self) -> None:
         data = {
@@ -281,8 +283,9 @@ class ChatRuntime:
                     "result": c.result,
                     "at": c.at,
                     "reverted": c.reverted,
+                    "sources": c.sources,
                 }
-                for c in self.ledger.candidates
+                for c in self.ledger.judged
             ],
             "undo": [e.to_json() for e in self.undo_stack],
             "notes": self.notes,
@@ -292,10 +295,14 @@ class ChatRuntime:
         tmp.write_text(json.dumps(data))
         os.replace(tmp, self.chat_file)
 
-    def record_result(self, session_id: str, tool: str, turn: int, result: dict[str, Any]) -> None:
+    def record_result(
+        self, session_id: str, tool: str, turn: int, result: dict[str, Any], sources: str | None = None
+    ) -> Any:
+        """A harness result in the ledger (its tui.ledger.Judged), kept in chat.json."""
         self.ensure_started()
-        self.ledger.add(session_id, tool, turn, result, self.events_written())
+        judged = self.ledger.add(session_id, tool, turn, result, self.events_written(), sources)
         self._save_chat_file()
+        return judged
 
     def events_written(self) -> int:
         """Events in the chat's transcript so far: a resumed chat puts cards and notices back there."""
@@ -337,7 +344,7 @@ class ChatRuntime:
             self.optimize_started[session_id] = {
                 "at": self.events_written(),
                 "target": target,
-                "after": len(self.ledger.candidates),
+                "after": len(self.ledger.judged),
                 "seq": self._next_seq(),
             }
             self._save_chat_file()
@@ -353,7 +360,7 @@ class ChatRuntime:
         self.notes.append(
             {
                 "at": self.events_written(),
-                "after": len(self.ledger.candidates),
+                "after": len(self.ledger.judged),
                 "seq": self._next_seq(),
                 "text": text,
                 "kind": kind,

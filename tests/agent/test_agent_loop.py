@@ -145,6 +145,34 @@ def test_best_candidate_is_the_best_measured_not_the_last(ws, tmp_path):
     assert json.loads(json.dumps(result.to_json()))["best"]["reward"] == 3
 
 
+def test_each_harness_result_names_the_kernel_sources_it_judged(ws, tmp_path):
+    from cuda_agent_cli.agent.events import HarnessResultEvent
+    from cuda_agent_cli.workspace import candidate_digest
+
+    def write(v):
+        return ("Write", {"file_path": "kernels/k.cpp", "content": f"// v{v}"})
+
+    seen: list[str | None] = []
+    box = ToyBox(
+        ws,
+        profiles=[harness_result(reward=1), harness_result(reward=1), harness_result(reward=2)],
+        hook=lambda name, _args: seen.append(candidate_digest(ws)) if name == "Profile" else None,
+    )
+    model = ScriptedModel(
+        [
+            turn(None, write(1)),
+            turn(None, ("Profile", {})),
+            turn(None, ("Profile", {})),  # the same kernel judged again
+            turn(None, write(2)),
+            turn(None, ("Profile", {})),
+        ]
+    )
+    state, _, events = _run(model, box, ws, tmp_path)
+    sources = [e.sources for e in events if isinstance(e, HarnessResultEvent)]
+    assert sources == seen and sources[0] == sources[1] != sources[2] and None not in sources
+    assert [r["sources"] for r in load_session(state.session_id, tmp_path / "data").harness_results] == sources
+
+
 def test_ctrl_c_keeps_everything_and_resume_continues(ws, tmp_path):
     def hook(name, args):
         if args.get("file_path") == "slow":
