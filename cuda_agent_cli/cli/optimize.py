@@ -214,7 +214,9 @@ def _review(
     elif opts.no_apply:
         note = "not applied (--no-apply)"
     elif outcome.status != "improved":
-        note = "not applied: the kernel is correct but not faster than eager PyTorch"
+        from cuda_agent_cli.run.session import not_applied
+
+        note = f"not applied: {not_applied(outcome)}"
     elif opts.yes or (
         not opts.batch and (asked or (lambda q: render.confirm(console, q)))(f"Apply this kernel to {plan.module_rel}?")
     ):

@@ -128,6 +128,18 @@ def status_of(best: HarnessResult | None) -> str:
     return "improved" if best.reward is not None and best.reward >= 2 else "correct"
 
 
+def not_applied(outcome: OptimizeOutcome) -> str:
+    """Why a correct kernel that is not `improved` is not applied: measured no faster than eager,
+    or never timed at all (no Profile of it finished), which says nothing either way."""
+    best = outcome.result
+    if best is not None and best.correct and best.timings is None:
+        return (
+            "the kernel is correct but was not timed (no Profile of it finished) — "
+            f"`cuda-agent optimize --resume {outcome.session_id}` times it"
+        )
+    return "the kernel is correct but not faster than eager PyTorch"
+
+
 def exit_code_for(outcome: OptimizeOutcome) -> int:
     """0 when a correct kernel was found, 1 when not (README, Exit codes)."""
     return 0 if outcome.status in ("improved", "correct") else JobFailed.exit_code

@@ -1092,7 +1092,9 @@ class ChatApp(App[int]):
             self._following = True
             if apply and outcome.status != "improved":
                 # The same rule as `cuda-agent optimize`: only a measured improvement lands.
-                self.lasting_notice("not applied: the kernel is correct but not faster than eager PyTorch", "warning")
+                from cuda_agent_cli.run.session import not_applied
+
+                self.lasting_notice(f"not applied: {not_applied(outcome)}", "warning")
             elif apply:
                 try:
                     result = self.runtime.apply(outcome.plan, outcome.session_id)
