@@ -177,7 +177,10 @@ def landlock_check() -> Check:
 
 
 def model_checks(model: str | None, source: str, api_base: str | None = None) -> list[Check]:
-    """The configured model and its API key; informative, never required for doctor's exit."""
+    """The configured model, its API key and one short request to it: a model that
+    is configured but cannot answer (a replay file that is missing, a key that is not set or is
+    rejected, an endpoint that is down or answers something else) fails doctor. No model at all
+    is only a warning: demo, verify and profile need none."""
     if not model:
         return [
             Check(
@@ -188,17 +191,15 @@ def model_checks(model: str | None, source: str, api_base: str | None = None) ->
                 required=False,
             )
         ]
-    if model.startswith("replay:"):
-        path = Path(model.split(":", 1)[1])
-        return [
-            Check(
-                "model",
-                path.is_file(),
-                f"{model} (replay, from {source})",
-                "the replay file does not exist",
-                required=False,
-            )
-        ]
+    from cuda_agent_cli.errors import CudaAgentError, ModelUnavailable
+    from cuda_agent_cli.model.factory import REPLAY_PREFIX, probe_model
+
+    if model.startswith(REPLAY_PREFIX):
+        try:
+            detail = probe_model(model, api_base)
+        except CudaAgentError as exc:
+            return [Check("model", False, f"{model} (replay, from {source}): {exc.message}", exc.hint or "")]
+        return [Check("model", True, f"{model} (replay, from {source}): {detail}")]
     from cuda_agent_cli.model.provider import describe_model
 
     known, missing = describe_model(model, api_base)
@@ -208,22 +209,31 @@ def model_checks(model: str | None, source: str, api_base: str | None = None) ->
             known,
             f"{model} (from {source})",
             "use a litellm model string such as anthropic/claude-sonnet-4-5",
-            required=False,
         )
     ]
-    if known and api_base:
-        checks.append(Check("api key", True, f"not needed for the server at {api_base}", required=False))
-    elif known:
-        checks.append(
-            Check(
-                "api key",
-                not missing,
-                "set" if not missing else f"missing {', '.join(missing)}",
-                f"export {missing[0]}=..." if missing else "",
-                required=False,
-            )
+    if not known:
+        return checks
+    if api_base:
+        key = Check("api key", True, f"not needed for the server at {api_base}")
+    else:
+        key = Check(
+            "api key",
+            not missing,
+            "set" if not missing else f"missing {', '.join(missing)}",
+            f"export {missing[0]}=..." if missing else "",
         )
-    return checks
+    if missing:
+        return [*checks, key]
+    try:
+        detail = probe_model(model, api_base)
+    except ModelUnavailable as exc:
+        endpoint = Check("endpoint", False, exc.message, exc.hint or "")
+    except CudaAgentError as exc:  # a rejected key (exit 3), a model the server does not know (exit 2)
+        failed = Check("api key" if exc.exit_code == 3 else "model", False, exc.message, exc.hint or "")
+        return [failed, key] if failed.name == "model" else [*checks, failed]
+    else:
+        endpoint = Check("endpoint", True, f"{api_base or 'the provider'} {detail}")
+    return [*checks, key, endpoint]
 
 
 def overall_ok(checks: list[Check]) -> bool:

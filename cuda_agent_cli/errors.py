@@ -8,6 +8,8 @@ what to do about it.
 
 from __future__ import annotations
 
+import errno
+
 
 class CudaAgentError(Exception):
     """Base of every error cuda-agent raises on purpose."""
@@ -70,6 +72,33 @@ class EnvironmentMissing(CudaAgentError):
 
 class ModelUnavailable(EnvironmentMissing):
     """The model API could not be reached or kept failing after every retry (exit 3)."""
+
+
+class NoSpaceLeft(EnvironmentMissing):
+    """A write failed because its disk is full, or the user's quota on it is used up (exit 3)."""
+
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def no_space_left(exc: BaseException, what: str | None = None) -> NoSpaceLeft | None:
+    """The NoSpaceLeft that `exc`, or an error behind it, really is; None when it is not one.
+    `what` names what was being written ("the session transcript FILE"), else the failed path."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, NoSpaceLeft):
+            return current
+        if isinstance(current, OSError) and current.errno in NO_SPACE:
+            target = what or (str(current.filename) if current.filename else None)
+            why = "the disk quota is used up" if current.errno == errno.EDQUOT else "no space left on the device"
+            return NoSpaceLeft(
+                f"cannot write {target}: {why}" if target else f"cannot write: {why}",
+                "free some space there and run the command again (a stopped session continues with --resume ID)",
+            )
+        current = current.__cause__ or current.__context__
+    return None
 
 
 class ContextOverflow(JobFailed):

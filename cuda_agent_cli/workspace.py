@@ -41,6 +41,30 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def candidate_digest(root: Path) -> str | None:
+    """What makes a candidate one kernel: sha256 over model_new.py and every file under kernels/
+    (path and content; no dot files, caches or build outputs). Two harness results with the same
+    digest judged the same kernel. None when `root` holds no candidate."""
+    files: list[Path] = [root / CANDIDATE] if (root / CANDIDATE).is_file() else []
+    kernels = root / "kernels"
+    if kernels.is_dir():
+        for p in sorted(kernels.rglob("*")):
+            rel = p.relative_to(root)
+            skipped = any(part.startswith(".") or part == "__pycache__" for part in rel.parts)
+            if p.is_file() and not p.is_symlink() and not skipped and p.suffix not in (".o", ".so"):
+                files.append(p)
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for p in files:
+        try:
+            data = p.read_bytes()
+        except OSError:
+            continue
+        digest.update(p.relative_to(root).as_posix().encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
+    return digest.hexdigest()
+
+
 @dataclass(frozen=True)
 class Workspace:
     """Where a candidate lives and what the harness trusts about it.

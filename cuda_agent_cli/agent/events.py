@@ -108,6 +108,7 @@ class HarnessResultEvent(Event):
     result: dict[str, Any]
     best: bool  # the best measured candidate so far (reward, then speedup)
     snapshot: str | None = None  # where the candidate files were copied when best
+    sources: str | None = None  # workspace.candidate_digest of the files judged: which kernel it was
 
 
 @dataclass

@@ -9,6 +9,7 @@ happens, so a killed process can be resumed from its transcript without losing w
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from cuda_agent_cli.agent.transcript import TranscriptWriter
 from cuda_agent_cli.errors import ContextOverflow, CudaAgentError, Interrupted
 from cuda_agent_cli.model.base import AssistantTurn, ModelPort
 from cuda_agent_cli.model.textproto import tool_index, validate_arguments
+from cuda_agent_cli.workspace import candidate_digest
 
 HARNESS_TOOLS = ("Compile", "Verify", "Profile")
 CANDIDATE_FILES = ("model_new.py",)
@@ -60,6 +62,7 @@ MAX_EMPTY_REPLIES = 2
 INTERRUPTED_OUTPUT = (
     "This call did not finish: the session was stopped while it ran. Run it again if you still need it."
 )
+CANCELLED_OUTPUT = "Interrupted by the user before this call finished."
 
 
 class Toolbox(Protocol):
@@ -129,6 +132,7 @@ class _Run:
     empty_replies: int = 0
     cancel: Any = None  # a threading.Event another thread (a TUI) sets to stop the session
     seen_ids: set[str] = field(default_factory=set)
+    running: dict[str, Any] | None = None  # the call whose tool is running now
 
     def emit(self, event: Event) -> None:
         # State first, then disk, then the UI: the transcript is safe before anyone reacts.
@@ -247,31 +251,38 @@ class _Run:
                 self.emit(ToolFinished(c["id"], c["name"], f"Error: {c['error']}", True))
                 continue
             self.check_cancel()
-            self.emit(ToolStarted(c["id"], c["name"], c["arguments"]))
-            t0 = time.monotonic()
-            result = self.toolbox.call(c["name"], c["arguments"])
-            # The tool output cap (docs/architecture.md, "Contracts"), tighter for small context windows (a quarter of the budget).
-            output = truncate_output(str(getattr(result, "output", result)), min(MAX_TOOL_OUTPUT_CHARS, self.budget))
-            is_error = bool(getattr(result, "is_error", False))
-            data = getattr(result, "data", None)
-            self.emit(
-                ToolFinished(
-                    c["id"],
-                    c["name"],
-                    output,
-                    is_error,
-                    data if isinstance(data, dict) else None,
-                    round(time.monotonic() - t0, 4),
-                )
+            self.run_call(c)
+
+    def run_call(self, c: dict[str, Any]) -> None:
+        self.emit(ToolStarted(c["id"], c["name"], c["arguments"]))
+        self.running = c  # until its result is recorded: what a Ctrl-C meanwhile cut short
+        t0 = time.monotonic()
+        result = self.toolbox.call(c["name"], c["arguments"])
+        # The tool output cap (docs/architecture.md, "Contracts"), tighter for small context windows (a quarter of the budget).
+        output = truncate_output(str(getattr(result, "output", result)), min(MAX_TOOL_OUTPUT_CHARS, self.budget))
+        is_error = bool(getattr(result, "is_error", False))
+        data = getattr(result, "data", None)
+        self.emit(
+            ToolFinished(
+                c["id"],
+                c["name"],
+                output,
+                is_error,
+                data if isinstance(data, dict) else None,
+                round(time.monotonic() - t0, 4),
             )
-            if isinstance(data, dict) and "compiled" in data and "correct" in data:
-                self.record_harness_result(c["id"], c["name"], data)
+        )
+        self.running = None
+        if isinstance(data, dict) and "compiled" in data and "correct" in data:
+            self.record_harness_result(c["id"], c["name"], data)
 
     def record_harness_result(self, call_id: str, tool: str, result: dict[str, Any]) -> None:
         score = candidate_score(result)
         best = score is not None and (self.state.best is None or score > self.state.best.score)
         snapshot = self.snapshot_candidate() if best else None
-        self.emit(HarnessResultEvent(call_id, tool, self.state.turns, result, best, snapshot))
+        root = self.workspace_root
+        sources = candidate_digest(root) if root is not None and root.is_dir() else None
+        self.emit(HarnessResultEvent(call_id, tool, self.state.turns, result, best, snapshot, sources))
 
     def snapshot_candidate(self) -> str | None:
         """Copy the candidate files into the session dir, replacing the previous best."""
@@ -298,9 +309,40 @@ class _Run:
         shutil.rmtree(old, ignore_errors=True)
         return str(dest)
 
-    def answer_unfinished(self, output: str) -> None:
+    def answer_unfinished(self, output: str, keep: str | None = None) -> None:
         for call_id, name in self.state.unanswered_calls():
-            self.emit(ToolFinished(call_id, name, output, True))
+            if call_id != keep:
+                self.emit(ToolFinished(call_id, name, output, True))
+
+    def interrupted(self) -> None:
+        """Ctrl-C: every call left is answered, except a harness round that was running, which
+        stays open in the transcript for the resume to run again (`redo_interrupted`)."""
+        running = self.running
+        keep = running["id"] if running and running["name"] in HARNESS_TOOLS else None
+        self.answer_unfinished(CANCELLED_OUTPUT, keep)
+
+    def redo_interrupted(self) -> None:
+        """On resume: a Compile, Verify or Profile that a stop or a kill cut short (the first call
+        of the last turn left open) runs again on the same files before the model goes on, so the
+        candidate it judged is judged, and timed, after all. Other open calls are answered as not
+        finished."""
+        open_calls = self.state.unanswered_calls()
+        # Calls run in order, each answered before the next starts: the first open one is the one
+        # that was running (or about to).
+        if open_calls and open_calls[0][1] in HARNESS_TOOLS and open_calls[0][1] in self.index:
+            call_id, name = open_calls[0]
+            self.run_call({"id": call_id, "name": name, "arguments": self._arguments(call_id), "error": None})
+        self.answer_unfinished(INTERRUPTED_OUTPUT)
+
+    def _arguments(self, call_id: str) -> dict[str, Any]:
+        """The arguments the model gave the call `call_id` of its last turn."""
+        last = next(m for m in reversed(self.state.messages) if m.get("role") == "assistant")
+        call = next(c for c in last.get("tool_calls") or () if c["id"] == call_id)
+        try:
+            args = json.loads(call["function"].get("arguments") or "{}")
+        except ValueError:
+            return {}
+        return args if isinstance(args, dict) else {}
 
     def loop(self) -> tuple[str, str]:
         while True:
@@ -344,8 +386,9 @@ def run_agent(
     `settings` (policy, device, limits...) and `workspace_root`; a loaded one (from
     session.resume_session) continues where its transcript ends, and `prompt`, when given, is the
     next user message (the task for a new session, a follow-up in chat). Ctrl-C, or setting the
-    `cancel` threading.Event from another thread, stops cleanly: the transcript is complete and
-    Interrupted (exit 130) is raised afterwards.
+    `cancel` threading.Event from another thread, stops cleanly: the transcript is complete (a
+    harness round that was running is left open, and the next run of the session runs it again
+    first) and Interrupted (exit 130) is raised afterwards.
     """
     limits = limits or Limits()
     writer = TranscriptWriter(state.transcript_path, fsync=fsync)
@@ -376,14 +419,14 @@ def run_agent(
                 run.emit(Resumed(model.name, state.turns, state.cost_usd))
                 if hasattr(model, "resume_at"):
                     model.resume_at(state.turns)  # type: ignore[attr-defined]
-                run.answer_unfinished(INTERRUPTED_OUTPUT)
+                run.redo_interrupted()
             if prompt:
                 run.emit(UserMessage(prompt))
             elif state.messages and state.messages[-1].get("role") == "assistant":
                 run.emit(UserMessage(CONTINUE_PROMPT))
             reason, detail = run.loop()
         except KeyboardInterrupt:
-            run.answer_unfinished("Interrupted by the user before this call finished.")
+            run.interrupted()
             run.emit(Stopped("interrupted", "stopped with Ctrl-C", state.turns, state.cost_usd))
             writer.close()
             raise Interrupted(

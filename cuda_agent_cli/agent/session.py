@@ -99,6 +99,26 @@ class SessionState:
         return self.session_dir / TRANSCRIPT_NAME
 
     @property
+    def repository(self) -> str | None:
+        """The repository the session was started in: its settings' "repo" (the target's
+        repository for optimize, the chat's folder), else, for sessions recorded before the
+        settings held it, the repository of the folder task.json says optimize ran in."""
+        from cuda_agent_cli.task.target import repository_of
+
+        settings = self.meta.get("settings") or {}
+        if settings.get("repo"):
+            return str(settings["repo"])
+        cwd = _started_in(self.session_dir)
+        return str(repository_of(Path(cwd))) if cwd else None
+
+    def in_repository(self, repo: Path) -> bool:
+        """Whether the session belongs to `repo` (a `task.target.repository_of` folder)."""
+        from cuda_agent_cli.task.target import repository_of
+
+        places = [self.repository, _started_in(self.session_dir)]
+        return any(p and repository_of(Path(p)) == repo for p in places)
+
+    @property
     def workspace(self) -> Path | None:
         ws = self.meta.get("workspace")
         return Path(ws) if ws else None
@@ -144,7 +164,9 @@ class SessionState:
         elif isinstance(event, ToolFinished):
             self.messages.append({"role": "tool", "tool_call_id": event.call_id, "content": event.output})
         elif isinstance(event, HarnessResultEvent):
-            self.harness_results.append({"turn": event.turn, "tool": event.tool, "result": event.result})
+            self.harness_results.append(
+                {"turn": event.turn, "tool": event.tool, "result": event.result, "sources": event.sources}
+            )
             score = candidate_score(event.result)
             if event.best and score is not None:
                 self.best = CandidateRecord(event.turn, event.tool, event.call_id, event.result, score, event.snapshot)
@@ -205,14 +227,48 @@ def load_session(session_id: str, data_dir: Path | None = None) -> SessionState:
     return state
 
 
-def resume_session(id_or_latest: str | None, data_dir: Path | None = None) -> SessionState:
-    """`--resume ID` (an id or unique prefix) or `--continue` (None or "latest": the most recent)."""
+def resume_session(
+    id_or_latest: str | None,
+    data_dir: Path | None = None,
+    repo: Path | None = None,
+    chat: bool | None = None,
+) -> SessionState:
+    """`--resume ID` (an id or unique prefix) or `--continue` (None or "latest": the most recent
+    session; with `repo`, the most recent of that repository; with `chat`, only chat sessions
+    (True) or only the others (False))."""
     if id_or_latest is None or id_or_latest in ("", "latest"):
-        dirs = _session_dirs(sessions_root(data_dir))
-        if not dirs:
-            raise SessionNotFound("there is no session to continue", "start one with `cuda-agent optimize TARGET`")
-        return load_session_dir(max(dirs, key=_mtime))
+        for d in sorted(_session_dirs(sessions_root(data_dir)), key=_mtime, reverse=True):
+            state = load_session_dir(d)
+            if chat is not None and is_chat(state) != chat:
+                continue
+            if repo is None or state.in_repository(repo):
+                return state
+        kind = "chat session" if chat else "session"
+        if repo is None:
+            start = "`cuda-agent chat`" if chat else "`cuda-agent optimize TARGET`"
+            raise SessionNotFound(f"there is no {kind} to continue", f"start one with {start}")
+        raise SessionNotFound(
+            f"there is no {kind} of {repo} to continue",
+            "`cuda-agent sessions` lists every repository's; pass one with --resume ID",
+        )
     return load_session(id_or_latest, data_dir)
+
+
+def is_chat(state: SessionState) -> bool:
+    """A session of `cuda-agent chat` (its settings' command; tui.runtime.CHAT_COMMAND)."""
+    return (state.meta.get("settings") or {}).get("command") == "chat"
+
+
+# Written by run.settings (task.json) for every optimize session: the folder it ran in.
+_TASK_FILE = "task.json"
+
+
+def _started_in(session_dir: Path) -> str | None:
+    try:
+        cwd = json.loads((session_dir / _TASK_FILE).read_text()).get("cwd")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return cwd if isinstance(cwd, str) and cwd else None
 
 
 def _session_dirs(root: Path) -> list[Path]:
@@ -239,6 +295,7 @@ class SessionSummary:
     best_reward: int | None
     transcript: str
     kind: str = "optimize"  # optimize | chat (the settings' "command")
+    repo: str | None = None  # the repository it was started in (SessionState.repository)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -263,6 +320,7 @@ def summarize(state: SessionState) -> SessionSummary:
         best_reward=state.best.result.get("reward") if state.best else None,
         transcript=str(state.transcript_path),
         kind=str((state.meta.get("settings") or {}).get("command") or "optimize"),
+        repo=state.repository,
     )
 
 

@@ -7,12 +7,14 @@ and each of those syncs also covers the lines written before it. `every_line=Tru
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
 from typing import Any, Iterator
 
 from cuda_agent_cli.agent.events import Event, event_from_dict, event_to_dict
+from cuda_agent_cli.errors import no_space_left
 
 TRANSCRIPT_NAME = "transcript.jsonl"
 
@@ -37,10 +39,18 @@ class TranscriptWriter:
         if self._fd is None:
             raise ValueError(f"transcript {self.path} is closed")
         line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-        # One write call per line: an interrupt lands before or after it, never inside.
-        os.write(self._fd, line)
-        if self.fsync and (sync or self.every_line):
-            os.fsync(self._fd)
+        try:
+            # One write call per line: an interrupt lands before or after it, never inside.
+            written = os.write(self._fd, line)
+            if written != len(line):  # a disk that filled up in the middle of the line
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path))
+            if self.fsync and (sync or self.every_line):
+                os.fsync(self._fd)
+        except OSError as exc:
+            full = no_space_left(exc, f"the session transcript {self.path}")
+            if full is None:
+                raise
+            raise full from exc
 
     def close(self) -> None:
         if self._fd is not None:

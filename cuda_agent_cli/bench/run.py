@@ -107,6 +107,14 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
             check_model(model, req.api_base)
     samples = find_samples(req.solutions) if req.solutions is not None else []
     out = Path(req.out).expanduser().absolute()
+    from cuda_agent_cli.preflight import cannot_create
+
+    problem = cannot_create(out)
+    if problem:
+        raise BadInput(
+            f"--out {req.out} cannot take the results: {problem}",
+            "give --out a folder (new, or one an earlier run of this suite wrote) for results.jsonl and the reports",
+        )
     store = store_mod.ResultStore(out)
     settings = {
         "mode": mode,

@@ -241,7 +241,9 @@ def _fix_one(
         return fix
     if outcome.status != "improved":
         fix.done = (
-            f"could not be fixed: the best kernel verifies but is not faster than eager PyTorch ({speeds(fix.timings)})"
+            "could not be fixed: the best kernel verifies but was not timed (no Profile of it finished)"
+            if fix.timings is None
+            else f"could not be fixed: the best kernel verifies but is not faster than eager PyTorch ({speeds(fix.timings)})"
         )
         return fix
     changed = _what_changed(outcome.plan)

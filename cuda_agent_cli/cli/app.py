@@ -53,6 +53,7 @@ def make_app() -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},  # every command inherits it
     )
     app.callback()(_root)
     for name, function in COMMANDS:

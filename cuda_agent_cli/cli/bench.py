@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cuda_agent_cli.cli.options import ApiBaseOpt, DeviceOpt, JsonOpt, ModelOpt, PolicyOpt, UnsafeOpt
+from cuda_agent_cli.cli.options import ApiBaseOpt, DeviceOpt, JsonOpt, ModelOpt, PolicyOpt, TrialsOpt, UnsafeOpt
 
 SuiteOpt = Annotated[
     str,
@@ -50,9 +50,6 @@ RayOpt = Annotated[
 ]
 RerunOpt = Annotated[
     bool, typer.Option("--rerun-failed", help="Run again the tasks whose recorded result is not correct.")
-]
-TrialsOpt = Annotated[
-    Optional[int], typer.Option("--trials", min=1, help="Timed calls per candidate (default 100 on cuda, 20 on cpu).")
 ]
 PlainOpt = Annotated[bool, typer.Option("--plain", help="Plain progress lines even on a terminal.")]
 

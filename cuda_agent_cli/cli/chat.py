@@ -22,7 +22,12 @@ def chat(
     mode: ModeOpt = None,
     device: DeviceOpt = None,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Reopen the chat session with this id.")] = None,
-    continue_: Annotated[bool, typer.Option("--continue", help="Reopen the most recent chat session.")] = False,
+    continue_: Annotated[
+        bool,
+        typer.Option(
+            "--continue", help="Reopen the most recent chat session of this repository (PATH or the current folder)."
+        ),
+    ] = False,
     unsafe_no_sandbox: UnsafeOpt = False,
 ) -> None:
     """Chat with the agent over a repository: edits with approval, /optimize kernels, review before writing."""

@@ -11,7 +11,7 @@ import sys
 import typer
 
 from cuda_agent_cli.cli.app import app
-from cuda_agent_cli.errors import CudaAgentError
+from cuda_agent_cli.errors import CudaAgentError, no_space_left
 
 
 def _usage_errors() -> tuple[type[Exception], ...]:
@@ -52,7 +52,11 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
-    except Exception as exc:  # a bug: one line, traceback only with --debug
+    except Exception as exc:  # a full disk anywhere a command writes, or a bug: one line
+        full = no_space_left(exc)
+        if full is not None and not debug:
+            typer.echo(f"error: {full.one_line()}", err=True)
+            sys.exit(full.exit_code)
         if debug:
             raise
         typer.echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", err=True)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from cuda_agent_cli.cli.options import DeviceOpt, JsonOpt, PolicyOpt
+from cuda_agent_cli.cli.options import DeviceOpt, JsonOpt, PolicyOpt, TrialsOpt
 
 if TYPE_CHECKING:
     from cuda_agent_cli.harness.result import HarnessResult
@@ -21,9 +21,6 @@ RefOpt = Annotated[Optional[Path], typer.Option("--ref", help="The reference fil
 CandOpt = Annotated[Optional[Path], typer.Option("--candidate", help="The candidate file (class ModelNew).")]
 AtolOpt = Annotated[Optional[float], typer.Option("--atol", help="Absolute tolerance (default 1e-2).")]
 RtolOpt = Annotated[Optional[float], typer.Option("--rtol", help="Relative tolerance (default 1e-2).")]
-TrialsOpt = Annotated[
-    Optional[int], typer.Option("--trials", min=1, help="Timed calls (default 100 on cuda, 30 on cpu).")
-]
 RepeatOpt = Annotated[
     int, typer.Option("--repeat", min=1, help="Profile N times, independently; report the median and range.")
 ]

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import typer
 
-from cuda_agent_cli.errors import CudaAgentError
+from cuda_agent_cli.errors import CudaAgentError, no_space_left
 
 
 def error_object(exc: CudaAgentError) -> dict[str, Any]:
@@ -28,3 +28,10 @@ def errors_as_json(json_out: bool) -> Iterator[None]:
         if json_out:
             typer.echo(json.dumps(error_object(exc)))
         raise
+    except OSError as exc:
+        full = no_space_left(exc)
+        if full is None:
+            raise
+        if json_out:
+            typer.echo(json.dumps(error_object(full)))
+        raise full from exc

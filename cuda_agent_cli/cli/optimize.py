@@ -214,7 +214,9 @@ def _review(
     elif opts.no_apply:
         note = "not applied (--no-apply)"
     elif outcome.status != "improved":
-        note = "not applied: the kernel is correct but not faster than eager PyTorch"
+        from cuda_agent_cli.run.session import not_applied
+
+        note = f"not applied: {not_applied(outcome)}"
     elif opts.yes or (
         not opts.batch and (asked or (lambda q: render.confirm(console, q)))(f"Apply this kernel to {plan.module_rel}?")
     ):
@@ -307,7 +309,9 @@ def optimize(
     json_out: JsonOpt = False,
     plain: PlainOpt = False,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue the session with this id.")] = None,
-    continue_: Annotated[bool, typer.Option("--continue", help="Continue the most recent session.")] = False,
+    continue_: Annotated[
+        bool, typer.Option("--continue", help="Continue the most recent optimize session of this repository.")
+    ] = False,
     unsafe_no_sandbox: UnsafeOpt = False,
     all_: Annotated[
         bool,

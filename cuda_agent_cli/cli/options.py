@@ -26,6 +26,16 @@ MaxCostOpt = Annotated[
     Optional[float], typer.Option("--max-cost", help="Stop when the session has cost this many USD.")
 ]
 TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", help="Stop a session after this many seconds.")]
+# harness.driver.DEFAULT_TRIALS and _timing_plan (not imported here: --help stays light).
+TrialsOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--trials",
+        min=1,
+        help="Timed calls of each side (default 40 on cuda, 100 on cpu; fewer, at least 10, for inputs "
+        "too large to keep that many calls' data in memory).",
+    ),
+]
 UnsafeOpt = Annotated[
     bool, typer.Option("--unsafe-no-sandbox", help="Run the agent's shell without bubblewrap (DANGEROUS).")
 ]

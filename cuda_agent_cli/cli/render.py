@@ -239,7 +239,7 @@ def summary_line(outcome: Any) -> str:
             f"(reward {outcome.reward})"
         )
     elif best:
-        parts.append(f"correct, not timed (reward {outcome.reward})")
+        parts.append("correct, not timed (no reward)")
     plan = outcome.plan
     if plan is not None:
         from cuda_agent_cli.writeback.diff import diff_stats

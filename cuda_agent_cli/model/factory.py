@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from cuda_agent_cli.errors import ModelConfigError
@@ -70,3 +71,22 @@ def make_model(
         temperature=temperature,
         extra=extra,
     )
+
+
+PROBE_MESSAGES = [{"role": "user", "content": "Reply with the single word: ready"}]
+
+
+def probe_model(model_string: str, api_base: str | None = None, timeout: float = 30.0) -> str:
+    """Ask the model for one short answer, as a session's first call would, and say how it went.
+
+    A replay file is read and validated instead. Raises what a session would meet on its first
+    turn: ModelConfigError (exit 2), EnvironmentMissing for a rejected key, ModelUnavailable for an
+    endpoint that cannot be reached or does not answer with a chat completion (exit 3)."""
+    model = make_model(model_string, api_base, max_retries=0, request_timeout=timeout, max_tokens=16)
+    if model_string.strip().startswith(REPLAY_PREFIX):
+        return f"{len(getattr(model, 'turns', []))} recorded turns"
+    t0 = time.monotonic()
+    turn = model.complete(PROBE_MESSAGES, [])
+    said = " ".join((turn.content or "").split())
+    said = f"{said[:40]}…" if len(said) > 40 else said
+    return f"answered in {time.monotonic() - t0:.1f} s" + (f": {said!r}" if said else " (no text)")

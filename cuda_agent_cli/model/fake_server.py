@@ -1,7 +1,7 @@
 """A fake OpenAI-compatible chat server on 127.0.0.1 for tests and offline demos.
 
-It answers POST /v1/chat/completions from a script of responses (text, tool calls or HTTP
-errors), streams them as server-sent events when asked, and records every request body so a
+It answers POST /v1/chat/completions from a script of responses (text, tool calls, HTTP errors,
+or a raw body sent with status 200, as a misbehaving server does), streams them as server-sent events when asked, and records every request body so a
 test can assert exactly what litellm sent over the wire.
 
     with FakeOpenAIServer([reply_tool("Read", {"file_path": "model.py"}), reply_text("done")]) as srv:
@@ -32,6 +32,8 @@ class FakeReply:
     delay_s: float = 0.0  # wait this long before answering (lets a test kill a client mid-turn)
     prompt_tokens: int = 11
     completion_tokens: int = 7
+    raw_body: str | None = None  # sent as it is with status 200 (a misbehaving server: HTML, cut JSON)
+    raw_content_type: str = "application/json"
 
 
 def reply_text(content: str, **kw: Any) -> FakeReply:
@@ -47,6 +49,12 @@ def reply_error(
 ) -> FakeReply:
     headers = {"retry-after": str(retry_after)} if retry_after is not None else {}
     return FakeReply(status=status, error_message=message, error_code=code, headers=headers, **kw)
+
+
+def reply_raw(body: str, content_type: str = "application/json", **kw: Any) -> FakeReply:
+    """An HTTP 200 answer whose body is `body` exactly, streamed or not: what a proxy's HTML page,
+    a cut connection or a server with its own idea of the protocol sends."""
+    return FakeReply(raw_body=body, raw_content_type=content_type, **kw)
 
 
 def reply_from_dict(d: dict[str, Any]) -> FakeReply:
@@ -239,6 +247,14 @@ class _Handler(BaseHTTPRequestHandler):
                 "code": reply.error_code,
             }
             self._send_json(reply.status, {"error": err}, reply.headers)
+            return
+        if reply.raw_body is not None:
+            data = reply.raw_body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", reply.raw_content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
             return
         if not body.get("stream"):
             self._send_json(200, _completion_json(reply, n, model), reply.headers)

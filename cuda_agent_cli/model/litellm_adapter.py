@@ -12,7 +12,7 @@ import random
 import re
 import socket
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 # litellm must never fetch its price map over the network when imported.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -340,16 +340,20 @@ class LiteLLMModel:
         calls: dict[int, dict[str, str]] = {}
         usage: Usage | None = None
         raw_usage: Any = None
+        heard = False  # the server sent something of a chat completion (litellm adds a closing chunk itself)
         shown = CallBlockFilter(on_text) if on_text else None
         for chunk in stream:
             u = getattr(chunk, "usage", None)
             if u and (getattr(u, "prompt_tokens", 0) or getattr(u, "completion_tokens", 0)):
                 usage = Usage(int(u.prompt_tokens or 0), int(u.completion_tokens or 0))
                 raw_usage = u
+                heard = True
             if not chunk.choices:
                 continue
             delta = chunk.choices[0].delta
             piece = getattr(delta, "content", None)
+            if piece is not None or getattr(delta, "role", None) or getattr(delta, "tool_calls", None):
+                heard = True
             if piece:
                 text_parts.append(piece)
                 if shown:
@@ -364,9 +368,22 @@ class LiteLLMModel:
                         slot["name"] += fn.name
                     if getattr(fn, "arguments", None):
                         slot["arguments"] += fn.arguments
+        if not heard:
+            return self._without_stream(kwargs, tools, native, on_text, _content_type(stream))
         if shown:
             shown.flush()
-        text = "".join(text_parts)
+        return self._turn(kwargs, tools, native, "".join(text_parts), calls, usage, raw_usage)
+
+    def _turn(
+        self,
+        kwargs: dict[str, Any],
+        tools: Sequence[dict[str, Any]],
+        native: bool,
+        text: str,
+        calls: dict[int, dict[str, str]],
+        usage: Usage | None,
+        raw_usage: Any,
+    ) -> AssistantTurn:
         tool_calls = [_native_call(calls[i], i) for i in sorted(calls)]
         if not tool_calls and (not native or OPEN in text):
             # Text protocol, or a server that ignored the tools and let the model write calls.
@@ -377,6 +394,91 @@ class LiteLLMModel:
         return AssistantTurn(
             content=text or None, tool_calls=tool_calls, usage=usage, cost_usd=self._cost(usage, raw_usage)
         )
+
+    def _without_stream(
+        self,
+        kwargs: dict[str, Any],
+        tools: Sequence[dict[str, Any]],
+        native: bool,
+        on_text: TextCallback | None,
+        content_type: str | None,
+    ) -> AssistantTurn:
+        """An HTTP 200 answer to the streamed request that held nothing of a chat completion: an
+        HTML page, a body cut short, an empty `choices` list, or a server that does not stream.
+        Asked once more without streaming, the server either gives the turn or shows what it
+        sends; a model that merely had nothing to say never ends up here."""
+        plain = {k: v for k, v in kwargs.items() if k not in ("stream", "stream_options")}
+        try:
+            response = self._litellm.completion(**plain)
+        except Exception as exc:
+            lt = self._litellm
+            settled = (lt.AuthenticationError, lt.PermissionDeniedError, lt.RateLimitError, lt.Timeout)
+            if unreachable_cause(exc) is not None or isinstance(exc, settled):
+                raise  # the usual path: a server that went away, a rejected key, a rate limit
+            self._bad_answer(content_type, _what_was_received(exc))
+        choices = getattr(response, "choices", None) or []
+        message = getattr(choices[0], "message", None) if choices else None
+        if message is None:
+            self._bad_answer(content_type, "a completion with an empty `choices` list")
+        text = getattr(message, "content", None) or ""
+        if text and on_text:
+            shown = CallBlockFilter(on_text)
+            shown.feed(text)
+            shown.flush()
+        calls: dict[int, dict[str, str]] = {}
+        for i, tc in enumerate(getattr(message, "tool_calls", None) or ()):
+            fn = getattr(tc, "function", None)
+            calls[i] = {
+                "id": str(getattr(tc, "id", "") or ""),
+                "name": str(getattr(fn, "name", "") or ""),
+                "arguments": str(getattr(fn, "arguments", "") or ""),
+            }
+        u = getattr(response, "usage", None)
+        usage = (
+            Usage(int(u.prompt_tokens or 0), int(u.completion_tokens or 0))
+            if u and (getattr(u, "prompt_tokens", 0) or getattr(u, "completion_tokens", 0))
+            else None
+        )
+        return self._turn(kwargs, tools, native, text, calls, usage, u)
+
+    def _bad_answer(self, content_type: str | None, what: str) -> NoReturn:
+        server = f"the server at {self.api_base}" if self.api_base else f"the {self.provider} API"
+        sent = f"HTTP 200 with {content_type}" if content_type else "HTTP 200"
+        hint = (
+            "check that --api-base is the server's OpenAI-compatible URL (usually ending in /v1) and that the server is healthy"
+            if self.api_base
+            else "the provider, or a proxy on the way, sent a broken answer: try again later"
+        )
+        if self._reached:
+            hint += "; the session so far is saved: rerun with --resume or --continue"
+        raise ModelUnavailable(f"{self.name}: {server} answered {sent}, not a chat completion: {what}", hint) from None
+
+
+def _content_type(stream: Any) -> str | None:
+    """The Content-Type of a streamed answer, as litellm keeps the response's headers."""
+    try:
+        headers = (getattr(stream, "_hidden_params", None) or {}).get("additional_headers") or {}
+        value = headers.get("llm_provider-content-type")
+    except Exception:
+        return None
+    return str(value).split(";")[0].strip() or None if value else None
+
+
+_RECEIVED = re.compile(r"Received: '(.*?)'\. Check", re.S)
+_BAD_JSON = re.compile(r"error - (.*?), Received response", re.S)
+
+
+def _what_was_received(exc: BaseException, limit: int = 120) -> str:
+    """What litellm says the server sent, briefly: the start of the body, or why it is not JSON."""
+    text = str(exc)
+    body = _RECEIVED.search(text)
+    if body:
+        seen = " ".join(body.group(1).split())
+        return f"{seen[:limit]}…" if len(seen) > limit else seen or "an empty body"
+    bad = _BAD_JSON.search(text)
+    if bad:
+        return f"a body that is not valid JSON ({bad.group(1).strip()})"
+    return _short(exc, 200)
 
 
 def _native_call(slot: dict[str, str], index: int) -> ToolCall:

@@ -128,6 +128,18 @@ def status_of(best: HarnessResult | None) -> str:
     return "improved" if best.reward is not None and best.reward >= 2 else "correct"
 
 
+def not_applied(outcome: OptimizeOutcome) -> str:
+    """Why a correct kernel that is not `improved` is not applied: measured no faster than eager,
+    or never timed at all (no Profile of it finished), which says nothing either way."""
+    best = outcome.result
+    if best is not None and best.correct and best.timings is None:
+        return (
+            "the kernel is correct but was not timed (no Profile of it finished) — "
+            f"`cuda-agent optimize --resume {outcome.session_id}` times it"
+        )
+    return "the kernel is correct but not faster than eager PyTorch"
+
+
 def exit_code_for(outcome: OptimizeOutcome) -> int:
     """0 when a correct kernel was found, 1 when not (README, Exit codes)."""
     return 0 if outcome.status in ("improved", "correct") else JobFailed.exit_code
@@ -185,11 +197,15 @@ class _Start:
 
 
 def resumed_session(req: OptimizeRequest, data_dir: Path | None = None) -> SessionState:
-    """The stored session a resuming request continues: its `--resume ID`, or the latest one
-    (`--continue`), in the session store `run_optimize` uses."""
+    """The stored session a resuming request continues: its `--resume ID`, or (`--continue`) the
+    latest optimize session of the repository `req.cwd` is in, in the session store
+    `run_optimize` uses."""
     from cuda_agent_cli.agent.session import resume_session
+    from cuda_agent_cli.task.target import repository_of
 
-    return resume_session(req.resume or None, _data_dir(req, data_dir))
+    if req.resume:
+        return resume_session(req.resume, _data_dir(req, data_dir))
+    return resume_session(None, _data_dir(req, data_dir), repo=repository_of(req.cwd), chat=False)
 
 
 def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None, stage: Callable[[str], None]) -> _Start:
@@ -418,6 +434,7 @@ def _run_agent(
     }
     notes = None
     if task is not None:
+        settings["repo"] = str(task.target.repo_root)  # what `sessions` shows and `--continue` matches
         settings["inputs"] = task.call.describe()
         if not task.uses_module_inputs:
             notes = f"Inputs: {task.call.describe()}. Device: {device}. Policy: {policy}."

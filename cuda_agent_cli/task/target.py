@@ -99,6 +99,17 @@ def find_repo_root(start: Path) -> Path | None:
     return None
 
 
+def repository_of(folder: Path) -> Path:
+    """The repository a folder belongs to: the nearest folder at or above it that holds .git, else
+    the nearest with a pyproject.toml, else the folder itself. What `--continue` and `cuda-agent
+    sessions` call "this repository"."""
+    folder = Path(folder).expanduser().resolve()
+    found = find_repo_root(folder)
+    if found is None:
+        found = next((d for d in (folder, *folder.parents) if (d / "pyproject.toml").is_file()), folder)
+    return found
+
+
 def _package_root(file: Path) -> tuple[str, Path]:
     """(dotted module name, sys.path entry) from the chain of __init__.py above `file`."""
     parts = [file.stem]

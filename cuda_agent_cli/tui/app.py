@@ -124,7 +124,7 @@ class HistoryItem:
         self.output = ""
         self.duration: float | None = None
         self.expanded = False
-        self.candidate: Any = None  # a card: the ledger's candidate, and whether it was best then
+        self.candidate: Any = None  # a card: the ledger's result (tui.ledger.Judged), and whether it was best then
         self.best = False
 
     @classmethod
@@ -153,7 +153,7 @@ class HistoryItem:
             return line
         if self.kind == "card":
             c = self.candidate
-            return HarnessCard(c.tool, c.result, self.best, c.number)
+            return HarnessCard(c.tool, c.result, self.best, c.candidate)
         return Notice(self.text, self.kind if self.kind in ("info", "success", "warning", "error") else "warning")
 
 
@@ -451,8 +451,7 @@ class ChatApp(App[int]):
             rt.context_tokens = estimate_tokens(rt.state.messages)
         self.show_history(
             items,
-            f"resumed session {rt.session_id}: {rt.state.turns} turns, "
-            f"{len(rt.ledger.candidates)} candidates in the ledger",
+            f"resumed session {rt.session_id}: {rt.state.turns} turns, {rt.ledger.counted()} in the ledger",
         )
 
     def history_items(self, path: Path) -> list[HistoryItem]:
@@ -511,13 +510,13 @@ class ChatApp(App[int]):
         out: list[tuple[tuple[float, float, int, float], list[HistoryItem]]] = []
         end = float("inf")
         cards: dict[str, list[Any]] = {}
-        for c in rt.ledger.candidates:
+        for c in rt.ledger.judged:
             cards.setdefault(c.session_id, []).append(c)
         consumed: set[int] = set()
 
         def where(entry: dict[str, Any]) -> tuple[float, float, int, float]:
             at, after, seq = entry.get("at"), entry.get("after"), entry.get("seq")
-            # Before the cards judged after it was recorded (a card's place: number - 1, then 1).
+            # Before the cards judged after it was recorded (a card's place: index - 1, then 1).
             return (
                 at if isinstance(at, int) else end,
                 after if isinstance(after, int) else end,
@@ -531,9 +530,9 @@ class ChatApp(App[int]):
             out.append((where(start), block))
         for note in getattr(rt, "notes", []):
             out.append((where(note), [HistoryItem(str(note.get("kind") or "info"), note["text"])]))
-        for c in rt.ledger.candidates:
-            if c.number not in consumed:
-                key = (c.at if c.at is not None else end, float(c.number - 1), 1, 0.0)
+        for c in rt.ledger.judged:
+            if c.index not in consumed:
+                key = (c.at if c.at is not None else end, float(c.index - 1), 1, 0.0)
                 out.append((key, [HistoryItem.card(c, rt.ledger.was_best(c))]))
         out.sort(key=lambda pair: pair[0])
         return [(key[0], item) for key, block in out for item in block]
@@ -556,7 +555,7 @@ class ChatApp(App[int]):
                 if isinstance(e, ev.HarnessResultEvent):
                     if left:
                         c = left.pop(0)
-                        consumed.add(c.number)
+                        consumed.add(c.index)
                         items.append(HistoryItem.card(c, self.runtime.ledger.was_best(c)))
                 elif not isinstance(e, ev.UserMessage):  # the task message was not shown live
                     _turn_items(e, items, calls)
@@ -624,10 +623,9 @@ class ChatApp(App[int]):
                 finished.set_status("error" if e.is_error else "ok", e.output, e.duration_s)
         elif isinstance(e, ev.HarnessResultEvent):
             sid = self._event_session or self.runtime.session_id
-            self.runtime.record_result(sid, e.tool, e.turn, e.result)
-            cand = self.runtime.ledger.candidates[-1]
-            best = self.runtime.ledger.best() is cand
-            self.add(HarnessCard(e.tool, e.result, best, cand.number))
+            judged = self.runtime.record_result(sid, e.tool, e.turn, e.result, e.sources)
+            best = self.runtime.ledger.best() is judged
+            self.add(HarnessCard(e.tool, e.result, best, judged.candidate))
             self.ledger_panel.show(self.runtime.ledger)
         elif isinstance(e, ev.CostUpdate):
             self.tokens += e.prompt_tokens + e.completion_tokens
@@ -1095,12 +1093,17 @@ class ChatApp(App[int]):
         harness, sid = self.runtime.harness_for_last()
 
         def run() -> Any:
-            return (harness.verify() if tool == "Verify" else harness.profile()).to_json()
+            from cuda_agent_cli.workspace import candidate_digest
 
-        def show(result: dict[str, Any]) -> None:
-            self.runtime.record_result(sid, tool, 0, result)
-            cand = self.runtime.ledger.candidates[-1]
-            self.add(HarnessCard(tool, result, self.runtime.ledger.best() is cand, cand.number))
+            return (
+                (harness.verify() if tool == "Verify" else harness.profile()).to_json(),
+                candidate_digest(harness.workspace.root),
+            )
+
+        def show(done: tuple[dict[str, Any], str | None]) -> None:
+            result, sources = done
+            judged = self.runtime.record_result(sid, tool, 0, result, sources)
+            self.add(HarnessCard(tool, result, self.runtime.ledger.best() is judged, judged.candidate))
             self.ledger_panel.show(self.runtime.ledger)
             self.refresh_status()
 
@@ -1229,7 +1232,9 @@ class ChatApp(App[int]):
             self._following = True
             if apply and outcome.status != "improved":
                 # The same rule as `cuda-agent optimize`: only a measured improvement lands.
-                self.lasting_notice("not applied: the kernel is correct but not faster than eager PyTorch", "warning")
+                from cuda_agent_cli.run.session import not_applied
+
+                self.lasting_notice(f"not applied: {not_applied(outcome)}", "warning")
             elif apply:
                 try:
                     result = self.runtime.apply(outcome.plan, outcome.session_id)

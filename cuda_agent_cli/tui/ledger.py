@@ -1,7 +1,9 @@
 """The kernel ledger: every candidate the harness judged in this chat, and which one is best.
 
-Built from harness results only (HarnessResultEvent or a session's recorded results), so the
-numbers are the harness's, never the model's. Pure: the panel renders `rows()`.
+A candidate is one kernel: a distinct set of sources (model_new.py and kernels/*) of one session,
+however many times Compile, Verify or Profile judged it; each of those results is a card in the
+conversation. Built from harness results only (HarnessResultEvent or a session's recorded
+results), so the numbers are the harness's, never the model's. Pure: the panel renders `rows()`.
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ from cuda_agent_cli.harness.result import HarnessResult, Timings
 
 
 @dataclass
-class Candidate:
-    number: int
+class Judged:
+    """One harness result: a card where it was judged, a row of chat.json."""
+
+    index: int  # its place among the ledger's results, from 1
     session_id: str
     tool: str
     turn: int
     result: dict[str, Any]  # the harness result's JSON object, as chat.json keeps it
     at: int | None = None  # events in the chat's transcript when it was judged: where its card goes
     reverted: bool = False  # its session's kernel was applied and then undone: no longer a best
+    sources: str | None = None  # workspace.candidate_digest of what it judged (None: recorded without)
+    candidate: int = 0  # the number of the candidate (kernel) it judged
 
     def __post_init__(self) -> None:
         self.harness = HarnessResult.from_json(self.result)
@@ -46,6 +52,26 @@ class Candidate:
         return [c.name for c in self.harness.failed_checks()]
 
 
+@dataclass
+class Candidate:
+    """One kernel and every result the harness gave it, in order."""
+
+    number: int
+    session_id: str
+    sources: str | None
+    judged: list[Judged] = field(default_factory=list)
+
+    @property
+    def shown(self) -> Judged:
+        """The result the ledger shows for it: its best measured one, else its latest."""
+        scored = [(s, j.index, j) for j in self.judged if (s := candidate_score(j.result)) is not None]
+        return max(scored, key=lambda t: (t[0], t[1]))[2] if scored else self.judged[-1]
+
+    @property
+    def reverted(self) -> bool:
+        return all(j.reverted for j in self.judged)
+
+
 def fmt_speedup(timings: Timings | None, which: str) -> str:
     """`1.42x [1.38-1.47]`, or '-' when not timed."""
     if timings is None:
@@ -62,34 +88,60 @@ def fmt_speedup(timings: Timings | None, which: str) -> str:
 
 @dataclass
 class Ledger:
+    judged: list[Judged] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
 
-    def add(self, session_id: str, tool: str, turn: int, result: dict[str, Any], at: int | None = None) -> Candidate:
-        cand = Candidate(len(self.candidates) + 1, session_id, tool, turn, dict(result), at)
-        self.candidates.append(cand)
-        return cand
+    def add(
+        self,
+        session_id: str,
+        tool: str,
+        turn: int,
+        result: dict[str, Any],
+        at: int | None = None,
+        sources: str | None = None,
+    ) -> Judged:
+        """One harness result; it joins the candidate of the same session with the same sources,
+        or starts the next one (a result recorded without its sources always does)."""
+        cand = next(
+            (c for c in self.candidates if sources is not None and (c.session_id, c.sources) == (session_id, sources)),
+            None,
+        )
+        if cand is None:
+            cand = Candidate(len(self.candidates) + 1, session_id, sources)
+            self.candidates.append(cand)
+        judged = Judged(len(self.judged) + 1, session_id, tool, turn, dict(result), at, sources=sources)
+        judged.candidate = cand.number
+        cand.judged.append(judged)
+        self.judged.append(judged)
+        return judged
 
-    def best(self, upto: int | None = None, with_reverted: bool = False) -> Candidate | None:
-        """The best measured candidate (of the first `upto`): reward, then speedup vs torch.compile,
-        then vs eager; one whose kernel was applied and undone counts only `with_reverted`."""
+    def best(self, upto: int | None = None, with_reverted: bool = False) -> Judged | None:
+        """The best measured result (of the first `upto`): reward, then speedup vs torch.compile,
+        then vs eager, the earliest of equals; one whose kernel was applied and undone counts
+        only `with_reverted`."""
         scored = [
-            (candidate_score(c.result), -c.number, c) for c in self.candidates[:upto] if with_reverted or not c.reverted
+            (candidate_score(j.result), -j.index, j) for j in self.judged[:upto] if with_reverted or not j.reverted
         ]
         scored = [s for s in scored if s[0] is not None]
         return max(scored, key=lambda s: (s[0], s[1]))[2] if scored else None
 
-    def was_best(self, cand: Candidate) -> bool:
-        """Whether `cand` was the best when it was judged (what its card said then)."""
-        return self.best(cand.number, with_reverted=True) is cand
+    def was_best(self, judged: Judged) -> bool:
+        """Whether `judged` was the best when it was judged (what its card said then)."""
+        return self.best(judged.index, with_reverted=True) is judged
 
     def mark_reverted(self, session_id: str) -> int:
-        """The kernel of `session_id` was undone: its candidates stop counting as the best; how many."""
+        """The kernel of `session_id` was undone: its results stop counting as the best; how many."""
         n = 0
-        for c in self.candidates:
-            if c.session_id == session_id and not c.reverted:
-                c.reverted = True
+        for j in self.judged:
+            if j.session_id == session_id and not j.reverted:
+                j.reverted = True
                 n += 1
         return n
+
+    def counted(self) -> str:
+        """ "2 candidates", "1 candidate": the kernels in the ledger, for a line that says so."""
+        n = len(self.candidates)
+        return f"{n} candidate" + ("" if n == 1 else "s")
 
     def best_verified_speedup(self) -> str:
         best = self.best()
@@ -101,20 +153,22 @@ class Ledger:
         return "correct, untimed"
 
     def rows(self) -> list[tuple[str, ...]]:
+        """One row per candidate, with its shown result."""
         best = self.best()
         out: list[tuple[str, ...]] = []
         for c in self.candidates:
-            mark = "★" if c is best else ("↶" if c.reverted else "")
+            j = c.shown
+            mark = "★" if best is not None and best.candidate == c.number else ("↶" if c.reverted else "")
             out.append(
                 (
                     f"{mark}{c.number}",
-                    c.tool,
-                    "yes" if c.compiled else "no",
-                    "yes" if c.correct else ("-" if not c.compiled or c.tool == "Compile" else "no"),
-                    str(c.reward) if c.reward is not None else "-",
-                    fmt_speedup(c.timings, "eager"),
-                    fmt_speedup(c.timings, "compile"),
-                    ", ".join(c.failed_checks()) or "-",
+                    j.tool,
+                    "yes" if j.compiled else "no",
+                    "yes" if j.correct else ("-" if not j.compiled or j.tool == "Compile" else "no"),
+                    str(j.reward) if j.reward is not None else "-",
+                    fmt_speedup(j.timings, "eager"),
+                    fmt_speedup(j.timings, "compile"),
+                    ", ".join(j.failed_checks()) or "-",
                 )
             )
         return out

@@ -106,17 +106,11 @@ def is_chat(state: Any) -> bool:
     return (state.meta.get("settings") or {}).get("command") == CHAT_COMMAND
 
 
-def latest_chat_session(data_dir: Path | None) -> Any:
-    from cuda_agent_cli.agent.session import SessionNotFound, _session_dirs, load_session_dir, sessions_root
+def latest_chat_session(data_dir: Path | None, repo: Path | None = None) -> Any:
+    """`chat --continue`: the newest chat session of `repo` (None: of any repository)."""
+    from cuda_agent_cli.agent.session import resume_session
 
-    dirs = sorted(
-        _session_dirs(sessions_root(data_dir)), key=lambda p: (p / "transcript.jsonl").stat().st_mtime, reverse=True
-    )
-    for d in dirs:
-        state = load_session_dir(d)
-        if is_chat(state):
-            return state
-    raise SessionNotFound("there is no chat session to continue", "start one with `cuda-agent chat`")
+    return resume_session(None, data_dir, repo=repo, chat=True)
 
 
 OPTIMIZE_FLAGS = ("inputs", "capture", "device", "policy")
@@ -168,7 +162,13 @@ class ChatRuntime:
         self.state: Any = None
         saved_settings: dict[str, Any] = {}
         if opts.resume or opts.continue_latest:
-            self.state = load_session(opts.resume, opts.data_dir) if opts.resume else latest_chat_session(opts.data_dir)
+            if opts.resume:
+                self.state = load_session(opts.resume, opts.data_dir)
+            else:  # --continue: the newest chat of the repository PATH (or the current folder) is in
+                from cuda_agent_cli.task.target import repository_of
+
+                here = repository_of(Path(opts.path or Path.cwd()))
+                self.state = latest_chat_session(opts.data_dir, here)
             if not is_chat(self.state):
                 raise BadInput(
                     f"session {self.state.session_id} is an optimize session, not a chat",
@@ -268,14 +268,16 @@ class ChatRuntime:
         for row in data.get("ledger") or []:
             if isinstance(row, dict) and isinstance(row.get("result"), dict):
                 at = row.get("at")
-                cand = self.ledger.add(
+                sources = row.get("sources")
+                judged = self.ledger.add(
                     str(row.get("session_id", "")),
                     str(row.get("tool", "")),
                     int(row.get("turn") or 0),
                     row["result"],
                     at if isinstance(at, int) else None,
+                    sources if isinstance(sources, str) else None,
                 )
-                cand.reverted = row.get("reverted") is True
+                judged.reverted = row.get("reverted") is True
 
     def _save_chat_file(self) -> None:
         data = {
@@ -290,8 +292,9 @@ class ChatRuntime:
                     "result": c.result,
                     "at": c.at,
                     "reverted": c.reverted,
+                    "sources": c.sources,
                 }
-                for c in self.ledger.candidates
+                for c in self.ledger.judged
             ],
             "undo": [e.to_json() for e in self.undo_stack],
             "notes": self.notes,
@@ -301,10 +304,14 @@ class ChatRuntime:
         tmp.write_text(json.dumps(data))
         os.replace(tmp, self.chat_file)
 
-    def record_result(self, session_id: str, tool: str, turn: int, result: dict[str, Any]) -> None:
+    def record_result(
+        self, session_id: str, tool: str, turn: int, result: dict[str, Any], sources: str | None = None
+    ) -> Any:
+        """A harness result in the ledger (its tui.ledger.Judged), kept in chat.json."""
         self.ensure_started()
-        self.ledger.add(session_id, tool, turn, result, self.events_written())
+        judged = self.ledger.add(session_id, tool, turn, result, self.events_written(), sources)
         self._save_chat_file()
+        return judged
 
     def events_written(self) -> int:
         """Events in the chat's transcript so far: a resumed chat puts cards and notices back there."""
@@ -346,7 +353,7 @@ class ChatRuntime:
             self.optimize_started[session_id] = {
                 "at": self.events_written(),
                 "target": target,
-                "after": len(self.ledger.candidates),
+                "after": len(self.ledger.judged),
                 "seq": self._next_seq(),
             }
             self._save_chat_file()
@@ -362,7 +369,7 @@ class ChatRuntime:
         self.notes.append(
             {
                 "at": self.events_written(),
-                "after": len(self.ledger.candidates),
+                "after": len(self.ledger.judged),
                 "seq": self._next_seq(),
                 "text": text,
                 "kind": kind,

@@ -178,6 +178,8 @@ class ReviewScreen(Screen[bool]):
             keys = f"n: close — {self.refused}"
         elif o.status == "improved":
             keys = "y: apply (branch, commit, manifest) · n: discard"
+        elif o.result is not None and o.result.timings is None:
+            keys = "n: close — correct but not timed (no Profile of it finished), so it is not applied"
         else:
             keys = "n: close — correct but not faster than eager PyTorch, so it is not applied"
         yield Static(Text(keys, style="bold"), id="review-keys")

@@ -53,8 +53,10 @@ class TaskRuntime:
         self.context_tokens = 0
         self.context_budget = 0
 
-    def record_result(self, session_id: str, tool: str, turn: int, result: dict[str, Any]) -> None:
-        self.ledger.add(session_id, tool, turn, result)  # the session's transcript keeps it
+    def record_result(
+        self, session_id: str, tool: str, turn: int, result: dict[str, Any], sources: str | None = None
+    ) -> Any:
+        return self.ledger.add(session_id, tool, turn, result, sources=sources)  # the session's transcript keeps it
 
     def record_optimize_session(self, session_id: str, target: str = "") -> None:
         self.optimize_session = session_id
@@ -130,7 +132,7 @@ class OptimizeApp(ChatApp):
             Text.assemble(
                 ("cuda-agent optimize", "bold"),
                 f" resumed session {state.session_id} for {target}: {state.turns} turns, "
-                f"{len(self.runtime.ledger.candidates)} candidates in the ledger · {WHERE}",
+                f"{self.runtime.ledger.counted()} in the ledger · {WHERE}",
             ),
         )
         return True
@@ -142,8 +144,8 @@ class OptimizeApp(ChatApp):
 
         sid = self.resumed or ""
         if isinstance(e, ev.HarnessResultEvent):
-            cand = self.runtime.ledger.add(sid, e.tool, e.turn, e.result)
-            return HistoryItem.card(cand, self.runtime.ledger.was_best(cand))
+            judged = self.runtime.ledger.add(sid, e.tool, e.turn, e.result, sources=e.sources)
+            return HistoryItem.card(judged, self.runtime.ledger.was_best(judged))
         if isinstance(e, ev.CostUpdate):
             self._session_costs[sid] = e.total_cost_usd
         return None

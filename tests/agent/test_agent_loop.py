@@ -145,6 +145,34 @@ def test_best_candidate_is_the_best_measured_not_the_last(ws, tmp_path):
     assert json.loads(json.dumps(result.to_json()))["best"]["reward"] == 3
 
 
+def test_each_harness_result_names_the_kernel_sources_it_judged(ws, tmp_path):
+    from cuda_agent_cli.agent.events import HarnessResultEvent
+    from cuda_agent_cli.workspace import candidate_digest
+
+    def write(v):
+        return ("Write", {"file_path": "kernels/k.cpp", "content": f"// v{v}"})
+
+    seen: list[str | None] = []
+    box = ToyBox(
+        ws,
+        profiles=[harness_result(reward=1), harness_result(reward=1), harness_result(reward=2)],
+        hook=lambda name, _args: seen.append(candidate_digest(ws)) if name == "Profile" else None,
+    )
+    model = ScriptedModel(
+        [
+            turn(None, write(1)),
+            turn(None, ("Profile", {})),
+            turn(None, ("Profile", {})),  # the same kernel judged again
+            turn(None, write(2)),
+            turn(None, ("Profile", {})),
+        ]
+    )
+    state, _, events = _run(model, box, ws, tmp_path)
+    sources = [e.sources for e in events if isinstance(e, HarnessResultEvent)]
+    assert sources == seen and sources[0] == sources[1] != sources[2] and None not in sources
+    assert [r["sources"] for r in load_session(state.session_id, tmp_path / "data").harness_results] == sources
+
+
 def test_ctrl_c_keeps_everything_and_resume_continues(ws, tmp_path):
     def hook(name, args):
         if args.get("file_path") == "slow":
@@ -176,6 +204,71 @@ def test_ctrl_c_keeps_everything_and_resume_continues(ws, tmp_path):
     # It continues from the tool results: the completed Read, then the interrupted one.
     assert [m["role"] for m in sent[-3:]] == ["assistant", "tool", "tool"]
     assert sent[-2]["content"] == "v1"
+
+
+class _Killed(BaseException):
+    """What the process dying mid-call looks like to the transcript: nothing after it is written."""
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "kill"])
+def test_a_harness_round_cut_short_is_run_again_on_resume(ws, tmp_path, how):
+    from cuda_agent_cli.agent.events import HarnessResultEvent
+
+    stop = KeyboardInterrupt if how == "ctrl-c" else _Killed
+
+    def hook(name, args):
+        if name == "Profile":
+            raise stop
+
+    timed = harness_result(reward=3, eager=2.0, compile_=1.5)
+    box = ToyBox(ws, profiles=[timed], hook=hook)
+    model = ScriptedModel(
+        [
+            turn(None, ("Write", {"file_path": "kernels/k.cpp", "content": "// v1"})),
+            turn(None, ("Profile", {}), ("Read", {"file_path": "kernels/k.cpp"})),
+        ]
+    )
+    state = new_session(data_dir=tmp_path / "data")
+    with pytest.raises(Interrupted if how == "ctrl-c" else _Killed):
+        run_agent(model, box, state=state, prompt="go", system_prompt="S", workspace_root=ws, fsync=False)
+    loaded = load_session(state.session_id, tmp_path / "data")
+    # The Profile that was running stays open for the resume; the Read after it is answered (Ctrl-C)
+    # or open too (a kill writes nothing more).
+    open_calls = loaded.unanswered_calls()
+    assert open_calls[0][1] == "Profile" and [n for _, n in open_calls] == (
+        ["Profile"] if how == "ctrl-c" else ["Profile", "Read"]
+    )
+    assert loaded.best is None
+    profile_id = open_calls[0][0]
+
+    box.hook = None
+    events: list[Event] = []
+    model2 = ScriptedModel([turn("done")])
+    result = run_agent(model2, box, state=loaded, workspace_root=ws, sink=events.append, fsync=False)
+    # The Profile ran again, for the same call, before the model was asked anything.
+    assert [name for name, _ in box.calls].count("Profile") == 2
+    assert any(isinstance(e, HarnessResultEvent) and e.call_id == profile_id for e in events)
+    sent = model2.calls[0]
+    answers = {m["tool_call_id"]: m["content"] for m in sent if m.get("role") == "tool"}
+    assert answers[profile_id] == "reward 3" and loaded.unanswered_calls() == []
+    assert result.best is not None and result.best.result["timings"]["speedup_vs_eager"] == 2.0
+
+
+def test_an_interrupted_call_that_is_not_a_harness_round_is_not_run_again(ws, tmp_path):
+    def hook(name, args):
+        if name == "Write":
+            raise KeyboardInterrupt
+
+    box = ToyBox(ws, profiles=[harness_result(reward=3)], hook=hook)
+    model = ScriptedModel([turn(None, ("Write", {"file_path": "kernels/k.cpp", "content": "x"}), ("Profile", {}))])
+    state = new_session(data_dir=tmp_path / "data")
+    with pytest.raises(Interrupted):
+        run_agent(model, box, state=state, prompt="go", system_prompt="S", workspace_root=ws, fsync=False)
+    loaded = load_session(state.session_id, tmp_path / "data")
+    assert loaded.unanswered_calls() == []  # both answered: the Write was cut, the Profile never ran
+    box.hook = None
+    run_agent(ScriptedModel([turn("done")]), box, state=loaded, workspace_root=ws, fsync=False)
+    assert [name for name, _ in box.calls] == ["Write"]
 
 
 def test_model_failure_is_recorded_before_the_error_propagates(ws, tmp_path):

@@ -66,6 +66,17 @@ def test_a_budget_that_leaves_no_turn_is_refused_before_any_task(tmp_path: Path)
     assert not out.exists()
 
 
+def test_an_out_that_is_a_file_is_refused_with_exit_2(tmp_path: Path):
+    afile = tmp_path / "results.txt"
+    afile.write_text("mine\n")
+    for out, why in ((afile, f"{afile} is a file, not a folder"), (afile / "o", f"{afile} is a file, so")):
+        proc = cli("--root", str(SUITE), "--out", str(out), "--device", "cpu", "--solutions", str(SUITE / "runs"))
+        assert proc.returncode == 2, proc.stderr
+        line = one_error(proc)
+        assert line.startswith(f"error: --out {out} cannot take the results: {why}") and "give --out a folder" in line
+    assert afile.read_text() == "mine\n"
+
+
 def test_root_that_is_not_a_suite(tmp_path: Path):
     proc = cli(
         "--suite",

@@ -102,3 +102,71 @@ def test_doctor_needs_no_api_key_for_a_local_server() -> None:
         drop=("OPENAI_API_KEY",),
     )
     assert "not needed for the server at http://127.0.0.1:9/v1" in out.stdout
+
+
+def _model_lines(stdout: str) -> dict[str, str]:
+    """doctor's model lines by name: "ok  " / "FAIL" / "warn" and the rest of the line."""
+    out = {}
+    for line in stdout.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[0] in ("ok", "FAIL", "warn"):
+            for name in ("model", "api key", "endpoint"):
+                if parts[1].startswith(name + " "):
+                    out[name] = f"{parts[0]} {parts[1][len(name) :].strip()}"
+    return out
+
+
+def test_doctor_fails_for_a_missing_replay_file(tmp_path) -> None:
+    missing = tmp_path / "gone.jsonl"
+    out = run_cli("doctor", "--device", "cpu", "--model", f"replay:{missing}")
+    assert out.returncode == 3, out.stdout
+    assert _model_lines(out.stdout)["model"].startswith(f"FAIL replay:{missing} (replay, from flag): replay file")
+    assert "not ready for --device cpu: fix" in out.stdout and "model" in out.stdout.splitlines()[-1]
+
+
+def test_doctor_fails_for_a_missing_api_key() -> None:
+    out = run_cli("doctor", "--device", "cpu", "--model", "anthropic/claude-sonnet-4-5", drop=("ANTHROPIC_API_KEY",))
+    assert out.returncode == 3, out.stdout
+    assert _model_lines(out.stdout)["api key"] == "FAIL missing ANTHROPIC_API_KEY  -> export ANTHROPIC_API_KEY=..."
+    assert "endpoint" not in _model_lines(out.stdout)  # nothing is sent without a key
+    assert out.stdout.splitlines()[-1].endswith("fix api key")
+
+
+@pytest.mark.integration
+def test_doctor_probes_the_endpoint_and_the_key() -> None:
+    from cuda_agent_cli.model.fake_server import FakeOpenAIServer, reply_error, reply_raw, reply_text
+
+    page = reply_raw("<html><body>Welcome to nginx!</body></html>", "text/html")
+    with FakeOpenAIServer([reply_text("ready"), reply_error(401, "invalid api key"), page, page]) as srv:
+        args = ("doctor", "--device", "cpu", "--model", "openai/fake", "--api-base", srv.api_base)
+        good, bad_key, html = run_cli(*args), run_cli(*args), run_cli(*args)
+        api_base = srv.api_base
+        assert srv.requests[0]["messages"][0]["role"] == "user" and srv.requests[0]["stream"] is True
+    lines = _model_lines(good.stdout)
+    assert lines["endpoint"] == f"ok {api_base} answered in " + lines["endpoint"].split(" answered in ", 1)[1]
+    assert lines["endpoint"].endswith(": 'ready'") and "endpoint" not in good.stdout.splitlines()[-1]
+    assert bad_key.returncode == 3 and _model_lines(bad_key.stdout)["api key"].startswith(
+        "FAIL openai/fake: the provider rejected the credentials"
+    )
+    assert html.returncode == 3
+    endpoint = _model_lines(html.stdout)["endpoint"]
+    assert endpoint.startswith(f"FAIL openai/fake: the server at {api_base} answered HTTP 200 with text/html")
+    assert "Welcome to nginx!" in endpoint and html.stdout.splitlines()[-1].endswith("fix endpoint")
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, where every write finds the disk full")
+def test_a_full_disk_where_a_command_writes_is_one_line_and_exit_3(tmp_path) -> None:
+    (tmp_path / ".git").mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "check", "--fast", "--junit", "/dev/full"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.splitlines() == [
+        "error: cannot write: no space left on the device — free some space there and run the command again "
+        "(a stopped session continues with --resume ID)"
+    ]

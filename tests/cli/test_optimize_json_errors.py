@@ -172,3 +172,19 @@ def test_a_target_that_does_not_resolve_is_its_own_line_and_the_rest_run(repo: P
     assert gave_up["status"] == "failed" and gave_up["target"] == "m.py::A"
     assert total["summary"] is True and total["by_reward"] == {"error": 1, "none": 1} and total["exit_code"] == 1
     assert len(sessions(repo)) == 1
+
+
+def test_a_full_disk_is_the_error_object_with_exit_3(capsys: pytest.CaptureFixture[str]):
+    import errno
+
+    from cuda_agent_cli.cli.json_errors import errors_as_json
+    from cuda_agent_cli.errors import NoSpaceLeft
+
+    with pytest.raises(NoSpaceLeft) as exc, errors_as_json(True):
+        raise OSError(errno.ENOSPC, "No space left on device", "/data/sessions/s1/best/kernel.cu")
+    line = "cannot write /data/sessions/s1/best/kernel.cu: no space left on the device"
+    assert exc.value.exit_code == 3 and exc.value.one_line().startswith(line + " — free some space there")
+    assert json.loads(capsys.readouterr().out) == {"status": "error", "error": exc.value.one_line(), "exit_code": 3}
+    with pytest.raises(PermissionError), errors_as_json(True):  # any other OSError stays what it is
+        raise PermissionError(errno.EACCES, "Permission denied", "/x")
+    assert capsys.readouterr().out == ""

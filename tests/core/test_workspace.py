@@ -87,3 +87,27 @@ def test_external_workspace_errors_say_what_is_missing(tmp_path: Path, layout: d
             (target / name).write_text(text)
     with pytest.raises(WorkspaceError, match=message):
         external_workspace(target)
+
+
+def test_candidate_digest_is_the_kernel_sources_and_nothing_else(tmp_path: Path) -> None:
+    from cuda_agent_cli.workspace import candidate_digest
+
+    root = tmp_path / "ws"
+    (root / "kernels").mkdir(parents=True)
+    assert candidate_digest(root) is None
+    (root / "model_new.py").write_text("class ModelNew: ...\n")
+    (root / "kernels" / "k.cu").write_text("// v1\n")
+    first = candidate_digest(root)
+    # Build outputs, caches, dot files and other files of the workspace are not the kernel.
+    (root / "kernels" / "k.o").write_bytes(b"\0obj")
+    (root / "kernels" / "__pycache__").mkdir()
+    (root / "kernels" / "__pycache__" / "x.pyc").write_bytes(b"pyc")
+    (root / "kernels" / ".keep").write_text("")
+    (root / "scratch.txt").write_text("notes")
+    assert candidate_digest(root) == first
+    (root / "kernels" / "k.cu").write_text("// v2\n")
+    assert candidate_digest(root) not in (None, first)
+    (root / "kernels" / "k.cu").write_text("// v1\n")
+    assert candidate_digest(root) == first
+    (root / "kernels" / "k.cu").rename(root / "kernels" / "j.cu")  # the same text under another name
+    assert candidate_digest(root) != first

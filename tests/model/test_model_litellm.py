@@ -6,7 +6,7 @@ import pytest
 
 from cuda_agent_cli.errors import ContextOverflow, EnvironmentMissing, ModelUnavailable
 from cuda_agent_cli.model.factory import make_model
-from cuda_agent_cli.model.fake_server import FakeOpenAIServer, reply_error, reply_text, reply_tool
+from cuda_agent_cli.model.fake_server import FakeOpenAIServer, reply_error, reply_raw, reply_text, reply_tool
 
 pytestmark = pytest.mark.integration
 
@@ -134,6 +134,79 @@ def test_hosted_vllm_prefix_streams_and_costs_nothing():
         turn = model.complete(MSGS, TOOLS)
     assert srv.requests[0]["model"] == "Qwen/Qwen3-8B"
     assert turn.tool_calls[0].arguments == {"file_path": "x"} and turn.cost_usd == 0.0
+
+
+HTML_PAGE = "<html><body><h1>502 Bad Gateway</h1><p>nginx</p></body></html>"
+
+
+@pytest.mark.parametrize(
+    "body, content_type, says",
+    [
+        (HTML_PAGE, "text/html", "answered HTTP 200 with text/html, not a chat completion: <html><body><h1>502 Bad"),
+        (
+            '{"id": "chatcmpl-1", "choices": [{"index": 0, "mess',
+            "application/json",
+            "answered HTTP 200 with application/json, not a chat completion: a body that is not valid JSON "
+            "(Unterminated string",
+        ),
+        (
+            '{"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m", "choices": []}',
+            "application/json",
+            "answered HTTP 200 with application/json, not a chat completion: a completion with an empty `choices` list",
+        ),
+    ],
+)
+def test_a_server_that_answers_200_without_a_completion_is_unavailable_not_done(body, content_type, says):
+    # Streamed, then once more without streaming to see what the server sends; never retried further.
+    with FakeOpenAIServer([reply_raw(body, content_type)] * 3) as srv:
+        api_base = srv.api_base
+        with pytest.raises(ModelUnavailable) as exc:
+            _model(srv).complete(MSGS, TOOLS)
+    assert len(srv.requests) == 2 and srv.requests[0]["stream"] is True and not srv.requests[1].get("stream")
+    line = exc.value.one_line()
+    assert exc.value.exit_code == 3 and f"openai/fake-coder: the server at {api_base} {says}" in line
+    assert "--api-base" in line and "\n" not in line
+
+
+def test_a_server_that_ignores_stream_still_gives_its_turn():
+    whole = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "Reading.",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "Read", "arguments": '{"file_path": "a"}'},
+                        }
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    }
+    import json
+
+    with FakeOpenAIServer([reply_raw(json.dumps(whole))] * 2) as srv:
+        shown: list[str] = []
+        turn = _model(srv).complete(MSGS, TOOLS, shown.append)
+    assert turn.content == "Reading." and "".join(shown) == "Reading."
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("Read", {"file_path": "a"})]
+    assert (turn.usage.prompt_tokens, turn.usage.completion_tokens) == (5, 3)
+
+
+def test_an_empty_reply_is_still_a_turn():
+    with FakeOpenAIServer([reply_text("")]) as srv:
+        turn = _model(srv).complete(MSGS, TOOLS)
+    assert turn.content is None and turn.tool_calls == [] and len(srv.requests) == 1
 
 
 def _free_port() -> int:

@@ -130,6 +130,21 @@ def test_json_mode_reports_errors_as_its_one_object(project):
     assert sorted(out) == sorted(documented_error_keys())
 
 
+@pytest.mark.integration
+def test_a_server_answering_html_ends_the_session_with_exit_3_not_done(project):
+    from cuda_agent_cli.model.fake_server import FakeOpenAIServer, reply_raw
+
+    _, cli = project
+    page = "<html><body><h1>502 Bad Gateway</h1></body></html>"
+    with FakeOpenAIServer([reply_raw(page, "text/html")] * 4) as srv:
+        api = ["--model", "openai/fake", "--api-base", srv.api_base]
+        proc = cli("optimize", "blocks.py::Block", *api, "--inputs", "x=float32[4]", "--device", "cpu", "--no-apply")
+    assert proc.returncode == 3, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(lines) == 1 and "answered HTTP 200 with text/html, not a chat completion: <html>" in lines[0]
+    assert "stopped: done" not in proc.stderr + proc.stdout and "Traceback" not in proc.stderr
+
+
 def test_a_configured_device_that_disagrees_with_the_inputs_is_named_with_its_origin(tmp_path: Path):
     from cuda_agent_cli.config import load_config
     from cuda_agent_cli.errors import InputSpecError
@@ -156,6 +171,49 @@ def test_status_follows_the_reward():
     assert status_of(result(True, 1)) == "correct"
     assert status_of(result(True, 2)) == "improved"
     assert status_of(result(True, 3)) == "improved"
+
+
+def test_a_kernel_never_timed_is_not_called_not_faster(tmp_path: Path):
+    from types import SimpleNamespace
+
+    from cuda_agent_cli.cli import render
+    from cuda_agent_cli.cli.optimize import ReviewOptions, _review
+    from cuda_agent_cli.run.session import OptimizeOutcome
+
+    def outcome(timings: dict | None, reward: int | None) -> OptimizeOutcome:
+        best = {"compiled": True, "correct": True, "reward": reward, "device": "cpu", "policy": "strict"}
+        best["timings"] = timings
+        o = OptimizeOutcome("S1", tmp_path / "t.jsonl", "", "done", 3, 0.0, "cpu", "strict", "m.py::M", best, None)
+        o.status = status_of(o.result)
+        o.plan = SimpleNamespace()  # a correct kernel has a plan; nothing here may apply it
+        return o
+
+    slow = {
+        "eager_us": 10.0,
+        "compile_us": 9.0,
+        "candidate_us": 10.2,
+        "speedup_vs_eager": 0.98,
+        "speedup_vs_compile": 0.88,
+        "method": "cpu timer",
+        "trials": 100,
+    }
+    for case, words in (
+        (outcome(None, None), "the kernel is correct but was not timed (no Profile of it finished)"),
+        (outcome(slow, 1), "the kernel is correct but not faster than eager PyTorch"),
+    ):
+        seen: list[dict] = []
+        _review(case, ReviewOptions(yes=True, json_out=True), None, None, 0, on_result=seen.append)
+        assert seen[0]["applied"] is False and seen[0]["apply_note"].startswith(f"not applied: {words}")
+    untimed = outcome(None, None)
+    seen = []
+    _review(untimed, ReviewOptions(yes=True, json_out=True), None, None, 0, on_result=seen.append)
+    assert (
+        "not faster" not in seen[0]["apply_note"]
+        and "`cuda-agent optimize --resume S1` times it" in (seen[0]["apply_note"])
+    )
+    assert render.summary_line(SimpleNamespace(result=untimed.result, target="m.py::M", reward=None, plan=None)) == (
+        "m.py::M · correct, not timed (no reward)"
+    )
 
 
 def test_no_bubblewrap_means_exit_3_unless_unsafe_is_asked_for(tmp_path: Path):

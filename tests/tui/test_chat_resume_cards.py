@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from chat_helpers import chat_app, make_repo, plain, replay_file, run, runtime, texts, type_and_send, wait_for  # noqa: E402
@@ -56,7 +58,7 @@ def _cards(app) -> list[tuple[str, bool, str]]:
     return [(c.result.get("reward"), c.best, plain(c.content)) for c in app.query(HarnessCard)]
 
 
-def test_resumed_chat_brings_back_the_cards_in_place(tmp_path: Path):
+def test_resumed_chat_brings_back_the_cards_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     repo = make_repo(tmp_path / "repo")
     model = replay_file(
         tmp_path / "r.jsonl",
@@ -93,6 +95,7 @@ def test_resumed_chat_brings_back_the_cards_in_place(tmp_path: Path):
     rt.close()
     assert [c[0] for c in live["cards"]] == [None, -1, 3]
 
+    monkeypatch.chdir(repo)  # --continue takes the latest chat of the repository it runs in
     for resumed in (
         runtime(None, f"replay:{model}", tmp_path / "data", resume=rt.session_id),
         runtime(None, f"replay:{model}", tmp_path / "data", continue_latest=True),

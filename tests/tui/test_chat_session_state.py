@@ -181,7 +181,7 @@ async def optimize_and_apply(pilot, app) -> None:
     await wait_for(pilot, lambda: "applied: committed" in texts(app), what="the apply")
 
 
-def test_undo_after_a_resume_reverts_the_kernel_the_session_committed(blocks_repo, tmp_path):
+def test_undo_after_a_resume_reverts_the_kernel_the_session_committed(blocks_repo, tmp_path, monkeypatch):
     model = replay_file(tmp_path / "r.jsonl", [])
     data = tmp_path / "data"
     rt = runtime(blocks_repo, f"replay:{model}", data)
@@ -198,6 +198,7 @@ def test_undo_after_a_resume_reverts_the_kernel_the_session_committed(blocks_rep
     applied = git(blocks_repo, "rev-parse", "HEAD").strip()
     assert (blocks_repo / ".cuda-agent" / "kernels.toml").exists()
 
+    monkeypatch.chdir(blocks_repo)  # --continue takes the latest chat of the repository it runs in
     again = runtime(None, f"replay:{model}", data, continue_latest=True)
     app2 = chat_app(again)
 

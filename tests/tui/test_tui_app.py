@@ -383,7 +383,7 @@ def test_small_terminal_shows_a_clear_message(repo, tmp_path):
     run(go())
 
 
-def test_ctrl_c_twice_quits_and_the_session_resumes_with_its_conversation(repo, tmp_path):
+def test_ctrl_c_twice_quits_and_the_session_resumes_with_its_conversation(repo, tmp_path, monkeypatch):
     model = replay_file(
         tmp_path / "r.jsonl",
         [
@@ -424,7 +424,8 @@ def test_ctrl_c_twice_quits_and_the_session_resumes_with_its_conversation(repo, 
             await wait_for(pilot, lambda: app2.busy is None and "Answer two." in texts(app2), what="turn 2")
 
     run(go2())
-    # --continue picks the latest chat session.
+    # --continue picks the latest chat session of the repository it runs in.
+    monkeypatch.chdir(repo)
     latest = runtime(None, f"replay:{model}", tmp_path / "data", continue_latest=True)
     assert latest.session_id == rt.session_id
 

@@ -75,7 +75,7 @@ def test_optimize_in_chat_reviews_applies_undoes_and_resumes(kind: str, demo_rep
                 assert [c.result.get("compiled") for c in cards] == [True, True, True]
                 assert cards[-1].result["timings"] and cards[-1].best
                 ledger = app.query_one(LedgerPanel)
-                assert ledger.row_count == 3
+                assert ledger.row_count == 1  # three results of one kernel: one candidate
                 assert "x eager" in plain(app.query_one("#status").content)
                 head = git(demo_repo, "rev-parse", "HEAD").strip()
                 assert head != base and ".cuda-agent/kernels.toml" in git(demo_repo, "show", "--name-only", head)
@@ -87,8 +87,9 @@ def test_optimize_in_chat_reviews_applies_undoes_and_resumes(kind: str, demo_rep
         run(go())
         rt.close()
         again = runtime(None, data=tmp_path / "data", resume=rt.session_id, device="cpu", **model)
-        assert [c.tool for c in again.ledger.candidates] == ["Compile", "Verify", "Profile"]
-        # The kernel was applied and undone: its candidates stay in the ledger, no longer the best.
+        assert [j.tool for j in again.ledger.judged] == ["Compile", "Verify", "Profile"]
+        assert [len(c.judged) for c in again.ledger.candidates] == [1 * 3]  # chat.json keeps the sources
+        # The kernel was applied and undone: its candidate stays in the ledger, no longer the best.
         assert again.ledger.best() is None and all(c.reverted for c in again.ledger.candidates)
         assert again.ledger.best(with_reverted=True).tool == "Profile"
         assert again.optimize_sessions and again.optimize_sessions[0] != again.session_id

@@ -141,13 +141,40 @@ def test_ledger_marks_the_best_measured_candidate_not_the_last():
     led.add("s", "Profile", 2, result(reward=3, eager=2.0, comp=1.5))
     led.add("s", "Profile", 3, result(reward=2, eager=3.0, comp=0.9))
     led.add("s", "Verify", 4, result(correct=False, reward=-1, checks=["outputs_match"]))
-    assert led.best().number == 2
+    assert led.best().index == 2 and led.best().candidate == 2  # recorded without sources: one each
     rows = led.rows()
     assert rows[1][0] == "★2" and rows[2][0] == "3"
     assert rows[3][3] == "no" and rows[3][7] == "outputs_match"
     assert rows[1][5] == "2.00x [1.90-2.10]"
     assert led.best_verified_speedup() == "2.00x eager, 1.50x compile"
     assert fmt_speedup(None, "eager") == "-"
+
+
+def test_ledger_counts_kernels_not_harness_calls():
+    led = Ledger()
+    first = [
+        led.add("s", "Compile", 1, result(reward=None), sources="k1"),
+        led.add("s", "Verify", 2, result(reward=None), sources="k1"),
+        led.add("s", "Profile", 3, result(reward=2, eager=1.3, comp=0.9), sources="k1"),
+    ]
+    other = led.add("s", "Verify", 4, result(correct=False, reward=-1, checks=["outputs_match"]), sources="k2")
+    again = led.add("s", "Profile", 5, result(reward=1, eager=1.02, comp=0.7), sources="k1")  # k1 once more
+    elsewhere = led.add("t", "Profile", 1, result(reward=3, eager=2.0, comp=1.2), sources="k1")  # another session
+    # Every card of the first kernel says "candidate 1", however many calls judged it.
+    assert [j.candidate for j in (*first, other, again, elsewhere)] == [1, 1, 1, 2, 1, 3]
+    assert [j.index for j in led.judged] == [1, 2, 3, 4, 5, 6]
+    assert len(led.candidates) == 3 and [len(c.judged) for c in led.candidates] == [4, 1, 1]
+    rows = led.rows()
+    assert [r[0] for r in rows] == ["1", "2", "★3"]
+    # A candidate shows its best measured result (the first Profile), not its latest.
+    assert rows[0][1:6] == ("Profile", "yes", "yes", "2", "1.30x [1.20-1.40]")
+    assert rows[1][3] == "no" and rows[1][7] == "outputs_match"
+    assert led.best() is elsewhere and led.was_best(first[2]) and not led.was_best(again)
+    # A kernel that never measured shows its latest result.
+    lone = Ledger()
+    lone.add("s", "Compile", 1, result(reward=None, correct=False), sources="k")
+    lone.add("s", "Verify", 2, result(correct=False, reward=-1, checks=["outputs_match"]), sources="k")
+    assert lone.rows() == [("1", "Verify", "yes", "no", "-1", "-", "-", "outputs_match")]
 
 
 # -- approvals -----------------------------------------------------------------------------------
