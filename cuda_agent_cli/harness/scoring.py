@@ -84,10 +84,11 @@ BOUND_RESOLUTION = 0.05
 # null blocks measure: their median deviation, times three, is the allowance when it is larger.
 CPU_BOUND_RESOLUTION = 0.01
 # The harness's clock resolves a kernel whose time beyond the harness's own work per call is at
-# least this many times what the clock cannot tell apart (the resolution above): then the bound
-# holds a forged claim to within half of the call's time. Below, the result is uncertain and
-# its reward held at 1 (docs/security.md, threat 34).
-RESOLVED = 4.0
+# least this many times what the clock cannot tell apart (the resolution above): below it, the
+# bound holds no claim at all (a 4 us relu beside hundreds of us of the harness's work), so the
+# result is uncertain and its reward held at 1 (docs/security.md, threat 34). Above it, the
+# bound holds a forged claim to (t - resolution) / BOUND_SLACK.
+RESOLVED = 1.0
 # The null blocks run in the candidate's own process, which can stall on purpose while they run
 # (a hook on the request path, a thread it wakes) so that its overhead looks large and the bound
 # falls away. What they show is believed up to NULL_TRUST times what the trusted sides'
@@ -260,8 +261,8 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     typical = statistics.median(bounds) if bounds else 0.0
     bounds = [min(bound, typical) for bound in bounds]
     # What the harness's clock says a call took beyond its own work, and what it cannot tell
-    # apart. Below RESOLVED times that, the bound could not hold a forged claim to within half of
-    # the call's time: the clock does not resolve the kernel, and its claims cannot be checked.
+    # apart. Below RESOLVED times that, the bound cannot hold a forged claim at all: the clock
+    # does not resolve the kernel, and its claims cannot be checked.
     if cpu_bounds:
         outside = statistics.median([_per_call_cpu(b) for b in cand]) - cpu_overhead
         resolution = max(cpu_wander, CPU_BOUND_RESOLUTION * cpu_overhead)
