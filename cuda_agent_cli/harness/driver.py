@@ -288,7 +288,10 @@ class Harness:
         static_ok = self._static_check(result, model_new)
         result.stage_seconds["static"] = time.perf_counter() - start
         if not static_ok or result.failed_checks():
-            self._compile_into(result, run_dir)  # compiler errors are worth reporting too
+            if self.workspace.kind == "kernelbench":
+                result.compiled = True  # its build is its import: code the static checks refused is not run
+            else:
+                self._compile_into(result, run_dir)  # compiler errors are worth reporting too
             return self._finish(result)
 
         # The candidate runs from a snapshot: exactly the text that was checked.
