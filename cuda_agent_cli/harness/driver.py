@@ -181,6 +181,12 @@ class Harness:
     def compile(self) -> HarnessResult:
         result = self._new_result()
         self._lock_check(result)
+        if self.workspace.kind == "kernelbench" and not self._static_check(
+            result, self.workspace.candidate.read_text(errors="replace")
+        ):
+            # Its build is its import: code the static checks refused is not run.
+            result.reward = -1
+            return result
         self._compile_into(result, self._new_run_dir())
         result.reward = -1 if not result.compiled or result.failed_checks() else None
         return result
