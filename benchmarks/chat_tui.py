@@ -214,26 +214,29 @@ class StreamingModel:
 
 
 def streaming(base: Path, tokens: int, rate: float) -> dict[str, Any]:
+    from cuda_agent_cli.chat.session import ChatOptions, ChatSession
     from cuda_agent_cli.tui.app import ChatApp
-    from cuda_agent_cli.tui.runtime import ChatOptions, ChatRuntime
+    from cuda_agent_cli.tui.conversation import Conversation
 
     repo = make_repo(base / f"repo2-{rate:g}")
     replay = base / "empty2.jsonl"
     replay.write_text("")
-    rt = ChatRuntime(ChatOptions(path=repo, model=f"replay:{replay}", data_dir=base / f"data2-{rate:g}", device="cpu"))
+    rt = ChatSession(ChatOptions(path=repo, model=f"replay:{replay}", data_dir=base / f"data2-{rate:g}", device="cpu"))
     text = long_markdown(tokens)
     model = StreamingModel(text, tokens_per_s=rate)
     rt.model = model  # type: ignore[assignment]
-    app = ChatApp(rt, detect=lambda: "cpu")
     flushes: list[float] = []
-    real_flush = app._flush_text
+    real_flush = Conversation.flush_text
 
-    async def timed_flush() -> None:
+    async def timed_flush(self: Conversation) -> None:
         t0 = time.perf_counter()
-        await real_flush()
+        await real_flush(self)
         flushes.append(time.perf_counter() - t0)
 
-    app._flush_text = timed_flush  # type: ignore[method-assign]
+    # Patched on the class before the app mounts its conversation: the stream's timer and the
+    # events' own flushes both go through it.
+    Conversation.flush_text = timed_flush  # type: ignore[method-assign]
+    app = ChatApp(rt, detect=lambda: "cpu")
     gaps: list[float] = []
     gap_at: list[float] = []  # when each gap ended, in seconds after the prompt was sent
     gap_cpu: list[float] = []  # CPU the app's thread used during each gap
@@ -278,7 +281,10 @@ def streaming(base: Path, tokens: int, rate: float) -> dict[str, Any]:
             out["markdown_widgets"] = len(parts)
 
     cpu0 = time.process_time()
-    asyncio.run(go())
+    try:
+        asyncio.run(go())
+    finally:
+        Conversation.flush_text = real_flush  # type: ignore[method-assign]
     out["cpu_s"] = time.process_time() - cpu0
     rt.close()
     per = sorted(model.on_chunk_done)

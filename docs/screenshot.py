@@ -18,8 +18,8 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from cuda_agent_cli import demo  # noqa: E402
+from cuda_agent_cli.chat.session import ChatOptions, ChatSession  # noqa: E402
 from cuda_agent_cli.tui.app import ChatApp  # noqa: E402
-from cuda_agent_cli.tui.runtime import ChatOptions, ChatRuntime  # noqa: E402
 from cuda_agent_cli.tui.screens import ReviewScreen  # noqa: E402
 from cuda_agent_cli.writeback.git import init_repo  # noqa: E402
 
@@ -39,7 +39,7 @@ def main() -> None:
         repo = Path(tmp) / "vit-project"
         demo.copy_example(repo)
         init_repo(repo, "example")
-        rt = ChatRuntime(
+        rt = ChatSession(
             ChatOptions(path=repo, model=f"replay:{demo.replay_path('cpu')}", device="cpu", data_dir=Path(tmp) / "data")
         )
         app = ChatApp(rt)

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from cuda_agent_cli.chat.session import ChatOptions, ChatSession
 from cuda_agent_cli.tui.app import ChatApp
-from cuda_agent_cli.tui.runtime import ChatOptions, ChatRuntime
 
 
 def git(root: Path, *args: str) -> str:
@@ -61,11 +61,11 @@ def replay_turns(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def runtime(repo: Path, model: str, data: Path, **kw: Any) -> ChatRuntime:
-    return ChatRuntime(ChatOptions(path=repo, model=model, data_dir=data, **kw))
+def runtime(repo: Path, model: str, data: Path, **kw: Any) -> ChatSession:
+    return ChatSession(ChatOptions(path=repo, model=model, data_dir=data, **kw))
 
 
-def chat_app(rt: ChatRuntime, **kw: Any) -> ChatApp:
+def chat_app(rt: ChatSession, **kw: Any) -> ChatApp:
     return ChatApp(rt, detect=lambda: "cpu", **kw)
 
 

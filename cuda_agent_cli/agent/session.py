@@ -255,7 +255,7 @@ def resume_session(
 
 
 def is_chat(state: SessionState) -> bool:
-    """A session of `cuda-agent chat` (its settings' command; tui.runtime.CHAT_COMMAND)."""
+    """A session of `cuda-agent chat` (its settings' command; chat.session.CHAT_COMMAND)."""
     return (state.meta.get("settings") or {}).get("command") == "chat"
 
 

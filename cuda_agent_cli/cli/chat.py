@@ -48,11 +48,11 @@ def chat(
     # set up (the sandbox probe waits on a subprocess), so the first frame comes sooner.
     preload = threading.Thread(target=_import_app, daemon=True)
     preload.start()
+    from cuda_agent_cli.chat.session import ChatOptions, ChatSession
     from cuda_agent_cli.config import load_config
-    from cuda_agent_cli.tui.runtime import ChatOptions, ChatRuntime
 
     cfg = load_config({})
-    runtime = ChatRuntime(
+    runtime = ChatSession(
         ChatOptions(
             path=path,
             model=model,

@@ -6,7 +6,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
@@ -25,6 +25,10 @@ from cuda_agent_cli.cli.options import (
     UnsafeOpt,
     YesOpt,
 )
+
+if TYPE_CHECKING:
+    from cuda_agent_cli.run.session import OptimizeRequest
+    from cuda_agent_cli.tui.task import OptimizeApp
 
 
 @dataclass
@@ -132,7 +136,7 @@ def _use_tui(opts: ReviewOptions) -> bool:
     return not (opts.plain or opts.batch or opts.json_out) and sys.stdout.isatty() and sys.stdin.isatty()
 
 
-def _run_in_tui(req: Any, opts: ReviewOptions, banner: str | None, console: Any, err_console: Any) -> int:
+def _run_in_tui(req: OptimizeRequest, opts: ReviewOptions, banner: str | None, console: Any, err_console: Any) -> int:
     """The same session and the same review as the linear output, with the TUI as the event sink
     and the one who asks y/n; what it answered is applied here, by the same code."""
     app = tui_app(req, opts, banner)
@@ -143,15 +147,16 @@ def _run_in_tui(req: Any, opts: ReviewOptions, banner: str | None, console: Any,
     return finish_tui(app, opts, console, err_console)
 
 
-def tui_app(req: Any, opts: ReviewOptions, banner: str | None = None, **kw: Any) -> Any:
+def tui_app(req: OptimizeRequest, opts: ReviewOptions, banner: str | None = None, **kw: Any) -> OptimizeApp:
     """The optimize app for this request: asks y/n unless --yes, refuses y with --no-apply."""
-    from cuda_agent_cli.tui.task import OptimizeApp, task_runtime
+    from cuda_agent_cli.chat.task import task_runtime
+    from cuda_agent_cli.tui.task import OptimizeApp
 
     refused = "not applied (--no-apply)" if opts.no_apply else None
     return OptimizeApp(req, task_runtime(req), ask=not opts.yes, refused=refused, banner=banner, **kw)
 
 
-def finish_tui(app: Any, opts: ReviewOptions, console: Any, err_console: Any) -> int:
+def finish_tui(app: OptimizeApp, opts: ReviewOptions, console: Any, err_console: Any) -> int:
     """After the app closed: its error with the plain path's line and exit code, or the review's
     answer applied (or not) and the session's summary left in the terminal."""
     from cuda_agent_cli.errors import Interrupted

@@ -1,5 +1,8 @@
-"""The textual front door (`cuda-agent chat`): the only package that imports textual.
+"""The textual front door (`cuda-agent chat`, and `optimize` on a terminal): the only package
+that imports textual.
 
-`app.ChatApp` renders a `runtime.ChatRuntime`; the pure parts (commands, mentions, ledger,
-approval, export, render) hold no textual and are tested on their own.
+A view over a `chat.backend.ChatBackend`: `app.ChatApp` shows a `chat.session.ChatSession`,
+`task.OptimizeApp` a `chat.task.TaskRuntime`; what they share is `base.AgentApp`, with the
+`conversation.Conversation` widget, the slash commands (`slash`), the screens and widgets.
+`render` holds the rich renderables (no textual), tested on their own.
 """

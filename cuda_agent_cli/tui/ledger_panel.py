@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
-from cuda_agent_cli.tui.ledger import LEDGER_COLUMNS, Ledger
+from cuda_agent_cli.chat.ledger import LEDGER_COLUMNS, Ledger
 
 
 class LedgerPanel(DataTable):

@@ -14,7 +14,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from cuda_agent_cli.tui.ledger import fmt_speedup
+from cuda_agent_cli.chat.ledger import fmt_speedup
 
 if TYPE_CHECKING:
     from cuda_agent_cli.harness.result import HarnessResult

@@ -12,9 +12,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Input, Static
 
+from cuda_agent_cli.chat.approval import ApprovalRequest, Decision, session_grant
+from cuda_agent_cli.chat.commands import COMMANDS
 from cuda_agent_cli.tui import render
-from cuda_agent_cli.tui.approval import ApprovalRequest, Decision, session_grant
-from cuda_agent_cli.tui.commands import COMMANDS
 
 KEYS_HELP = [
     ("Enter", "send the message (queued while the agent works)"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import events
@@ -14,6 +14,9 @@ from textual.widgets import Static, TextArea
 
 from cuda_agent_cli.tui import render
 from cuda_agent_cli.tui.markdown_blocks import MarkdownBlocks
+
+if TYPE_CHECKING:
+    from cuda_agent_cli.chat.ledger import Judged
 
 
 def __getattr__(name: str) -> Any:
@@ -124,9 +127,9 @@ class ToolCallLine(Widget, can_focus=True):
         self._refresh()
 
     def action_step(self, step: int) -> None:
-        stepper = getattr(self.app, "step_tool_line", None)
-        if stepper is not None:
-            stepper(self, step)
+        from cuda_agent_cli.tui.conversation import Conversation
+
+        self.query_ancestor(Conversation).step_tool_line(self, step)
 
     def on_click(self) -> None:
         self.focus()
@@ -148,13 +151,13 @@ class ToolCallLine(Widget, can_focus=True):
 
 
 class HarnessCard(Static):
-    def __init__(self, tool: str, result: dict[str, Any], best: bool, number: int | None) -> None:
-        from cuda_agent_cli.harness.result import HarnessResult
+    """A harness result as the ledger judged it: its card, starred when it was the best then."""
 
+    def __init__(self, judged: Judged, best: bool) -> None:
         super().__init__(
-            render.harness_card(tool, HarnessResult.from_json(result), best, number), classes="harness-card"
+            render.harness_card(judged.tool, judged.harness, best, judged.candidate), classes="harness-card"
         )
-        self.result = result
+        self.result = judged.result
         self.best = best
 
 
@@ -183,15 +186,19 @@ class PromptArea(TextArea):
         if self.completing and key in ("tab", "up", "down") and not walking:
             event.stop()
             event.prevent_default()
-            app: Any = self.app
+            from cuda_agent_cli.tui.completions import Completions
+
+            box = self.screen.query_one(Completions)
             if key == "tab":
-                app.accept_completion()
+                box.accept(self)
             else:
-                app.move_completion(-1 if key == "up" else 1)
+                box.move(-1 if key == "up" else 1)
             return
         if key in ("tab", "shift+tab"):
-            stepper = getattr(self.app, "step_tool_line", None)
-            if stepper is not None and stepper(None, -1):
+            from cuda_agent_cli.tui.conversation import Conversation
+
+            conversations = self.screen.query(Conversation)
+            if conversations and conversations.first().step_tool_line(None, -1):
                 event.stop()
                 event.prevent_default()
                 return

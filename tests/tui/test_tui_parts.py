@@ -9,13 +9,13 @@ import pytest
 
 from cuda_agent_cli.actions import ActionContext, make_toolbox
 from cuda_agent_cli.agent.events import AssistantMessage, HarnessResultEvent, ToolFinished, UserMessage
+from cuda_agent_cli.chat import commands, mentions
+from cuda_agent_cli.chat.approval import ChatPermissions, Decision, restore
+from cuda_agent_cli.chat.commands import parse_optimize_args
+from cuda_agent_cli.chat.export import transcript_markdown
+from cuda_agent_cli.chat.ledger import Ledger, fmt_speedup
 from cuda_agent_cli.errors import BadInput
 from cuda_agent_cli.sandbox import SandboxPolicy, open_sandbox
-from cuda_agent_cli.tui import commands, mentions
-from cuda_agent_cli.tui.approval import ChatPermissions, Decision, restore
-from cuda_agent_cli.tui.export import transcript_markdown
-from cuda_agent_cli.tui.ledger import Ledger, fmt_speedup
-from cuda_agent_cli.tui.runtime import parse_optimize_args
 
 
 def result(correct=True, reward=3, eager=2.0, comp=1.5, checks=()):
@@ -294,7 +294,7 @@ def test_revert_commit_undoes_exactly_that_commit(tmp_path: Path):
 
 
 def test_streamed_replies_split_between_paragraphs_never_inside_code():
-    from cuda_agent_cli.tui.app import split_point
+    from cuda_agent_cli.tui.conversation import split_point
 
     assert split_point("", "one paragraph\n\ntwo") == len("one paragraph\n\n")
     assert split_point("", "no break yet") is None

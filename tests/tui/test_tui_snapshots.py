@@ -17,12 +17,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from chat_helpers import make_repo, replay_file, runtime, wait_for  # noqa: E402
 
 from cuda_agent_cli.agent import events as ev  # noqa: E402
+from cuda_agent_cli.chat.task import task_runtime  # noqa: E402
 from cuda_agent_cli.harness.result import HarnessResult  # noqa: E402
 from cuda_agent_cli.run.session import OptimizeRequest  # noqa: E402
 from cuda_agent_cli.tui import task  # noqa: E402
 from cuda_agent_cli.tui.app import ChatApp  # noqa: E402
 from cuda_agent_cli.tui.screens import ApprovalScreen, ReviewScreen  # noqa: E402
-from cuda_agent_cli.tui.task import OptimizeApp, task_runtime  # noqa: E402
+from cuda_agent_cli.tui.task import OptimizeApp  # noqa: E402
 from cuda_agent_cli.writeback.apply import WriteBackPlan  # noqa: E402
 from cuda_agent_cli.writeback.diff import FileChange, unified_patch  # noqa: E402
 

@@ -1,6 +1,7 @@
 """What a chat session is, apart from its screen: the repository, the model, the sandboxed tools
 with their permission gate, the session in the transcript store, the kernel ledger and the undo
-stack. The app calls these from its worker thread; nothing here imports textual or prints.
+stack. It is the chat's `ChatBackend`; the app calls the rest from its worker thread. Nothing
+here imports textual or prints.
 
 A chat session lives in the same store as optimize sessions (`sessions/<id>/transcript.jsonl`,
 with `settings.command == "chat"`); `chat.json` beside it lists the ledger and the optimize
@@ -9,16 +10,23 @@ sessions started from the chat, so `--resume` brings both back.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from cuda_agent_cli.chat.approval import ChatPermissions
+from cuda_agent_cli.chat.backend import Note
+from cuda_agent_cli.chat.commands import parse_optimize_args
+from cuda_agent_cli.chat.history import Opening, placed_history, read_history
+from cuda_agent_cli.chat.ledger import Judged, Ledger
+from cuda_agent_cli.chat.undo import UndoEntry, file_entries, revert
 from cuda_agent_cli.errors import BadInput
-from cuda_agent_cli.tui.approval import ChatPermissions, FileBackup, restore
-from cuda_agent_cli.tui.ledger import Ledger
+
+if TYPE_CHECKING:
+    from cuda_agent_cli.agent.events import CostUpdate, Resumed, SessionStarted
+    from cuda_agent_cli.run.session import OptimizeOutcome
 
 CHAT_FILE = "chat.json"
 CHAT_COMMAND = "chat"
@@ -39,69 +47,6 @@ class ChatOptions:
     session_id: str | None = None  # a chosen id for a new session (reproducible screenshots)
 
 
-@dataclass
-class UndoEntry:
-    """One change this session made to the repository, newest last; kept in chat.json, so a
-    resumed chat can still undo it."""
-
-    kind: str  # "files" (an approved write by the agent) | "apply" (a kernel written back)
-    what: str
-    backups: list[FileBackup] = field(default_factory=list)
-    commit: str | None = None
-    branch: str | None = None
-    written: list[str] = field(default_factory=list)
-    # An uncommitted apply: its files as (path, text before, text written), under repo_root.
-    changes: list[tuple[str, str | None, str | None]] = field(default_factory=list)
-    repo_root: str | None = None
-    session_id: str | None = None  # the optimize session whose kernel an apply wrote
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "what": self.what,
-            "backups": [
-                {
-                    "path": str(b.path),
-                    "shown": b.shown,
-                    "old": base64.b64encode(b.old).decode("ascii") if b.old is not None else None,
-                }
-                for b in self.backups
-            ],
-            "commit": self.commit,
-            "branch": self.branch,
-            "written": self.written,
-            "changes": [list(c) for c in self.changes],
-            "repo_root": self.repo_root,
-            "session_id": self.session_id,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> UndoEntry | None:
-        if not isinstance(data, dict) or data.get("kind") not in ("files", "apply"):
-            return None
-        try:
-            backups = [
-                FileBackup(
-                    Path(b["path"]), str(b["shown"]), base64.b64decode(b["old"]) if b.get("old") is not None else None
-                )
-                for b in data.get("backups") or []
-            ]
-            changes = [(str(c[0]), c[1], c[2]) for c in data.get("changes") or []]
-        except (KeyError, TypeError, ValueError, IndexError):
-            return None
-        return cls(
-            str(data["kind"]),
-            str(data.get("what") or ""),
-            backups,
-            data.get("commit"),
-            data.get("branch"),
-            [str(w) for w in data.get("written") or []],
-            changes,
-            data.get("repo_root"),
-            data.get("session_id"),
-        )
-
-
 def is_chat(state: Any) -> bool:
     return (state.meta.get("settings") or {}).get("command") == CHAT_COMMAND
 
@@ -113,45 +58,7 @@ def latest_chat_session(data_dir: Path | None, repo: Path | None = None) -> Any:
     return resume_session(None, data_dir, repo=repo, chat=True)
 
 
-OPTIMIZE_FLAGS = ("inputs", "capture", "device", "policy")
-OPTIMIZE_USAGE = '/optimize path/to/file.py::ClassName [--inputs SPEC | --capture "CMD"]'
-
-
-def parse_optimize_args(args: list[str]) -> dict[str, str | None]:
-    """`FILE::Class [--inputs SPEC | --capture CMD] [--device D] [--policy P]` -> fields of an
-    OptimizeRequest."""
-    out: dict[str, str | None] = {"target": None, **{k: None for k in OPTIMIZE_FLAGS}}
-    known = "use --inputs, --capture, --device or --policy"
-    i = 0
-    while i < len(args):
-        a = args[i]
-        key = a[2:] if a.startswith("--") else None
-        if key and "=" in key:
-            key, value = key.split("=", 1)
-            if key not in OPTIMIZE_FLAGS:
-                raise BadInput(f"/optimize does not know --{key}", known)
-            out[key] = value
-        elif key:
-            if key not in OPTIMIZE_FLAGS:
-                raise BadInput(f"/optimize does not know --{key}", known)
-            if i + 1 >= len(args):
-                raise BadInput(f"--{key} needs a value", f"/optimize FILE::Class --{key} VALUE")
-            out[key] = args[i + 1]
-            i += 1
-        elif out["target"] is None:
-            out["target"] = a
-        else:
-            raise BadInput(f"unexpected argument {a!r}", 'quote an --inputs spec or a --capture "CMD" that has spaces')
-        i += 1
-    if not out["target"]:
-        raise BadInput("/optimize needs a target", OPTIMIZE_USAGE)
-    if out["inputs"] and out["capture"]:
-        # As `cuda-agent optimize`: both say which calls to optimize for.
-        raise BadInput("--inputs and --capture both say which calls to optimize for", "give one of them, not both")
-    return out
-
-
-class ChatRuntime:
+class ChatSession:
     """One chat over one repository. Build it before the app opens: bad input fails here."""
 
     def __init__(self, opts: ChatOptions) -> None:
@@ -230,8 +137,8 @@ class ChatRuntime:
         self.device: str | None = opts.device
         self.context_tokens = 0
         self.context_budget = self.cfg.context_tokens
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
+        self.tokens = 0  # prompt and completion tokens of the chat and the sessions it started
+        self.session_costs: dict[str, float] = {}  # each session's cost so far, this chat's too
         self.repo_start: Any = None  # writeback.git.RepoState when the chat started: what /diff compares with
         self._load_chat_file()
         if self.repo_start is None:
@@ -239,14 +146,69 @@ class ChatRuntime:
 
             self.repo_start = repo_state(root)
 
-    # -- the chat file ---------------------------------------------------------------------------
+    # -- what the screen shows (ChatBackend) -----------------------------------------------------
     @property
     def session_id(self) -> str:
-        return self.state.session_id
+        return str(self.state.session_id)
 
     @property
+    def mode(self) -> str:
+        return self.permissions.mode
+
+    @property
+    def cost_usd(self) -> float:
+        """This chat's cost and that of every optimize session it started."""
+        others = sum(v for k, v in self.session_costs.items() if k != self.session_id)
+        return float(self.state.cost_usd) + others
+
+    def opening(self) -> Opening:
+        """A resumed chat's conversation, with its /optimize sessions, cards and recorded lines in
+        their places (the status bar's tokens and context taken from it on the way); a new chat's
+        welcome line."""
+        path = self.state.transcript_path
+        if not path.is_file():
+            return Opening(
+                None,
+                "cuda-agent chat",
+                f" over {self.root.name}/ · session {self.session_id} · "
+                "/help for commands, Esc interrupts, Ctrl+C twice quits",
+            )
+        placed = placed_history(self.ledger, self.optimize_started, self.notes, self.optimize_transcript)
+        found = read_history(path, placed)
+        self.tokens += found.tokens
+        if found.context_tokens is not None:
+            self.context_tokens = found.context_tokens
+        self.context_budget = found.context_budget or self.context_budget
+        if not self.context_tokens:
+            from cuda_agent_cli.agent.context import estimate_tokens
+
+            self.context_tokens = estimate_tokens(self.state.messages)
+        return Opening(
+            found.items,
+            "",
+            f"resumed session {self.session_id}: {self.state.turns} turns, {self.ledger.counted()} in the ledger",
+        )
+
+    def session_started(self, event: SessionStarted) -> bool:
+        """An optimize session started from this chat (/optimize) is recorded where it started."""
+        if event.session_id == self.session_id:
+            return False
+        self.record_optimize_session(event.session_id, event.target)
+        return True
+
+    def resumed(self, event: Resumed) -> str | None:
+        return self.session_id  # the chat's own turns go on
+
+    def record_cost(self, session_id: str, event: CostUpdate) -> None:
+        self.tokens += event.prompt_tokens + event.completion_tokens
+        if session_id == self.session_id:  # an optimize session's context is its own
+            self.context_tokens, self.context_budget = event.context_tokens, event.context_budget
+        self.session_costs[session_id] = event.total_cost_usd
+
+    # -- the chat file ---------------------------------------------------------------------------
+    @property
     def chat_file(self) -> Path:
-        return self.state.session_dir / CHAT_FILE
+        return Path(self.state.session_dir) / CHAT_FILE
 
     def _load_chat_file(self) -> None:
         try:
@@ -306,8 +268,8 @@ class ChatRuntime:
 
     def record_result(
         self, session_id: str, tool: str, turn: int, result: dict[str, Any], sources: str | None = None
-    ) -> Any:
-        """A harness result in the ledger (its tui.ledger.Judged), kept in chat.json."""
+    ) -> Judged:
+        """A harness result in the ledger, kept in chat.json."""
         self.ensure_started()
         judged = self.ledger.add(session_id, tool, turn, result, self.events_written(), sources)
         self._save_chat_file()
@@ -394,9 +356,16 @@ class ChatRuntime:
         }
 
     def send(self, text: str, sink: Callable[[Any], None] | None, cancel: Any) -> Any:
-        """One user message and the agent's work on it; Interrupted when `cancel` is set."""
+        """One user message and the agent's work on it; Interrupted when `cancel` is set. The
+        writes it let through go onto the undo stack, however it ended."""
+        try:
+            return self._turn(text, sink, cancel)
+        finally:
+            self.take_file_backups()
+
+    def _turn(self, text: str, sink: Callable[[Any], None] | None, cancel: Any) -> Any:
         from cuda_agent_cli.agent.loop import Limits, run_agent
-        from cuda_agent_cli.tui.mentions import expand
+        from cuda_agent_cli.chat.mentions import expand
 
         prompt, _ = expand(text, self.root)
         if not self.chat_file.is_file():
@@ -512,6 +481,40 @@ class ChatRuntime:
         self.device = outcome.device
         return outcome
 
+    def decide(self, outcome: OptimizeOutcome, apply: bool) -> list[Note]:
+        """The review's answer on an /optimize run's kernel: written back on yes when it was a
+        measured improvement (the same rule as `cuda-agent optimize`); the lines that say what
+        happened, kept for a resumed chat."""
+        notes: list[Note] = []
+        if apply and outcome.status != "improved":
+            from cuda_agent_cli.run.session import not_applied
+
+            notes.append(Note(f"not applied: {not_applied(outcome)}", "warning"))
+        elif apply:
+            from cuda_agent_cli.errors import CudaAgentError
+
+            try:
+                result = self.apply(outcome.plan, outcome.session_id)
+            except CudaAgentError as exc:
+                notes.append(Note(f"not applied: {exc.one_line()}", "error"))
+            else:
+                if result.commit:
+                    notes.append(
+                        Note(
+                            f"applied: committed {result.commit[:10]} on new branch {result.branch} "
+                            f"({len(result.written)} files; /undo reverts it)",
+                            "success",
+                        )
+                    )
+                else:
+                    notes.append(Note(f"applied: wrote {len(result.written)} files (not committed)", "success"))
+                notes += [Note(n, "warning") for n in result.notes]
+        else:
+            notes.append(Note("discarded: nothing was written into the repository"))
+        for note in notes:
+            self.record_note(note.text, note.kind)
+        return notes
+
     def apply(self, plan: Any, session_id: str | None = None) -> Any:
         """Write the reviewed kernel into the repository (branch, commit, manifest), as optimize does."""
         from cuda_agent_cli.writeback.apply import apply_plan
@@ -549,6 +552,13 @@ class ChatRuntime:
         )
         return harness, sid
 
+    def judge(self, harness: Any, tool: str) -> tuple[dict[str, Any], str | None]:
+        """/verify or /profile of the latest candidate: the harness result and which sources it judged."""
+        from cuda_agent_cli.workspace import candidate_digest
+
+        result = harness.verify() if tool == "Verify" else harness.profile()
+        return result.to_json(), candidate_digest(harness.workspace.root)
+
     def session_diff(self) -> Any:
         """What this chat changed in the repository since it started (writeback.git.SessionDiff),
         or None outside git."""
@@ -558,41 +568,21 @@ class ChatRuntime:
 
     # -- undo ------------------------------------------------------------------------------------
     def take_file_backups(self) -> None:
-        """Move the gate's backups of approved writes onto the undo stack (call after each turn)."""
+        """Move the gate's backups of approved writes onto the undo stack (after each turn)."""
         taken = []
         while (b := self.permissions.pop_backup()) is not None:
             taken.append(b)
-        pushed = False
-        for b in reversed(taken):  # pop_backup gives newest first; the stack wants oldest first
-            changed = [x for x in b if _current(x.path) != x.old]
-            if changed:
-                self.undo_stack.append(UndoEntry("files", ", ".join(x.shown for x in changed), backups=changed))
-                pushed = True
-        if pushed:
+        entries = file_entries(taken[::-1])  # pop_backup gives newest first; the stack wants oldest first
+        if entries:
+            self.undo_stack += entries
             self._save_chat_file()
 
     def undo(self) -> str:
         """Revert the newest change this session made; says what was reverted."""
-        from cuda_agent_cli.writeback.diff import write_changes
-        from cuda_agent_cli.writeback.git import revert_commit
-
         if not self.undo_stack:
             return "nothing to undo: this session has not changed the repository"
         entry = self.undo_stack[-1]
-        if entry.kind == "apply" and entry.commit:
-            sha = revert_commit(self.root, entry.commit)
-            message = (
-                f"reverted commit {entry.commit[:10]} ({entry.what}) with commit {sha[:10]} on "
-                f"{entry.branch}; files: {', '.join(entry.written)}"
-            )
-        elif entry.kind == "apply":
-            from cuda_agent_cli.writeback.diff import FileChange
-
-            back = [FileChange(path, before, written) for path, before, written in entry.changes]
-            write_changes(Path(entry.repo_root or self.root), back)
-            message = f"put back {len(back)} files written for {entry.what}: {', '.join(entry.written)}"
-        else:
-            message = "undid the agent's write: " + "; ".join(restore(entry.backups))
+        message = revert(entry, self.root)
         if entry.kind == "apply" and entry.session_id and self.ledger.mark_reverted(entry.session_id):
             message += f"; the candidates of session {entry.session_id} no longer count as the best"
         self.undo_stack.pop()
@@ -601,10 +591,3 @@ class ChatRuntime:
 
     def close(self) -> None:
         self.toolbox.close()
-
-
-def _current(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes() if path.is_file() else None
-    except OSError:
-        return None
