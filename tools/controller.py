@@ -253,9 +253,11 @@ def _strays_error(strays: list[int], when: str) -> dict:
                 names.append(f"{pid} ({f.read().strip()})")
         except OSError:
             names.append(str(pid))
-    return {"error": f"the candidate started {len(strays)} process(es) still running {when}: "
-                     f"{', '.join(names)}; a kernel must do its work in the candidate's own process",
-            "strays": len(strays)}
+    return {
+        "error": f"the candidate started {len(strays)} process(es) still running {when}: "
+        f"{', '.join(names)}; a kernel must do its work in the candidate's own process",
+        "strays": len(strays),
+    }
 
 
 def _become_subreaper() -> None:
@@ -436,8 +438,10 @@ def run_evaluate_job(spec: dict) -> dict:
             result["claims"] = _finish(cand)
             result["stage"] = "run"
             return result
-        commits = {c["id"]: (fp, ev) for c, fp, ev in zip(result["verify_calls"], reply.get("fingerprints", []),
-                                                           reply.get("evidence", []))}
+        commits = {
+            c["id"]: (fp, ev)
+            for c, fp, ev in zip(result["verify_calls"], reply.get("fingerprints", []), reply.get("evidence", []))
+        }
         cand.ask({"op": "checkpoint"})
         if spec["device"] == "cuda":
             mark = time.perf_counter()
@@ -465,8 +469,12 @@ def run_evaluate_job(spec: dict) -> dict:
             wanted, miss = checks_needed(len(timed_calls), int(spec.get("one_in", 5)), float(spec.get("detect", 0.99)))
             wanted = max(wanted, min(int(spec.get("checks", 3)), len(timed_calls)))
             checked = sorted(rng.sample(timed_calls, wanted), key=lambda c: c["id"])
-            result["detection"] = {"checked": wanted, "timed": len(timed_calls), "one_in": int(spec.get("one_in", 5)),
-                                   "probability": round(1.0 - miss, 4)}
+            result["detection"] = {
+                "checked": wanted,
+                "timed": len(timed_calls),
+                "one_in": int(spec.get("one_in", 5)),
+                "probability": round(1.0 - miss, 4),
+            }
             result["phases"]["timing"] = round(time.perf_counter() - mark, 4)
         result["checked_calls"] = checked
         mark = time.perf_counter()
@@ -476,8 +484,9 @@ def run_evaluate_job(spec: dict) -> dict:
             result["claims"] = _finish(cand)
             result["stage"] = "run"
             return result
-        result["commits"] = {str(i): {"fingerprint": commits[i][0], "evidence": commits[i][1]}
-                             for i in ids if i in commits}
+        result["commits"] = {
+            str(i): {"fingerprint": commits[i][0], "evidence": commits[i][1]} for i in ids if i in commits
+        }
         result["phases"]["timed_saves"] = round(time.perf_counter() - mark, 4)
         result["claims"] = _finish(cand, bandwidth=bool(timed))
         if base is not None:
@@ -623,8 +632,10 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
     rng = secrets.SystemRandom()
 
     def new_calls(first_id: int, n: int) -> list[dict]:
-        return [{"id": first_id + j, "model": 0, "set": rng.choice(timed_sets), "seed": secrets.randbits(62)}
-                for j in range(n)]
+        return [
+            {"id": first_id + j, "model": 0, "set": rng.choice(timed_sets), "seed": secrets.randbits(62)}
+            for j in range(n)
+        ]
 
     cpu_clock = process_cpu_clock(cand.pid) if one_thread else None
     # The baselines' process's own clock, for its null blocks: the trusted measure of the same
@@ -655,18 +666,23 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
             # still running while it is stopped) or ran at a lowered clock: made again, the
             # candidate still stopped, once what was left has had time to drain.
             for attempt in range(TRUSTED_RETRIES + 1):
-                reply, block_us = timed(base_clock, base, request) if side == "base_null" else _make_calls(base, request)
+                reply, block_us = (
+                    timed(base_clock, base, request) if side == "base_null" else _make_calls(base, request)
+                )
                 ratio = reply.get("device_ratio") if reply.get("ok") else None
                 if not isinstance(ratio, (int, float)) or ratio <= DEVICE_SLOW:
                     return reply, block_us
                 disturbed.append(round(float(ratio), 3))
                 if attempt < TRUSTED_RETRIES:
                     time.sleep(RETRY_PAUSE_S * (attempt + 1))
-            return {"ok": False, "device_contention": True,
-                    "error": f"the device ran {ratio:.2f} times slower than calibrated before each {side} call "
-                             f"(the lead-in and the flush), in {TRUSTED_RETRIES + 1} tries while the candidate's "
-                             "process was stopped: work of its process still running on the device, or another "
-                             "program using this GPU (or its clocks lowered)"}, block_us
+            return {
+                "ok": False,
+                "device_contention": True,
+                "error": f"the device ran {ratio:.2f} times slower than calibrated before each {side} call "
+                f"(the lead-in and the flush), in {TRUSTED_RETRIES + 1} tries while the candidate's "
+                "process was stopped: work of its process still running on the device, or another "
+                "program using this GPU (or its clocks lowered)",
+            }, block_us
         finally:
             cand.cont(stopped)
 
@@ -685,8 +701,10 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
             if reply.get("device_contention"):
                 return {"error": reply["error"], "device_contention": True, "trusted_retries": disturbed}
             if not reply.get("ok"):
-                return {"error": f"{side} failed during warm-up: {reply.get('error', '')}"[:600],
-                        "baselines_failed": side not in ("candidate", "null")}
+                return {
+                    "error": f"{side} failed during warm-up: {reply.get('error', '')}"[:600],
+                    "baselines_failed": side not in ("candidate", "null"),
+                }
     if warmup:
         cand.ask({"op": "drop", "ids": [c["id"] for c in warm]})
 
@@ -702,25 +720,30 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
     for r in range(rounds):
         calls = new_calls(TIMED_BASE + r * block, min(block, trials - r * block))
         all_calls.extend(calls)
-        order = sides[r % len(sides):] + sides[:r % len(sides)]
+        order = sides[r % len(sides) :] + sides[: r % len(sides)]
         for side in order:
             reply, block_us = run(side, calls)
             if reply.get("device_contention"):
                 return {"error": reply["error"], "device_contention": True, "trusted_retries": disturbed}
             if not reply.get("ok"):
-                return {"error": f"{side} failed while timed: {reply.get('error', '')}"[:600],
-                        "baselines_failed": side not in ("candidate", "null")}
+                return {
+                    "error": f"{side} failed while timed: {reply.get('error', '')}"[:600],
+                    "baselines_failed": side not in ("candidate", "null"),
+                }
             # A time is a finite number of microseconds, not below zero: NaN compares false with
             # every bound and a claim of 0 or less makes any ratio infinite.
             events, walls = _times(reply.get("events_us")), _times(reply.get("walls_us"))
             if events is None or walls is None:
-                return {"error": f"{side} reported call times that are not finite, non-negative numbers",
-                        "forged_times": side in ("candidate", "null")}
-            events, walls = events[:len(calls)], walls[:len(calls)]
+                return {
+                    "error": f"{side} reported call times that are not finite, non-negative numbers",
+                    "forged_times": side in ("candidate", "null"),
+                }
+            events, walls = events[: len(calls)], walls[: len(calls)]
             if len(events) != len(calls):
                 return {"error": f"{side} answered for {len(events)} of {len(calls)} calls"}
-            blocks[side].append({"round": r, "events_us": events, "walls_us": walls, "block_us": block_us,
-                                 "n": len(calls)})
+            blocks[side].append(
+                {"round": r, "events_us": events, "walls_us": walls, "block_us": block_us, "n": len(calls)}
+            )
             if side not in ("candidate", "null") and isinstance(reply.get("device_ratio"), (int, float)):
                 blocks[side][-1]["device_ratio"] = round(float(reply["device_ratio"]), 4)
             if side in ("candidate", "null", "base_null") and "last" in cpu_spent:
@@ -731,7 +754,16 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
     strays = _strays(cand, base)
     if strays:
         return _strays_error(strays, "while it was timed")
-    return {"blocks": blocks, "calls": all_calls, "load_before": round(load_before, 3),
-            "load_during": round(meter.foreign_cores(), 3), "trials": len(all_calls), "warmup": warmup,
-            "block": block, "baselines_wait_s": round(waited, 4), "pinned_cpu": pinned_cpu, "trusted_retries": disturbed,
-            "baselines_ready": {k: ready.get(k) for k in ("prepare_s", "rounds", "reused")}}
+    return {
+        "blocks": blocks,
+        "calls": all_calls,
+        "load_before": round(load_before, 3),
+        "load_during": round(meter.foreign_cores(), 3),
+        "trials": len(all_calls),
+        "warmup": warmup,
+        "block": block,
+        "baselines_wait_s": round(waited, 4),
+        "pinned_cpu": pinned_cpu,
+        "trusted_retries": disturbed,
+        "baselines_ready": {k: ready.get(k) for k in ("prepare_s", "rounds", "reused")},
+    }

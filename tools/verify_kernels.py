@@ -19,24 +19,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from worker_common import (
-    fresh_clone,
-    apply_precision_flags,
-    device_sync,
-    load_module,
-    to_cpu,
-    to_device,
-    trim_exception,
-)
-
 import evidence
 import guards
 import init_objects
 import tensor_files
 import timing
+import torch
 from executor import build_model, load_set
+from worker_common import (
+    apply_precision_flags,
+    device_sync,
+    fresh_clone,
+    load_module,
+    to_cpu,
+    to_device,
+    trim_exception,
+)
 
 _clock = time.perf_counter
 
@@ -68,6 +66,7 @@ def _nbytes(obj: Any) -> int:
 # ---------------------------------------------------------------------------------------------
 # inputs
 # ---------------------------------------------------------------------------------------------
+
 
 def run_inputs_job(spec: dict) -> dict:
     evidence.session_device(spec["device"])
@@ -123,8 +122,13 @@ def run_inputs_job(spec: dict) -> dict:
                 for t in inputs
             )
     # Kept by the harness, away from these files, so the judge can tell if anything rewrote them.
-    found = {"n": len(indices), "indices": indices, "inputs": described, "input_bytes": total_bytes,
-             "fingerprints": fingerprints}
+    found = {
+        "n": len(indices),
+        "indices": indices,
+        "inputs": described,
+        "input_bytes": total_bytes,
+        "fingerprints": fingerprints,
+    }
     if first is not None:
         found["plan"] = fresh_draw_plan(*first, spec["device"])
     return found
@@ -171,20 +175,24 @@ def fresh_draw_plan(model: Any, inputs: list[Any], device: str) -> list[dict] | 
 
 
 def _non_finite(out: Any) -> int:
-    return sum(int((~torch.isfinite(t)).sum()) for t in timing.tensor_leaves(out)
-               if t.is_floating_point() or t.is_complex())
+    return sum(
+        int((~torch.isfinite(t)).sum()) for t in timing.tensor_leaves(out) if t.is_floating_point() or t.is_complex()
+    )
 
 
 def _payload_fingerprints(payload: dict, inputs: list[Any], device: str) -> dict:
     """Fingerprints of one input set (`inputs`: payload["inputs"], already on `device`) and of
     the init arguments and weights it came with."""
-    return {"inputs": evidence.fingerprint(list(inputs)),
-            "model": evidence.fingerprint(to_device([payload["init"], list(payload["state"].values())], device))}
+    return {
+        "inputs": evidence.fingerprint(list(inputs)),
+        "model": evidence.fingerprint(to_device([payload["init"], list(payload["state"].values())], device)),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
 # judge
 # ---------------------------------------------------------------------------------------------
+
 
 def _wide(obj: Any) -> Any:
     """Floating tensors as float64, complex ones as complex128 (containers kept)."""
@@ -249,8 +257,10 @@ def run_judge_job(spec: dict) -> dict:
             payload = load_set(in_dir / f"inputs_{k}.pt")
             payloads[k] = payload
             inputs_on_device[k] = to_device(payload["inputs"], device)
-            found = {"inputs": evidence.fingerprint(list(inputs_on_device[k])),
-                     "model": evidence.fingerprint(to_device([payload["init"], list(payload["state"].values())], device))}
+            found = {
+                "inputs": evidence.fingerprint(list(inputs_on_device[k])),
+                "model": evidence.fingerprint(to_device([payload["init"], list(payload["state"].values())], device)),
+            }
             if k < len(originals) and originals[k] != found:
                 return None
         return inputs_on_device[k]
@@ -270,8 +280,14 @@ def run_judge_job(spec: dict) -> dict:
         cid, m, k, role = int(call["id"]), int(call["model"]), int(call["set"]), call.get("role", "verify")
         base = input_set(k)
         if base is None or (m not in models and input_set(m) is None):
-            checks.append(_check("input_files", False, f"set {k}: the inputs or weights on disk changed after the "
-                                 "reference wrote them; something outside the harness rewrote its files"))
+            checks.append(
+                _check(
+                    "input_files",
+                    False,
+                    f"set {k}: the inputs or weights on disk changed after the "
+                    "reference wrote them; something outside the harness rewrote its files",
+                )
+            )
             return result
         if m not in models:
             models[m], _ = build_model(ref.Model, payloads[m], device, int(spec["seeds"][m]))
@@ -294,19 +310,28 @@ def run_judge_job(spec: dict) -> dict:
             got, unreadable = None, trim_exception(exc, 300)
         else:
             unreadable = "no output was handed over"
-        committed = (commits.get(str(cid)) or {})
+        committed = commits.get(str(cid)) or {}
         found: list[dict] = []
         if got is None:
             found.append(_check("output_type", False, f"candidate output unreadable: {unreadable}"))
         else:
             type_check, values = guards.compare_values(expected, got, atol, rtol, exact)
             proof = committed.get("evidence") or {}
-            same = committed.get("fingerprint") == evidence.fingerprint(list(got) if isinstance(got, (tuple, list)) else [got])
-            found = [type_check,
-                     evidence.check_aliasing(proof.get("output_ranges", []), proof.get("input_ranges", [])),
-                     evidence.check_inputs_unchanged(before, proof.get("inputs_after")),
-                     _check("committed_outputs", same, "the output handed over is the one the call returned" if same
-                            else "the output handed over is not the one whose fingerprint the call returned")] + values
+            same = committed.get("fingerprint") == evidence.fingerprint(
+                list(got) if isinstance(got, (tuple, list)) else [got]
+            )
+            found = [
+                type_check,
+                evidence.check_aliasing(proof.get("output_ranges", []), proof.get("input_ranges", [])),
+                evidence.check_inputs_unchanged(before, proof.get("inputs_after")),
+                _check(
+                    "committed_outputs",
+                    same,
+                    "the output handed over is the one the call returned"
+                    if same
+                    else "the output handed over is not the one whose fingerprint the call returned",
+                ),
+            ] + values
         if role == "timed":
             timed_ids.append(cid)
             bad = [c for c in found if not c["passed"]]
@@ -325,12 +350,24 @@ def run_judge_job(spec: dict) -> dict:
     if again:
         a, first = outputs.get(int(again[0]["id"])), outputs.get(0)
         same = a is not None and first is not None and guards.all_close(first, a, atol, rtol)
-        checks.append(_check("determinism", same, "two runs on the same inputs agree" if same
-                             else "two runs on the same inputs disagree (uninitialized memory or a race?)"))
+        checks.append(
+            _check(
+                "determinism",
+                same,
+                "two runs on the same inputs agree"
+                if same
+                else "two runs on the same inputs disagree (uninitialized memory or a race?)",
+            )
+        )
     mark = _phase(result, "determinism", mark)
     if timed_ids:
-        checks.append(_check("timed_outputs", not timed_bad, timed_bad[0] if timed_bad
-                             else f"timed calls {timed_ids}, chosen after they returned, pass every check"))
+        checks.append(
+            _check(
+                "timed_outputs",
+                not timed_bad,
+                timed_bad[0] if timed_bad else f"timed calls {timed_ids}, chosen after they returned, pass every check",
+            )
+        )
         _phase(result, "timed_outputs", mark)
     result["precision"] = guards.precision_flags()
     return result

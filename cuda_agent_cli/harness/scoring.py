@@ -181,8 +181,9 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     overhead, wander = _overhead_and_wander(overheads) if overheads else (0.0, 0.0)
     # The trusted measure of that overhead: the same null blocks made in the baselines' process,
     # where no candidate code ever ran, else the baselines' own calls.
-    trusted_timed = ([b for b in blocks.get("base_null") or [] if b["events_us"] and "block_us" in b]
-                     or [b for b in trusted if b["events_us"] and "block_us" in b])
+    trusted_timed = [b for b in blocks.get("base_null") or [] if b["events_us"] and "block_us" in b] or [
+        b for b in trusted if b["events_us"] and "block_us" in b
+    ]
     trusted_overheads = [_per_call_block(b) - statistics.fmean(b["events_us"]) for b in trusted_timed]
     most_overhead = most_wander = most_cpu_overhead = float("inf")
     base = 0.0
@@ -222,13 +223,17 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     trusted_cpu_wander = 0.0
     skipped: list[str] = []
     if cpu_bounds:
-        cpu_overhead, cpu_wander = _overhead_and_wander([_per_call_cpu(b) - statistics.fmean(b["events_us"])
-                                                         for b in cpu_null])
+        cpu_overhead, cpu_wander = _overhead_and_wander(
+            [_per_call_cpu(b) - statistics.fmean(b["events_us"]) for b in cpu_null]
+        )
         # Against the baselines' process's null blocks on its own CPU-time clock, the same work
         # on the same clock; else against the trusted sides' wall-clock overhead, which is at
         # least their CPU time's.
-        base_cpu = [_per_call_cpu(b) - statistics.fmean(b["events_us"])
-                    for b in blocks.get("base_null") or [] if b["events_us"] and "cpu_us" in b]
+        base_cpu = [
+            _per_call_cpu(b) - statistics.fmean(b["events_us"])
+            for b in blocks.get("base_null") or []
+            if b["events_us"] and "cpu_us" in b
+        ]
         most_cpu_wander = most_wander
         if base_cpu:
             trusted_cpu, trusted_cpu_wander = _overhead_and_wander(base_cpu)
@@ -238,21 +243,30 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
         null_stalled = cpu_overhead > NULL_FLAG * most_cpu_overhead or cpu_wander > NULL_FLAG * most_cpu_wander
         around_null = cpu_overhead
         if trusted_cpu is not None and cpu_overhead < SKIPPED_NULL_SHARE * trusted_cpu - NULL_TRUST_US:
-            skipped.append(f"its process spent {cpu_overhead:.0f} us of harness work around each call that ran none "
-                           f"of its code, where the baselines' process spent {trusted_cpu:.0f} us")
+            skipped.append(
+                f"its process spent {cpu_overhead:.0f} us of harness work around each call that ran none "
+                f"of its code, where the baselines' process spent {trusted_cpu:.0f} us"
+            )
         cpu_overhead, cpu_wander = min(cpu_overhead, most_cpu_overhead), min(cpu_wander, most_cpu_wander)
         around = statistics.median([_per_call_cpu(b) - statistics.fmean(b["events_us"]) for b in cand])
         if around < SKIPPED_REAL_SHARE * cpu_overhead - NULL_TRUST_US:
-            skipped.append(f"its process spent {around:.0f} us of harness work around each timed call, where it "
-                           f"spent {cpu_overhead:.0f} us around each call that ran none of its code")
+            skipped.append(
+                f"its process spent {around:.0f} us of harness work around each timed call, where it "
+                f"spent {cpu_overhead:.0f} us around each call that ran none of its code"
+            )
     # Discounted by BOUND_SLACK, so noise never overrules an honest claim, while a claim
     # several times too small always is.
     bounds = []
     for b in cand:
-        bound = ((_per_call_block(b) - overhead - max(wander, BOUND_RESOLUTION * overhead)) / BOUND_SLACK
-                 if "block_us" in b else 0.0)
+        bound = (
+            (_per_call_block(b) - overhead - max(wander, BOUND_RESOLUTION * overhead)) / BOUND_SLACK
+            if "block_us" in b
+            else 0.0
+        )
         if cpu_bounds:
-            bound = (_per_call_cpu(b) - cpu_overhead - max(cpu_wander, CPU_BOUND_RESOLUTION * cpu_overhead)) / BOUND_SLACK
+            bound = (
+                _per_call_cpu(b) - cpu_overhead - max(cpu_wander, CPU_BOUND_RESOLUTION * cpu_overhead)
+            ) / BOUND_SLACK
         bounds.append(bound)
     # A block is held to no more than the median block's bound: the host stalls now and then
     # for a few hundred µs (a collection, an interrupt), in real and null blocks alike, and a
@@ -267,8 +281,11 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
         outside = statistics.median([_per_call_cpu(b) for b in cand]) - cpu_overhead
         resolution = max(cpu_wander, CPU_BOUND_RESOLUTION * cpu_overhead)
     else:
-        outside = (statistics.median([_per_call_block(b) for b in cand if "block_us" in b]) - overhead
-                   if any("block_us" in b for b in cand) else float("inf"))
+        outside = (
+            statistics.median([_per_call_block(b) for b in cand if "block_us" in b]) - overhead
+            if any("block_us" in b for b in cand)
+            else float("inf")
+        )
         resolution = max(wander, BOUND_RESOLUTION * overhead)
     below_resolution = outside < RESOLVED * resolution
     held: list[int] = []
@@ -300,35 +317,69 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
         return round(statistics.median(values), 2) if values else None
 
     def per_call(side: list[dict[str, Any]]) -> dict[str, Any]:
-        found = {"events_us": med(side, "events_us"), "device_idle_us": med(side, "walls_us"),
-                 "block_per_call_us": round(statistics.median([_per_call_block(b) for b in side]), 2)}
+        found = {
+            "events_us": med(side, "events_us"),
+            "device_idle_us": med(side, "walls_us"),
+            "block_per_call_us": round(statistics.median([_per_call_block(b) for b in side]), 2),
+        }
         if all("cpu_us" in b for b in side):
             found["cpu_per_call_us"] = round(statistics.median([_per_call_cpu(b) for b in side]), 2)
         return found
 
     detail: dict[str, Any] = {
         name: per_call(side)
-        for name, side in (("eager", eager), ("compile", comp), ("candidate", cand),
-                           ("null", blocks.get("null") or []), ("base_null", blocks.get("base_null") or [])) if side}
-    detail.update(overhead_us=round(overhead, 2), wander_us=round(wander, 2), idle_gap_us=round(idle_gap, 2),
-                  clamped_blocks=clamped, candidate_blocks=len(cand), null_capped=null_capped, null_stalled=null_stalled,
-                  block_bounds_us=[round(x, 1) for x in bounds], held_blocks=held,
-                  outside_us=round(outside, 2) if math.isfinite(outside) else None,
-                  resolution_us=round(resolution, 2), below_resolution=below_resolution,
-                  trusted_overhead_us=round(base, 2), skipped_work=skipped)
+        for name, side in (
+            ("eager", eager),
+            ("compile", comp),
+            ("candidate", cand),
+            ("null", blocks.get("null") or []),
+            ("base_null", blocks.get("base_null") or []),
+        )
+        if side
+    }
+    detail.update(
+        overhead_us=round(overhead, 2),
+        wander_us=round(wander, 2),
+        idle_gap_us=round(idle_gap, 2),
+        clamped_blocks=clamped,
+        candidate_blocks=len(cand),
+        null_capped=null_capped,
+        null_stalled=null_stalled,
+        block_bounds_us=[round(x, 1) for x in bounds],
+        held_blocks=held,
+        outside_us=round(outside, 2) if math.isfinite(outside) else None,
+        resolution_us=round(resolution, 2),
+        below_resolution=below_resolution,
+        trusted_overhead_us=round(base, 2),
+        skipped_work=skipped,
+    )
     if cpu_bounds:
         # Around each call, before any cap: its timed calls, its null calls (what the skipped-work
         # rule compares; benchmarks/harness_work.py).
-        detail.update(cpu_overhead_us=round(cpu_overhead, 2), cpu_wander_us=round(cpu_wander, 2),
-                      candidate_cpu_per_call_us=round(statistics.median([_per_call_cpu(b) for b in cand]), 2),
-                      cpu_around_timed_us=round(around, 2), cpu_around_null_us=round(around_null, 2))
+        detail.update(
+            cpu_overhead_us=round(cpu_overhead, 2),
+            cpu_wander_us=round(cpu_wander, 2),
+            candidate_cpu_per_call_us=round(statistics.median([_per_call_cpu(b) for b in cand]), 2),
+            cpu_around_timed_us=round(around, 2),
+            cpu_around_null_us=round(around_null, 2),
+        )
         if trusted_cpu is not None:
-            detail.update(trusted_cpu_overhead_us=round(trusted_cpu, 2), trusted_cpu_wander_us=round(trusted_cpu_wander, 2))
+            detail.update(
+                trusted_cpu_overhead_us=round(trusted_cpu, 2), trusted_cpu_wander_us=round(trusted_cpu_wander, 2)
+            )
     return SideBySide(
-        eager_us=statistics.median(eager_times), compile_us=statistics.median(comp_times), candidate_us=cand_us,
-        speedup_vs_eager=statistics.median(e_rounds), speedup_vs_compile=statistics.median(c_rounds),
-        eager_interval=percentile_interval(e_samples), compile_interval=percentile_interval(c_samples),
-        trials=sum(b["n"] for b in cand[:rounds]), clamped_blocks=clamped, overhead_us=overhead, detail=detail)
+        eager_us=statistics.median(eager_times),
+        compile_us=statistics.median(comp_times),
+        candidate_us=cand_us,
+        speedup_vs_eager=statistics.median(e_rounds),
+        speedup_vs_compile=statistics.median(c_rounds),
+        eager_interval=percentile_interval(e_samples),
+        compile_interval=percentile_interval(c_samples),
+        trials=sum(b["n"] for b in cand[:rounds]),
+        clamped_blocks=clamped,
+        overhead_us=overhead,
+        detail=detail,
+    )
 
 
 # A call whose device stays busy this much longer than its own stream's events ran work the
@@ -385,11 +436,14 @@ _GLOBAL_FN = re.compile(r"__global__\s+[^;{()]*?\b(\w+)\s*\(")
 
 # The library calls strict allows (docs/security.md): a GEMM through cuBLAS or cuBLASLt, a
 # convolution through cuDNN. A candidate that makes one launches the library's kernels, not its own.
-_LIBRARY_CALL = re.compile(r"\bcublas(?:Lt)?\w*(?:[Gg]emm|Matmul)\w*\s*\(|\bat::cuda::blas::gemm\w*|"
-                           r"\bcudnnConvolution(?:Forward|BiasActivationForward)\s*\(")
+_LIBRARY_CALL = re.compile(
+    r"\bcublas(?:Lt)?\w*(?:[Gg]emm|Matmul)\w*\s*\(|\bat::cuda::blas::gemm\w*|"
+    r"\bcudnnConvolution(?:Forward|BiasActivationForward)\s*\("
+)
 # Kernels those libraries launch, as a profiler names them.
-_LIBRARY_KERNEL = re.compile(r"gemm|cutlass|xmma|cublas|cudnn|conv|implicit_convolve|wgrad|dgrad|nchw|nhwc",
-                             re.IGNORECASE)
+_LIBRARY_KERNEL = re.compile(
+    r"gemm|cutlass|xmma|cublas|cudnn|conv|implicit_convolve|wgrad|dgrad|nchw|nhwc", re.IGNORECASE
+)
 
 
 def library_calls_in_sources(sources: list[str]) -> bool:
@@ -414,10 +468,17 @@ def kernel_names_in_sources(sources: list[str]) -> set[str]:
 EXTENSION_SHARE = {"strict": 0.0, "hybrid": 0.05}
 
 
-def extension_kernel_check(device: str, ext_calls: int, profiled: list[str] | None,
-                           source_kernels: set[str], profiler_error: str | None = None, *,
-                           ext_shares: Sequence[float] = (), policy: str = "strict",
-                           library_calls: bool = False) -> Check:
+def extension_kernel_check(
+    device: str,
+    ext_calls: int,
+    profiled: list[str] | None,
+    source_kernels: set[str],
+    profiler_error: str | None = None,
+    *,
+    ext_shares: Sequence[float] = (),
+    policy: str = "strict",
+    library_calls: bool = False,
+) -> Check:
     """Did code from the built extension actually do the work of the candidate's calls?
 
     CPU: the extension's functions were wrapped before model_new.py was imported; they must be
@@ -430,14 +491,21 @@ def extension_kernel_check(device: str, ext_calls: int, profiled: list[str] | No
     """
     if device != "cuda":
         if ext_calls <= 0:
-            return Check("extension_kernel", False,
-                         "no function of the compiled extension ran during forward: call your kernel from ModelNew.forward")
+            return Check(
+                "extension_kernel",
+                False,
+                "no function of the compiled extension ran during forward: call your kernel from ModelNew.forward",
+            )
         share = statistics.median(ext_shares) if ext_shares else 1.0
         need = EXTENSION_SHARE.get(policy, EXTENSION_SHARE["strict"])
-        detail = (f"extension functions entered {ext_calls} time(s), {share:.0%} of forward's time spent in them")
+        detail = f"extension functions entered {ext_calls} time(s), {share:.0%} of forward's time spent in them"
         if share < need:
-            return Check("extension_kernel", False, f"{detail}; at least {need:.0%} is needed under {policy}: the "
-                         "extension must do the work, not only be called")
+            return Check(
+                "extension_kernel",
+                False,
+                f"{detail}; at least {need:.0%} is needed under {policy}: the "
+                "extension must do the work, not only be called",
+            )
         return Check("extension_kernel", True, detail)
     if profiled is None:
         return Check("extension_kernel", False, f"the profiler could not run: {profiler_error or 'unknown error'}")
@@ -449,21 +517,27 @@ def extension_kernel_check(device: str, ext_calls: int, profiled: list[str] | No
         if library:
             return Check("extension_kernel", True, f"the extension's library GEMM/convolution ran: {library[0][:80]}")
     seen = ", ".join(p[:60] for p in profiled[:4]) or "no GPU kernels at all"
-    return Check("extension_kernel", False,
-                 f"none of your __global__ kernels ({', '.join(sorted(source_kernels)[:5]) or 'none found'}) ran during "
-                 f"forward; the profiler saw: {seen}")
+    return Check(
+        "extension_kernel",
+        False,
+        f"none of your __global__ kernels ({', '.join(sorted(source_kernels)[:5]) or 'none found'}) ran during "
+        f"forward; the profiler saw: {seen}",
+    )
 
 
-def review_warnings(speedup_vs_eager: float, speedup_vs_compile: float, candidate_us: float,
-                    floor_us: float | None) -> list[str]:
+def review_warnings(
+    speedup_vs_eager: float, speedup_vs_compile: float, candidate_us: float, floor_us: float | None
+) -> list[str]:
     """Results too good to trust without a look: flagged for review, not failed."""
     out: list[str] = []
     best = max(speedup_vs_eager, speedup_vs_compile)
     if best > REVIEW_SPEEDUP:
         out.append(f"speedup_review: {best:.1f}x is beyond {REVIEW_SPEEDUP:.0f}x; check the kernel does all the work")
     if floor_us is not None and candidate_us < 0.8 * floor_us:
-        out.append(f"speedup_review: {candidate_us:.1f} us is below the memory roofline floor of {floor_us:.1f} us "
-                   "for reading the inputs once")
+        out.append(
+            f"speedup_review: {candidate_us:.1f} us is below the memory roofline floor of {floor_us:.1f} us "
+            "for reading the inputs once"
+        )
     return out
 
 
