@@ -241,7 +241,7 @@ class Harness:
             snapshot = run_dir / "inline-build" / "model_new.py"
             snapshot.parent.mkdir(parents=True, exist_ok=True)
             snapshot.write_text(self.workspace.candidate.read_text(errors="replace"))
-            spec = {
+            spec: dict[str, Any] = {
                 "device": self.device,
                 "candidate": str(snapshot),
                 "extensions_dir": str(self.workspace.build_dir / f"inline-{self.device}"),
@@ -478,15 +478,16 @@ class Harness:
         )
         result.stage_seconds["judge"] = time.perf_counter() - start
         self._record_phases(result, "judge", judge.result)
-        if judge.ok and (judge.result or {}).get("reference_error"):
+        verdict = judge.result or {}
+        if judge.ok and verdict.get("reference_error"):
             raise WorkspaceError(
-                f"the reference model failed on its own inputs: {judge.result['reference_error']}",
+                f"the reference model failed on its own inputs: {verdict['reference_error']}",
                 "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs",
             )
         if not judge.ok:
             result.checks.append(Check("crash", False, f"judging the outputs failed: {judge.describe_failure()}"))
             return self._finish(result)
-        for c in (judge.result or {}).get("checks", []):
+        for c in verdict.get("checks", []):
             result.checks.append(Check(c["name"], c["passed"], c["detail"]))
 
         kernel_sources = list(self._cpp_sources().values()) + [model_new]
@@ -566,9 +567,10 @@ class Harness:
                     f"the reference {self.workspace.reference} could not produce inputs: {inputs.describe_failure()}",
                     "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs",
                 )
-            if "error" in (inputs.result or {}):
+            made = inputs.result or {}
+            if "error" in made:
                 raise WorkspaceError(
-                    inputs.result["error"],
+                    made["error"],
                     "a reference needs class Model, get_inputs() and optionally get_init_inputs()",
                 )
             if timed:

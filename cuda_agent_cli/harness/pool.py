@@ -147,14 +147,14 @@ class WorkerPool:
     tools_dir: Path
     env: dict[str, str]
     log_path: Path
-    _proc: subprocess.Popen | None = None
+    _proc: subprocess.Popen[bytes] | None = None
     _buffer: bytes = b""
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     _lock: threading.RLock = field(default_factory=threading.RLock)
-    _answers: dict[Any, dict] = field(default_factory=dict)
+    _answers: dict[Any, dict[str, Any]] = field(default_factory=dict)
     # Bumped whenever the zygote is replaced: tickets of an older one can never be answered.
     _generation: int = 0
-    probes: dict[str, dict] = field(default_factory=dict)
+    probes: dict[str, dict[str, Any]] = field(default_factory=dict)
     # How the latest zygote start went: seconds, and its own import and warm-up times.
     boot: dict[str, Any] = field(default_factory=dict)
 
@@ -212,7 +212,7 @@ class WorkerPool:
         job_dir: Path,
         timeout: float,
         nice: int = 0,
-        service: dict[str, str] | None = None,
+        service: dict[str, Any] | None = None,
     ) -> "Ticket":
         """Start a job and return at once; `wait(ticket)` collects it. Jobs may overlap; `nice`
         lowers the job's CPU priority (for work that runs beside a build); `service` asks the
@@ -279,7 +279,7 @@ class WorkerPool:
                 seconds,
             )
 
-    def _read_answer(self, ticket: "Ticket") -> dict | None:
+    def _read_answer(self, ticket: "Ticket") -> dict[str, Any] | None:
         # Answers to other submitted jobs are kept for their own wait(); an answer to an
         # abandoned request (e.g. after Ctrl-C) is never collected and does no harm.
         deadline = ticket.started + ticket.timeout + 60
@@ -290,12 +290,12 @@ class WorkerPool:
                 return None
             if line is None:
                 return None
-            answer = json.loads(line)
+            answer: dict[str, Any] = json.loads(line)
             if answer.get("id") == ticket.id:
                 return answer
             self._answers[answer.get("id")] = answer
 
-    def probe(self, device: str, scratch: Path) -> dict:
+    def probe(self, device: str, scratch: Path) -> dict[str, Any]:
         """Torch version and, for cuda, the GPU, as a forked worker sees them (cached)."""
         if device not in self.probes:
             outcome = self.run("probe", {"device": device}, scratch / f"probe-{device}", timeout=120)
@@ -325,7 +325,7 @@ class WorkerPool:
                 proc.stdout.close()
 
 
-_POOLS: dict[tuple, WorkerPool] = {}
+_POOLS: dict[tuple[str, tuple[tuple[str, str], ...]], WorkerPool] = {}
 _POOLS_LOCK = threading.Lock()
 
 

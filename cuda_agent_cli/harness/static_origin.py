@@ -121,9 +121,9 @@ class OriginAnalysis:
                         self.self_names.add(a.arg)
                     else:
                         self.params.add(a.arg)
-                for a in (args.vararg, args.kwarg):
-                    if a is not None:
-                        self.params.add(a.arg)
+                for rest in (args.vararg, args.kwarg):
+                    if rest is not None:
+                        self.params.add(rest.arg)
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
@@ -146,11 +146,11 @@ class OriginAnalysis:
                 for arg in [*node.args, *[k.value for k in node.keywords]]:
                     hold(node.func.value, arg)
             elif isinstance(node, ast.ClassDef):
-                for item in node.body:  # class attributes are read as self.<name> and Class.<name>
-                    if isinstance(item, (ast.Assign, ast.AnnAssign)) and item.value is not None:
-                        for t in item.targets if isinstance(item, ast.Assign) else [item.target]:
+                for member in node.body:  # class attributes are read as self.<name> and Class.<name>
+                    if isinstance(member, (ast.Assign, ast.AnnAssign)) and member.value is not None:
+                        for t in member.targets if isinstance(member, ast.Assign) else [member.target]:
                             if isinstance(t, ast.Name):
-                                self.attr_bindings.setdefault(t.id, []).append(item.value)
+                                self.attr_bindings.setdefault(t.id, []).append(member.value)
             elif isinstance(node, (ast.Global, ast.Nonlocal)):
                 for n in node.names:
                     self.bindings.setdefault(n, [])

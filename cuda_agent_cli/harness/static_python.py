@@ -194,9 +194,9 @@ class PythonChecker(OriginAnalysis):
         for _ in range(8):
             changed = False
             for name, value in assigns:
-                target = self.resolve(value)
-                if target and self.aliases.get(name) != target:
-                    self.aliases[name] = target
+                resolved = self.resolve(value)
+                if resolved and self.aliases.get(name) != resolved:
+                    self.aliases[name] = resolved
                     if isinstance(value, ast.Name) and value.id in self.module_aliases:
                         self.module_aliases.add(name)
                     changed = True
@@ -259,7 +259,7 @@ class PythonChecker(OriginAnalysis):
     def _check_tree(self, tree: ast.Module) -> None:
         parents = self.parents
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) and node.handlers:
+            if isinstance(node, (ast.Try, ast.TryStar)) and node.handlers:
                 # Under hybrid, torch may run anyway and what runs decides (extension_kernel): a
                 # try/except around building the extension is left to that, one in forward is not.
                 if self.policy == "strict" or self._in_forward_path(node, parents):
@@ -929,19 +929,20 @@ class PythonChecker(OriginAnalysis):
         if isinstance(node, ast.Constant):
             return node.value if isinstance(node.value, str) else ("" if node.value is None else None)
         if isinstance(node, (ast.List, ast.Tuple)):
-            parts = [self._string_of(e, depth + 1) for e in node.elts]
-            return None if any(p is None for p in parts) else "\n".join(parts)  # type: ignore[arg-type]
+            texts = [self._string_of(e, depth + 1) for e in node.elts]
+            known = [t for t in texts if t is not None]
+            return "\n".join(known) if len(known) == len(texts) else None
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self._string_of(node.left, depth + 1), self._string_of(node.right, depth + 1)
             return None if left is None or right is None else left + right
         if isinstance(node, ast.JoinedStr):
-            parts = []
+            pieces: list[str] = []
             for v in node.values:
                 if isinstance(v, ast.Constant):
-                    parts.append(str(v.value))
+                    pieces.append(str(v.value))
                 else:
                     return None
-            return "".join(parts)
+            return "".join(pieces)
         if isinstance(node, ast.Name) and node.id in self.string_values:
             return self._string_of(self.string_values[node.id], depth + 1)
         return None
