@@ -25,6 +25,7 @@ import sysconfig
 import time
 from pathlib import Path
 
+import wire
 from compiler_errors import trim_compiler_output
 
 KERNEL_SUFFIXES = {".cu", ".cpp", ".cc", ".h", ".cuh", ".hpp", ".inl"}
@@ -270,7 +271,7 @@ def _ninja() -> str:
 _STEP = re.compile(r"^\[\d+/\d+\]\s+(CXX|NVCC|LINK)\s+(\S+)")
 
 
-def run_compile_job(spec: dict) -> dict:
+def run_compile_job(spec: dict) -> wire.CompileResult:
     """Sync sources, write build.ninja, run ninja; trimmed errors and what was rebuilt."""
     start = time.perf_counter()
     build = Path(spec["build_dir"])

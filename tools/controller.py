@@ -29,6 +29,7 @@ import traceback
 from typing import Any, Callable
 
 import channel
+import wire
 
 _perf_ns = time.perf_counter_ns
 # Call ids: verification calls count up from 0, timed ones from here (warm-up ones beyond).
@@ -41,6 +42,9 @@ WARM_BASE = 100000
 DEVICE_SLOW = 1.25
 TRUSTED_RETRIES = 3
 RETRY_PAUSE_S = 0.05
+# What the candidate's process committed to for each call (its output's fingerprint, the call's
+# evidence), by call id.
+Commits = dict[int, tuple[wire.Fingerprint, wire.CallEvidence]]
 
 
 class _Peer:
@@ -245,7 +249,7 @@ def _strays(cand: _Peer, base: Any) -> list[int]:
     return _below_but((cand.pid,), (base.pid,) if base is not None else ())
 
 
-def _strays_error(strays: list[int], when: str) -> dict:
+def _strays_error(strays: list[int], when: str) -> wire.WindowError:
     names = []
     for pid in strays[:3]:
         try:
@@ -386,15 +390,17 @@ def _idle_load(pids: list[int], seconds: float = 0.2) -> float:
     return meter.foreign_cores()
 
 
-def run_evaluate_job(spec: dict) -> dict:
+def run_evaluate_job(spec: dict) -> wire.EvaluateResult:
     import executor
 
-    result: dict[str, Any] = {"phases": {}}
+    result: wire.EvaluateResult = {"phases": {}}
     timeout = float(spec.get("call_timeout", 300))
     timed = spec.get("timing")
     n_verify = int(spec["n"])
-    verify_calls = [{"id": i, "model": i, "set": i, "seed": secrets.randbits(62)} for i in range(n_verify)]
-    again = {**verify_calls[0], "id": n_verify}  # the same call again: determinism
+    verify_calls: list[wire.Call] = [
+        {"id": i, "model": i, "set": i, "seed": secrets.randbits(62)} for i in range(n_verify)
+    ]
+    again: wire.Call = {**verify_calls[0], "id": n_verify}  # the same call again: determinism
     result["verify_calls"] = verify_calls + [again]
     peers: list[_Peer] = []
     _become_subreaper()
@@ -438,7 +444,7 @@ def run_evaluate_job(spec: dict) -> dict:
             result["claims"] = _finish(cand)
             result["stage"] = "run"
             return result
-        commits = {
+        commits: Commits = {
             c["id"]: (fp, ev)
             for c, fp, ev in zip(result["verify_calls"], reply.get("fingerprints", []), reply.get("evidence", []))
         }
@@ -449,7 +455,7 @@ def run_evaluate_job(spec: dict) -> dict:
             result["cuda_kernels"] = found.get("names")
             result["cuda_kernels_error"] = found.get("error")
             result["phases"]["profiler"] = round(time.perf_counter() - mark, 4)
-        checked: list[dict] = []
+        checked: list[wire.Call] = []
         if timed and base is not None:
             cand.ask({"op": "checkpoint", "stage": "before_timing"})
             mark = time.perf_counter()
@@ -557,7 +563,7 @@ def _wait_for(path: str, timeout: float) -> dict:
     return {"compiled": False}
 
 
-def _finish(cand: _Peer, bandwidth: bool = False) -> dict:
+def _finish(cand: _Peer, bandwidth: bool = False) -> wire.Claims:
     try:
         return cand.ask({"op": "finish", "bandwidth": bandwidth}).get("claims") or {}
     except channel.ChannelClosed:
@@ -593,7 +599,7 @@ def checks_needed(n: int, one_in: int, detect: float) -> tuple[int, float]:
     return n, 0.0
 
 
-def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> dict:
+def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: Commits) -> wire.TimingWindow | wire.WindowError:
     pinning = Pinning()
     try:
         return _timed_window(spec, cand, base, commits, pinning)
@@ -601,7 +607,9 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
         pinning.restore()
 
 
-def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: Pinning) -> dict:
+def _timed_window(
+    spec: dict, cand: _Peer, base: _Peer, commits: Commits, pinning: Pinning
+) -> wire.TimingWindow | wire.WindowError:
     t = spec["timing"]
     trials, warmup, block = int(t["trials"]), int(t["warmup"]), max(1, int(t["block"]))
     timed_sets = [int(k) for k in spec["timed_sets"]]
@@ -631,7 +639,7 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
     waited = time.perf_counter() - waited
     rng = secrets.SystemRandom()
 
-    def new_calls(first_id: int, n: int) -> list[dict]:
+    def new_calls(first_id: int, n: int) -> list[wire.Call]:
         return [
             {"id": first_id + j, "model": 0, "set": rng.choice(timed_sets), "seed": secrets.randbits(62)}
             for j in range(n)
@@ -655,7 +663,7 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
 
     disturbed: list[float] = []  # lead-in ratios of the trusted blocks made again
 
-    def run(side: str, calls: list[dict]) -> tuple[dict, float]:
+    def run(side: str, calls: list[wire.Call]) -> tuple[dict, float]:
         if side in ("candidate", "null"):
             return timed(cpu_clock, cand, {"op": "calls", "calls": calls, "null": side == "null"})
         stopped = cand.stop(spare=(base.pid,))
@@ -714,8 +722,8 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
     load_before = _idle_load([cand.pid, base.pid])
     meter = LoadMeter([cand.pid, base.pid])
     meter.start()
-    blocks: dict[str, list[dict]] = {s: [] for s in sides}
-    all_calls: list[dict] = []
+    blocks: wire.SideBlocks = {s: [] for s in sides}
+    all_calls: list[wire.Call] = []
     rounds = (trials + block - 1) // block
     for r in range(rounds):
         calls = new_calls(TIMED_BASE + r * block, min(block, trials - r * block))
@@ -765,5 +773,9 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
         "baselines_wait_s": round(waited, 4),
         "pinned_cpu": pinned_cpu,
         "trusted_retries": disturbed,
-        "baselines_ready": {k: ready.get(k) for k in ("prepare_s", "rounds", "reused")},
+        "baselines_ready": {
+            "prepare_s": ready.get("prepare_s"),
+            "rounds": ready.get("rounds"),
+            "reused": ready.get("reused"),
+        },
     }

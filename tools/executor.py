@@ -33,6 +33,7 @@ import process_filter
 import tensor_files
 import timing
 import torch
+import wire
 from worker_common import (
     apply_precision_flags,
     device_sync,
@@ -45,7 +46,7 @@ from worker_common import (
 _clock = time.perf_counter
 
 
-def _check(name: str, passed: bool, detail: str) -> dict:
+def _check(name: str, passed: bool, detail: str) -> wire.Check:
     return {"name": name, "passed": bool(passed), "detail": detail}
 
 
@@ -193,7 +194,7 @@ def _confine_writes(spec: dict) -> str:
     return landlock.restrict_writes(writable)
 
 
-def run_inline_build_job(spec: dict) -> dict:
+def run_inline_build_job(spec: dict) -> wire.CompileResult:
     """A single-file candidate's import, alone: the extension its load_inline builds lands in the
     extensions folder the evaluation's candidate process imports it from, which then only loads
     it. Confined as that process is (its writes to its own folders), since model_new.py is the
@@ -332,7 +333,7 @@ def _serve(chan: channel.Channel, handlers: dict[str, Any]) -> None:
 def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     device, policy = spec["device"], spec["policy"]
     evidence.session_device(device)
-    claims: dict[str, Any] = {"checks": [], "phases": {}}
+    claims: wire.Claims = {"checks": [], "phases": {}}
     checks = claims["checks"]
     mark = _clock()
     # Caches of its own: torch.compile's and triton's caches are what the baselines read, so
@@ -366,7 +367,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     caller_state = caller.state()
     caller_changes: list[str] = []  # seen at the end of a block, before anything could put it back
 
-    def fail(check: dict) -> None:
+    def fail(check: wire.Check) -> None:
         checks.append(check)
         chan.send({"ok": False, "claims": claims})
 
@@ -406,7 +407,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     kept: dict[int, Any] = {}
     violations: list[str] = []
     dispatched: list[int] = []  # ops each real call's forward ran through the op guard
-    forward: dict[str, Any] = {"seconds": 0.0, "ext_seconds": 0.0, "ext_calls": 0, "ext_shares": []}
+    forward: wire.ForwardTime = {"seconds": 0.0, "ext_seconds": 0.0, "ext_calls": 0, "ext_shares": []}
 
     def build(request: dict) -> dict:
         try:
@@ -781,7 +782,7 @@ class Baselines:
         return reply
 
     def finish(self, request: dict) -> dict:
-        info: dict[str, Any] = {
+        info: wire.BaselinesInfo = {
             "precision": self.precision,
             "recompiles_in_window": _dynamo_graphs() - self.graphs_at_start,
             "rounds": self.rounds,

@@ -25,6 +25,7 @@ import init_objects
 import tensor_files
 import timing
 import torch
+import wire
 from executor import build_model, load_set
 from worker_common import (
     apply_precision_flags,
@@ -39,14 +40,14 @@ from worker_common import (
 _clock = time.perf_counter
 
 
-def _phase(result: dict, name: str, since: float) -> float:
+def _phase(result: wire.JudgeResult, name: str, since: float) -> float:
     """Record how long a phase of this job took (for the stage breakdown); returns now."""
     now = _clock()
     result.setdefault("phases", {})[name] = round(now - since, 4)
     return now
 
 
-def _check(name: str, passed: bool, detail: str) -> dict:
+def _check(name: str, passed: bool, detail: str) -> wire.Check:
     return {"name": name, "passed": bool(passed), "detail": detail}
 
 
@@ -68,7 +69,7 @@ def _nbytes(obj: Any) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def run_inputs_job(spec: dict) -> dict:
+def run_inputs_job(spec: dict) -> wire.InputsResult | wire.JobError:
     evidence.session_device(spec["device"])
     """Init args, weights and inputs per seed, all produced by the pristine reference."""
     apply_precision_flags()
@@ -81,7 +82,7 @@ def run_inputs_job(spec: dict) -> dict:
     if not callable(getattr(ref, "get_inputs", None)):
         return {"error": f"{spec['reference']} defines no get_inputs()"}
     out_dir = Path(spec["out_dir"])
-    fingerprints: list[dict] = []
+    fingerprints: list[wire.SetFingerprints] = []
     first: tuple[Any, list[Any]] | None = None
     described = ""
     total_bytes = 0
@@ -122,7 +123,7 @@ def run_inputs_job(spec: dict) -> dict:
                 for t in inputs
             )
     # Kept by the harness, away from these files, so the judge can tell if anything rewrote them.
-    found = {
+    found: wire.InputsResult = {
         "n": len(indices),
         "indices": indices,
         "inputs": described,
@@ -134,14 +135,14 @@ def run_inputs_job(spec: dict) -> dict:
     return found
 
 
-def fresh_draw_plan(model: Any, inputs: list[Any], device: str) -> list[dict] | None:
+def fresh_draw_plan(model: Any, inputs: list[Any], device: str) -> list[wire.DrawRule] | None:
     """How each timed call draws every input leaf anew (tools/timing.py, perturb): from the
     reference's first set, integer leaves within the range the set takes, bool leaves with its
     share of True, floats with random signs, complex ones with a random phase. Tried on the
     reference first: where it raises or gives non-finite values it did not give on the set itself,
     the plan gives up what it cannot take (signs, then the integer and bool draws); None where
     even the plain rescaling fails (then the rescaling alone is used, as before plans)."""
-    plan: list[dict] = []
+    plan: list[wire.DrawRule] = []
     for t in timing.tensor_leaves(inputs):
         if t.is_complex():
             plan.append({"kind": "complex"})
@@ -155,8 +156,8 @@ def fresh_draw_plan(model: Any, inputs: list[Any], device: str) -> list[dict] | 
             plan.append({"kind": "keep"})
     if not plan:
         return None
-    no_signs = [{**r, "signs": False} if r["kind"] == "float" else r for r in plan]
-    floats_only = [r if r["kind"] in ("float", "complex") else {"kind": "keep"} for r in no_signs]
+    no_signs: list[wire.DrawRule] = [{**r, "signs": False} if r["kind"] == "float" else r for r in plan]
+    floats_only: list[wire.DrawRule] = [r if r["kind"] in ("float", "complex") else {"kind": "keep"} for r in no_signs]
     try:
         net = model.to(device) if isinstance(model, torch.nn.Module) else model
         on_device = to_device(inputs, device)
@@ -180,7 +181,7 @@ def _non_finite(out: Any) -> int:
     )
 
 
-def _payload_fingerprints(payload: dict, inputs: list[Any], device: str) -> dict:
+def _payload_fingerprints(payload: dict, inputs: list[Any], device: str) -> wire.SetFingerprints:
     """Fingerprints of one input set (`inputs`: payload["inputs"], already on `device`) and of
     the init arguments and weights it came with."""
     return {
@@ -227,7 +228,7 @@ def _in_float64(models64: dict[int, Any], m: int, model: Any, args: list[Any]) -
         return None
 
 
-def run_judge_job(spec: dict) -> dict:
+def run_judge_job(spec: dict) -> wire.JudgeResult:
     evidence.session_device(spec["device"])
     """Expected outputs from the pristine reference, compared with the candidate's on the device.
 
@@ -243,8 +244,8 @@ def run_judge_job(spec: dict) -> dict:
     in_dir, cand_dir = Path(spec["inputs_dir"]), Path(spec["cand_dir"])
     originals = spec.get("fingerprints") or []
     commits = spec.get("commits") or {}
-    checks: list[dict] = []
-    result: dict[str, Any] = {"checks": checks}
+    checks: list[wire.Check] = []
+    result: wire.JudgeResult = {"checks": checks}
     mark = _clock()
 
     payloads: dict[int, dict] = {}
@@ -265,13 +266,13 @@ def run_judge_job(spec: dict) -> dict:
                 return None
         return inputs_on_device[k]
 
-    merged: dict[str, dict] = {}
+    merged: dict[str, wire.Check] = {}
 
-    def merge(label: str, found: list[dict]) -> None:
+    def merge(label: str, found: list[wire.Check]) -> None:
         for c in found:
             first = merged.setdefault(c["name"], {"name": c["name"], "passed": True, "detail": c["detail"]})
             if not c["passed"] and first["passed"]:
-                first.update(passed=False, detail=f"{label}: {c['detail']}")
+                first.update({"passed": False, "detail": f"{label}: {c['detail']}"})
 
     outputs: dict[int, Any] = {}
     timed_bad: list[str] = []
@@ -311,7 +312,7 @@ def run_judge_job(spec: dict) -> dict:
         else:
             unreadable = "no output was handed over"
         committed = commits.get(str(cid)) or {}
-        found: list[dict] = []
+        found: list[wire.Check] = []
         if got is None:
             found.append(_check("output_type", False, f"candidate output unreadable: {unreadable}"))
         else:

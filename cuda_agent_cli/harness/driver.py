@@ -15,11 +15,11 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cuda_agent_cli import resources
 from cuda_agent_cli.errors import BadInput, EnvironmentMissing, WorkspaceError
-from cuda_agent_cli.harness import scoring
+from cuda_agent_cli.harness import scoring, wire
 from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_env, shared_pool
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.workspace import Workspace, cache_dir, external_workspace, pair_workspace
@@ -89,7 +89,7 @@ class Harness:
         default_trials, default_warmup = DEFAULT_TRIALS[self.device]
         self.trials = int(trials or default_trials)
         self.warmup = int(warmup if warmup is not None else default_warmup)
-        self.last_compile: dict[str, Any] | None = None
+        self.last_compile: wire.CompileResult | None = None
         # Both sides of a CPU comparison run with the same number of threads: half the cores,
         # so that a busy machine does not leave a parallel region waiting on a thread that has
         # no core (torch.compile's OpenMP code took 10 ms instead of 60 µs that way).
@@ -280,7 +280,7 @@ class Harness:
             result.checks.append(Check("compile", False, detail))
             result.errors.append(detail)
             return None
-        info = outcome.result or {}
+        info = cast("wire.CompileResult", outcome.result or {})
         self.last_compile = info
         result.compile_log = info.get("log")
         if not info.get("ok"):
@@ -398,10 +398,10 @@ class Harness:
             result.checks.append(Check(name, False, detail))
             result.errors.append(detail)
             return self._finish(result)
-        info = outcome.result or {}
+        info = cast("wire.EvaluateResult", outcome.result or {})
         if info.get("stage") == "not_compiled":
             return self._finish(result)
-        claims = info.get("claims") or {}
+        claims: wire.Claims = info.get("claims") or {}
         for c in claims.get("checks", []):
             result.checks.append(Check(c["name"], bool(c["passed"]), str(c["detail"])))
             if c["name"] == "compile" and not c["passed"]:
@@ -454,7 +454,7 @@ class Harness:
                 result.checks.append(Check("crash", False, str(info["error"])))
             return self._finish(result)
 
-        calls = [{**c, "role": "verify"} for c in info["verify_calls"][:-1]]
+        calls: list[wire.JudgedCall] = [{**c, "role": "verify"} for c in info["verify_calls"][:-1]]
         calls.append({**info["verify_calls"][-1], "role": "again"})
         calls += [{**c, "role": "timed"} for c in info.get("checked_calls") or []]
         start = time.perf_counter()
@@ -471,14 +471,14 @@ class Harness:
                 "rtol": self.rtol,
                 "calls": calls,
                 "commits": info.get("commits") or {},
-                "fingerprints": (inputs.result or {}).get("fingerprints") or [],
+                "fingerprints": inputs.get("fingerprints") or [],
                 "plan": spec.get("plan"),
             },
             run_dir,
         )
         result.stage_seconds["judge"] = time.perf_counter() - start
         self._record_phases(result, "judge", judge.result)
-        verdict = judge.result or {}
+        verdict = cast("wire.JudgeResult", judge.result or {})
         if judge.ok and verdict.get("reference_error"):
             raise WorkspaceError(
                 f"the reference model failed on its own inputs: {verdict['reference_error']}",
@@ -505,14 +505,14 @@ class Harness:
         )
 
         if timed and not result.failed_checks():
-            self._time(result, info, claims, int((inputs.result or {}).get("input_bytes", 0)))
+            self._time(result, info, claims, int(inputs.get("input_bytes", 0)))
         return self._finish(result, timed)
 
     def _build_and_prepare(
         self, result: HarnessResult, run_dir: Path, spec: dict[str, Any]
-    ) -> tuple[Ticket | None, JobOutcome]:
+    ) -> tuple[Ticket | None, wire.InputsResult]:
         """Build the extension while the inputs are made and (profile) the baselines prepare;
-        returns the submitted evaluation (None: nothing to evaluate) and the inputs job."""
+        returns the submitted evaluation (None: nothing to evaluate) and the input sets made."""
         timed = bool(spec["timed_sets"])
         # The build is submitted first: a fresh worker finishes its own warm-up beside it.
         compiling = self._submit_compile(result, run_dir)
@@ -567,16 +567,17 @@ class Harness:
                     f"the reference {self.workspace.reference} could not produce inputs: {inputs.describe_failure()}",
                     "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs",
                 )
-            made = inputs.result or {}
-            if "error" in made:
+            answer = inputs.result or {}
+            if "error" in answer:
                 raise WorkspaceError(
-                    made["error"],
+                    answer["error"],
                     "a reference needs class Model, get_inputs() and optionally get_init_inputs()",
                 )
+            made = cast("wire.InputsResult", answer)
             if timed:
-                spec["timing"] = self._timing_plan(int((inputs.result or {}).get("input_bytes", 0)))
+                spec["timing"] = self._timing_plan(int(made.get("input_bytes", 0)))
             # How every call draws each input leaf anew, tried on the reference by the inputs job.
-            spec["plan"] = (inputs.result or {}).get("plan")
+            spec["plan"] = made.get("plan")
             # Submitted now: on a profile the baselines (torch.compile included) prepare while the
             # extension still builds; the candidate's process starts only once `go` exists.
             evaluating = self.pool.submit(
@@ -598,8 +599,8 @@ class Harness:
             os.replace(tmp, go)
         if not result.compiled:
             self.pool.wait(evaluating)
-            return None, inputs
-        return evaluating, inputs
+            return None, made
+        return evaluating, made
 
     def _baselines_service(self) -> dict[str, str]:
         """The worker keeps eager and torch.compile warm between the rounds of one reference:
@@ -644,14 +645,14 @@ class Harness:
 
     # -- timing -----------------------------------------------------------------------------
 
-    def _time(self, result: HarnessResult, info: dict[str, Any], claims: dict[str, Any], input_bytes: int) -> None:
-        window = info.get("timing") or {}
-        blocks = window.get("blocks") or {}
-        if not blocks.get("candidate"):
+    def _time(self, result: HarnessResult, info: wire.EvaluateResult, claims: wire.Claims, input_bytes: int) -> None:
+        window = info.get("timing")
+        if not window or not (window.get("blocks") or {}).get("candidate"):
             result.checks.append(Check("crash", False, "the candidate produced no timings"))
             return
-        base_info = info.get("baselines_info") or {}
-        if "compile_error" in base_info:
+        blocks = window["blocks"]
+        base_info = info.get("baselines_info")
+        if base_info and "compile_error" in base_info:
             result.warnings.append(
                 f"torch.compile baseline unavailable, eager time used instead: {str(base_info['compile_error'])[:200]}"
             )
@@ -681,8 +682,8 @@ class Harness:
             int(window.get("block", 0)),
             self.threads,
         )
-        detection = info.get("detection") or {}
-        if detection.get("checked"):
+        detection = info.get("detection")
+        if detection and detection.get("checked"):
             checked = (
                 f"{detection['checked']} of {detection['timed']} timed calls checked, chosen after they "
                 f"returned (a kernel wrong on one call in {detection['one_in']} is caught with probability "
@@ -736,7 +737,7 @@ class Harness:
         if held:
             result.timing_detail["reward_held"] = True
             result.timings = dataclasses.replace(result.timings, uncertain=True)
-        if base_info.get("recompiles_in_window"):
+        if base_info and base_info.get("recompiles_in_window"):
             result.warnings.append(
                 f"torch.compile recompiled {base_info['recompiles_in_window']} time(s) while timed: "
                 "its time may include compilation"
@@ -754,7 +755,7 @@ class Harness:
         )
 
 
-def _device_ratios(blocks: dict[str, list[dict[str, Any]]]) -> list[float]:
+def _device_ratios(blocks: wire.SideBlocks) -> list[float]:
     """How disturbed the device was while the baselines were timed (CUDA), for the record: each
     of their blocks' lead-ins and flushes against their calibrated times (the larger median)."""
     return [

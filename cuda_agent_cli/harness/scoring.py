@@ -8,8 +8,9 @@ import random
 import re
 import statistics
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
+from cuda_agent_cli.harness import wire
 from cuda_agent_cli.harness.result import Check
 
 MARGIN = 0.05  # "faster" means more than 5% faster (the paper's rule)
@@ -134,25 +135,25 @@ def _overhead_and_wander(overheads: Sequence[float]) -> tuple[float, float]:
     return overhead, wander
 
 
-def _idle_gap(side: Sequence[dict[str, Any]]) -> float | None:
+def _idle_gap(side: Sequence[wire.Block]) -> float | None:
     """The median over a side's calls of how long the device stayed busy past their events
     (None without calls)."""
     gaps = [w - e for b in side for e, w in zip(b["events_us"], b.get("walls_us") or b["events_us"])]
     return statistics.median(gaps) if gaps else None
 
 
-def _per_call_block(b: dict[str, Any]) -> float:
+def _per_call_block(b: wire.Block) -> float:
     """A block's time from the harness's clock, per call (µs)."""
     n = max(1, int(b.get("n") or len(b["events_us"])))
     return float(b.get("block_us", sum(b["events_us"]))) / n
 
 
-def _per_call_cpu(b: dict[str, Any]) -> float:
+def _per_call_cpu(b: wire.Block) -> float:
     """A block's time on the candidate process's CPU-time clock, per call (µs)."""
     return float(b["cpu_us"]) / max(1, int(b.get("n") or len(b["events_us"])))
 
 
-def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> SideBySide:
+def side_by_side(blocks: wire.SideBlocks, seed: int = 0) -> SideBySide:
     """Times and ratios from one window of interleaved blocks (tools/controller.py).
 
     Baseline blocks are trusted: their time is the median of their own events. The candidate's
@@ -312,11 +313,11 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
     c_samples = bootstrap_medians(c_rounds, seed)
     cand_us = statistics.median(cand_times)
 
-    def med(side: list[dict[str, Any]], key: str) -> float | None:
+    def med(side: list[wire.Block], key: Literal["events_us", "walls_us"]) -> float | None:
         values = [v for b in side for v in b.get(key) or []]
         return round(statistics.median(values), 2) if values else None
 
-    def per_call(side: list[dict[str, Any]]) -> dict[str, Any]:
+    def per_call(side: list[wire.Block]) -> dict[str, Any]:
         found = {
             "events_us": med(side, "events_us"),
             "device_idle_us": med(side, "walls_us"),
@@ -392,7 +393,7 @@ def paired_ratio(base: float, kernel: float) -> float:
     return base / kernel if kernel > 0 else float("inf")
 
 
-def call_times(block: dict[str, Any], idle_gap: float = 0.0) -> list[float]:
+def call_times(block: wire.Block, idle_gap: float = 0.0) -> list[float]:
     """Each call's time: its events, or the time until the device was idle (less the gap a
     trusted call shows) when work escaped them."""
     walls = block.get("walls_us") or []
