@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from cuda_agent_cli import resources
 from cuda_agent_cli.errors import BadInput, EnvironmentMissing, WorkspaceError
-from cuda_agent_cli.harness import scoring, wire
+from cuda_agent_cli.harness import extension_check, reference_check, review, reward, scoring, wire
 from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_env, shared_pool
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.workspace import Workspace, cache_dir, external_workspace, pair_workspace
@@ -492,15 +492,15 @@ class Harness:
 
         kernel_sources = list(self._cpp_sources().values()) + [model_new]
         result.checks.append(
-            scoring.extension_kernel_check(
+            extension_check.extension_kernel_check(
                 self.device,
                 int(claims.get("ext_calls", 0)),
                 info.get("cuda_kernels"),
-                scoring.kernel_names_in_sources(kernel_sources),
+                extension_check.kernel_names_in_sources(kernel_sources),
                 info.get("cuda_kernels_error"),
                 ext_shares=[float(x) for x in claims.get("ext_shares") or [] if isinstance(x, (int, float))],
                 policy=self.policy,
-                library_calls=scoring.library_calls_in_sources(kernel_sources),
+                library_calls=extension_check.library_calls_in_sources(kernel_sources),
             )
         )
 
@@ -636,7 +636,7 @@ class Harness:
             result.reward = -1
         elif result.timings is not None:
             t = result.timings
-            result.reward = scoring.reward_for_intervals(t.speedup_vs_eager_interval, t.speedup_vs_compile_interval)
+            result.reward = reward.reward_for_intervals(t.speedup_vs_eager_interval, t.speedup_vs_compile_interval)
             if (result.timing_detail or {}).get("reward_held"):
                 result.reward = min(result.reward, 1)
         else:
@@ -702,7 +702,7 @@ class Harness:
             stats.trials,
             speedup_vs_eager_interval=stats.eager_interval,
             speedup_vs_compile_interval=stats.compile_interval,
-            uncertain=scoring.uncertain(stats.eager_interval, stats.compile_interval),
+            uncertain=reward.uncertain(stats.eager_interval, stats.compile_interval),
         )
         gap = float(stats.detail.get("idle_gap_us") or 0.0)
         escaped = sum(
@@ -751,7 +751,7 @@ class Harness:
         bandwidth = claims.get("bandwidth")
         floor = (input_bytes / bandwidth * 1e6) if bandwidth and input_bytes else None
         result.warnings.extend(
-            scoring.review_warnings(stats.speedup_vs_eager, stats.speedup_vs_compile, stats.candidate_us, floor)
+            review.review_warnings(stats.speedup_vs_eager, stats.speedup_vs_compile, stats.candidate_us, floor)
         )
 
 
@@ -838,7 +838,7 @@ def timing_method(device: str, trials: int, warmup: int, block: int, threads: in
 
 
 def _validate_reference(ws: Workspace) -> None:
-    problems = scoring.reference_problems(ws.reference.read_text(errors="replace"), ws.reference.name)
+    problems = reference_check.reference_problems(ws.reference.read_text(errors="replace"), ws.reference.name)
     if problems:
         raise WorkspaceError(problems[0], "a reference needs class Model and get_inputs() (KernelBench convention)")
 

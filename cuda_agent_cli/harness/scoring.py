@@ -1,62 +1,26 @@
-"""Pure functions that turn raw measurements into verdicts: reward, speedups, review warnings."""
+"""The side-by-side window's raw blocks turned into times and speedups with their intervals.
+
+The candidate's own clock is its claim: the harness's clock bounds it from outside, calibrated
+by null blocks of the candidate's process and believed no further than the baselines' process
+allows (docs/security.md). The reward, review flags and the extension check live beside this
+(reward.py, review.py, extension_check.py).
+"""
 
 from __future__ import annotations
 
-import ast
 import math
-import random
-import re
 import statistics
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from cuda_agent_cli.harness import wire
-from cuda_agent_cli.harness.result import Check
 
-MARGIN = 0.05  # "faster" means more than 5% faster (the paper's rule)
-REVIEW_SPEEDUP = 10.0
-
-
-def reward_for(correct: bool, speedup_vs_eager: float | None, speedup_vs_compile: float | None) -> int | None:
-    """-1 when not correct; None when correct but untimed; else 3, 2 or 1 (the paper's reward)."""
-    if not correct:
-        return -1
-    if speedup_vs_eager is None:
-        return None
-    faster_eager = speedup_vs_eager > 1 + MARGIN
-    faster_compile = speedup_vs_compile is not None and speedup_vs_compile > 1 + MARGIN
-    if faster_eager and faster_compile:
-        return 3
-    if faster_eager:
-        return 2
-    return 1
-
-
-def reward_for_intervals(eager: tuple[float, float] | None, compile_: tuple[float, float] | None) -> int:
-    """The paper's reward for a correct, timed kernel, decided on the ratios' intervals: 3 needs
-    the whole interval above 1.05 against both baselines, 2 against eager; else 1."""
-    faster_eager = eager is not None and eager[0] > 1 + MARGIN
-    faster_compile = compile_ is not None and compile_[0] > 1 + MARGIN
-    if faster_eager and faster_compile:
-        return 3
-    if faster_eager:
-        return 2
-    return 1
-
-
-def reward_in_words(reward: int | None) -> str:
-    """One line that says what a reward means."""
-    return {
-        3: "faster than both eager and torch.compile by more than 5%",
-        2: "faster than eager by more than 5%, not than torch.compile",
-        1: "correct, but not more than 5% faster than eager",
-        -1: "did not compile or was not correct",
-    }.get(reward if reward is not None else 0, "correct (not timed)")
-
-
-def uncertain(*intervals: tuple[float, float] | None) -> bool:
-    """Whether an interval straddles the reward threshold (1.05): the reward may be off by one."""
-    return any(iv is not None and iv[0] <= 1 + MARGIN < iv[1] for iv in intervals)
+# bootstrap_medians, percentile_interval (check, writeback) and reward_in_words (cli, tui) are
+# imported from here elsewhere in the package; they live in bootstrap.py and reward.py.
+from cuda_agent_cli.harness.bootstrap import bootstrap_medians as bootstrap_medians
+from cuda_agent_cli.harness.bootstrap import paired_ratio
+from cuda_agent_cli.harness.bootstrap import percentile_interval as percentile_interval
+from cuda_agent_cli.harness.reward import reward_in_words as reward_in_words
 
 
 @dataclass(frozen=True)
@@ -75,7 +39,6 @@ class SideBySide:
     detail: dict[str, Any]
 
 
-BOOTSTRAP_RESAMPLES = 2000
 BOUND_SLACK = 1.5
 # What the harness's clock cannot resolve per call, as a share of the harness's own overhead per
 # call: the same process makes its null and its real calls, yet their time around the call
@@ -388,11 +351,6 @@ def side_by_side(blocks: wire.SideBlocks, seed: int = 0) -> SideBySide:
 ESCAPE_RATIO, ESCAPE_SLACK_US = 1.5, 50.0
 
 
-def paired_ratio(base: float, kernel: float) -> float:
-    """One round's speedup: its baseline block's time over its candidate block's."""
-    return base / kernel if kernel > 0 else float("inf")
-
-
 def call_times(block: wire.Block, idle_gap: float = 0.0) -> list[float]:
     """Each call's time: its events, or the time until the device was idle (less the gap a
     trusted call shows) when work escaped them."""
@@ -402,164 +360,3 @@ def call_times(block: wire.Block, idle_gap: float = 0.0) -> list[float]:
         wall = (walls[i] if i < len(walls) else event) - idle_gap
         out.append(wall if wall > ESCAPE_RATIO * event + ESCAPE_SLACK_US else event)
     return out
-
-
-def bootstrap_medians(ratios: Sequence[float], seed: int = 0) -> list[float]:
-    """The median of `ratios` resampled with replacement, BOOTSTRAP_RESAMPLES times (the same
-    seed draws the same rounds for any list of that length)."""
-    rng = random.Random(seed)
-    n = len(ratios)
-    out = []
-    for _ in range(BOOTSTRAP_RESAMPLES):
-        pick = [rng.randrange(n) for _ in range(n)]
-        out.append(statistics.median([ratios[i] for i in pick]))
-    return out
-
-
-def percentile_interval(samples: Sequence[float], level: float = 0.95) -> tuple[float, float]:
-    ordered = sorted(samples)
-    if not ordered:
-        return (float("nan"), float("nan"))
-    lo = ordered[int((1 - level) / 2 * (len(ordered) - 1))]
-    hi = ordered[int((1 + level) / 2 * (len(ordered) - 1))]
-    return (float(lo), float(hi))
-
-
-def relative_spread(values: list[float]) -> float:
-    """(max - min) / median: how far repeated measurements of one thing disagree."""
-    mid = statistics.median(values)
-    return (max(values) - min(values)) / mid if mid else 0.0
-
-
-_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
-_GLOBAL_FN = re.compile(r"__global__\s+[^;{()]*?\b(\w+)\s*\(")
-
-
-# The library calls strict allows (docs/security.md): a GEMM through cuBLAS or cuBLASLt, a
-# convolution through cuDNN. A candidate that makes one launches the library's kernels, not its own.
-_LIBRARY_CALL = re.compile(
-    r"\bcublas(?:Lt)?\w*(?:[Gg]emm|Matmul)\w*\s*\(|\bat::cuda::blas::gemm\w*|"
-    r"\bcudnnConvolution(?:Forward|BiasActivationForward)\s*\("
-)
-# Kernels those libraries launch, as a profiler names them.
-_LIBRARY_KERNEL = re.compile(
-    r"gemm|cutlass|xmma|cublas|cudnn|conv|implicit_convolve|wgrad|dgrad|nchw|nhwc", re.IGNORECASE
-)
-
-
-def library_calls_in_sources(sources: list[str]) -> bool:
-    """Whether the sources call a GEMM or a convolution of the libraries strict allows."""
-    return any(_LIBRARY_CALL.search(text) for text in sources)
-
-
-def kernel_names_in_sources(sources: list[str]) -> set[str]:
-    """Names of the __global__ functions defined in CUDA sources (kernels a profiler can see)."""
-    names: set[str] = set()
-    for text in sources:
-        for m in _GLOBAL_FN.finditer(_LAUNCH_BOUNDS.sub(" ", text)):
-            if m.group(1) not in {"void", "static", "inline"}:
-                names.add(m.group(1))
-    return names
-
-
-# On the CPU, the share of forward's time that must be spent inside the extension's functions.
-# Under hybrid, torch may do the work beside a call that does nothing. Under strict no torch
-# compute can run beside the kernel (the op guard sees it), and forward's own allocations pass
-# through that guard, which can cost more than a small kernel: entering the extension is enough.
-EXTENSION_SHARE = {"strict": 0.0, "hybrid": 0.05}
-
-
-def extension_kernel_check(
-    device: str,
-    ext_calls: int,
-    profiled: list[str] | None,
-    source_kernels: set[str],
-    profiler_error: str | None = None,
-    *,
-    ext_shares: Sequence[float] = (),
-    policy: str = "strict",
-    library_calls: bool = False,
-) -> Check:
-    """Did code from the built extension actually do the work of the candidate's calls?
-
-    CPU: the extension's functions were wrapped before model_new.py was imported; they must be
-    entered, and under hybrid forward must spend a share of its time inside them (5%;
-    the median over the calls, so one call slowed by the machine does not decide): one call to
-    a function that does nothing is not a kernel. CUDA: the profiler must show at
-    least one kernel defined in the candidate's sources, or, where the sources call a GEMM of
-    cuBLAS/cuBLASLt or a convolution of cuDNN (what strict allows), a kernel of that library
-    launched by an entered extension function.
-    """
-    if device != "cuda":
-        if ext_calls <= 0:
-            return Check(
-                "extension_kernel",
-                False,
-                "no function of the compiled extension ran during forward: call your kernel from ModelNew.forward",
-            )
-        share = statistics.median(ext_shares) if ext_shares else 1.0
-        need = EXTENSION_SHARE.get(policy, EXTENSION_SHARE["strict"])
-        detail = f"extension functions entered {ext_calls} time(s), {share:.0%} of forward's time spent in them"
-        if share < need:
-            return Check(
-                "extension_kernel",
-                False,
-                f"{detail}; at least {need:.0%} is needed under {policy}: the "
-                "extension must do the work, not only be called",
-            )
-        return Check("extension_kernel", True, detail)
-    if profiled is None:
-        return Check("extension_kernel", False, f"the profiler could not run: {profiler_error or 'unknown error'}")
-    ran = sorted({k for k in source_kernels if any(re.search(rf"\b{re.escape(k)}\b", p) for p in profiled)})
-    if ran:
-        return Check("extension_kernel", True, f"extension kernels ran: {', '.join(ran[:5])}")
-    if library_calls and ext_calls > 0:
-        library = [p for p in profiled if _LIBRARY_KERNEL.search(p)]
-        if library:
-            return Check("extension_kernel", True, f"the extension's library GEMM/convolution ran: {library[0][:80]}")
-    seen = ", ".join(p[:60] for p in profiled[:4]) or "no GPU kernels at all"
-    return Check(
-        "extension_kernel",
-        False,
-        f"none of your __global__ kernels ({', '.join(sorted(source_kernels)[:5]) or 'none found'}) ran during "
-        f"forward; the profiler saw: {seen}",
-    )
-
-
-def review_warnings(
-    speedup_vs_eager: float, speedup_vs_compile: float, candidate_us: float, floor_us: float | None
-) -> list[str]:
-    """Results too good to trust without a look: flagged for review, not failed."""
-    out: list[str] = []
-    best = max(speedup_vs_eager, speedup_vs_compile)
-    if best > REVIEW_SPEEDUP:
-        out.append(f"speedup_review: {best:.1f}x is beyond {REVIEW_SPEEDUP:.0f}x; check the kernel does all the work")
-    if floor_us is not None and candidate_us < 0.8 * floor_us:
-        out.append(
-            f"speedup_review: {candidate_us:.1f} us is below the memory roofline floor of {floor_us:.1f} us "
-            "for reading the inputs once"
-        )
-    return out
-
-
-def reference_problems(source: str, filename: str = "model.py") -> list[str]:
-    """What a reference file lacks for the harness (class Model, get_inputs), read from its AST."""
-    try:
-        tree = ast.parse(source, filename=filename)
-    except SyntaxError as exc:
-        return [f"{filename} line {exc.lineno}: {exc.msg}"]
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-    problems = []
-    if "Model" not in names:
-        problems.append(f"{filename} defines no class Model")
-    if "get_inputs" not in names:
-        problems.append(f"{filename} defines no get_inputs()")
-    return problems
