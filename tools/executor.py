@@ -24,8 +24,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
 import channel
 import evidence
 import guards
@@ -34,6 +32,8 @@ import landlock
 import process_filter
 import tensor_files
 import timing
+import torch
+import wire
 from worker_common import (
     apply_precision_flags,
     device_sync,
@@ -46,7 +46,7 @@ from worker_common import (
 _clock = time.perf_counter
 
 
-def _check(name: str, passed: bool, detail: str) -> dict:
+def _check(name: str, passed: bool, detail: str) -> wire.Check:
     return {"name": name, "passed": bool(passed), "detail": detail}
 
 
@@ -58,8 +58,11 @@ def load_set(path: Path, objects: str = "real") -> Any:
     # Memory-mapped: a 64 MB tensor then costs one copy (to the device, or a clone), not two.
     payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     if payload.get("init_pickle"):
-        payload["init_args"] = (init_objects.load_real(path.parent, payload) if objects == "real"
-                                else init_objects.standins(payload["init"]))
+        payload["init_args"] = (
+            init_objects.load_real(path.parent, payload)
+            if objects == "real"
+            else init_objects.standins(payload["init"])
+        )
     return payload
 
 
@@ -88,8 +91,11 @@ def _reused_buffer(out: Any, kept: dict[int, Any]) -> int | None:
     """The id of a kept earlier output whose memory `out` shares, or None. Kept outputs are still
     referenced, so the allocator cannot hand their memory out again: sharing it means the module
     returned a buffer of its own twice."""
-    mine = {t.untyped_storage().data_ptr() for t in (out if isinstance(out, (tuple, list)) else [out])
-            if isinstance(t, torch.Tensor) and t.numel()}
+    mine = {
+        t.untyped_storage().data_ptr()
+        for t in (out if isinstance(out, (tuple, list)) else [out])
+        if isinstance(t, torch.Tensor) and t.numel()
+    }
     for cid, old in kept.items():
         for t in old if isinstance(old, (tuple, list)) else [old]:
             if isinstance(t, torch.Tensor) and t.numel() and t.untyped_storage().data_ptr() in mine:
@@ -188,7 +194,7 @@ def _confine_writes(spec: dict) -> str:
     return landlock.restrict_writes(writable)
 
 
-def run_inline_build_job(spec: dict) -> dict:
+def run_inline_build_job(spec: dict) -> wire.CompileResult:
     """A single-file candidate's import, alone: the extension its load_inline builds lands in the
     extensions folder the evaluation's candidate process imports it from, which then only loads
     it. Confined as that process is (its writes to its own folders), since model_new.py is the
@@ -206,8 +212,11 @@ def run_inline_build_job(spec: dict) -> dict:
         if "Error building extension" in text or "error:" in text:
             from compiler_errors import trim_compiler_output
 
-            return {"ok": False, "errors": trim_compiler_output(text, (spec["extensions_dir"],)),
-                    "seconds": _clock() - start}
+            return {
+                "ok": False,
+                "errors": trim_compiler_output(text, (spec["extensions_dir"],)),
+                "seconds": _clock() - start,
+            }
         # Not a build failure: the evaluation's import reports it where it belongs.
         return {"ok": True, "import_error": trim_exception(exc, 600), "seconds": _clock() - start}
     return {"ok": True, "seconds": _clock() - start}
@@ -320,10 +329,11 @@ def _serve(chan: channel.Channel, handlers: dict[str, Any]) -> None:
 # candidate
 # ---------------------------------------------------------------------------------------------
 
+
 def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     device, policy = spec["device"], spec["policy"]
     evidence.session_device(device)
-    claims: dict[str, Any] = {"checks": [], "phases": {}}
+    claims: wire.Claims = {"checks": [], "phases": {}}
     checks = claims["checks"]
     mark = _clock()
     # Caches of its own: torch.compile's and triton's caches are what the baselines read, so
@@ -357,7 +367,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     caller_state = caller.state()
     caller_changes: list[str] = []  # seen at the end of a block, before anything could put it back
 
-    def fail(check: dict) -> None:
+    def fail(check: wire.Check) -> None:
         checks.append(check)
         chan.send({"ok": False, "claims": claims})
 
@@ -397,12 +407,14 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     kept: dict[int, Any] = {}
     violations: list[str] = []
     dispatched: list[int] = []  # ops each real call's forward ran through the op guard
-    forward: dict[str, Any] = {"seconds": 0.0, "ext_seconds": 0.0, "ext_calls": 0, "ext_shares": []}
+    forward: wire.ForwardTime = {"seconds": 0.0, "ext_seconds": 0.0, "ext_calls": 0, "ext_shares": []}
 
     def build(request: dict) -> dict:
         try:
             for m in request["models"]:
-                models[int(m)], claims["weights"] = build_model(cls, sets.payload(int(m)), device, int(spec["seeds"][m]))
+                models[int(m)], claims["weights"] = build_model(
+                    cls, sets.payload(int(m)), device, int(spec["seeds"][m])
+                )
         except BaseException as exc:
             checks.append(_check("crash", False, f"ModelNew could not be built: {trim_exception(exc, 800)}"))
             return {"ok": False}
@@ -438,7 +450,9 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
                 forward["ext_seconds"] += meter.seconds - ext0
                 forward["ext_calls"] += meter.calls - calls0
                 if len(forward["ext_shares"]) < 64:
-                    forward["ext_shares"].append(round((meter.seconds - ext0) / (wall_us / 1e6), 4) if wall_us > 0 else 1.0)
+                    forward["ext_shares"].append(
+                        round((meter.seconds - ext0) / (wall_us / 1e6), 4) if wall_us > 0 else 1.0
+                    )
             why = _plain_outputs(out)
             if why and not null:
                 checks.append(_check("output_type", False, f"call {c['id']}: {why}"))
@@ -451,10 +465,16 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             if not null:
                 earlier = _reused_buffer(out, kept)
                 if earlier is not None:
-                    checks.append(_check("output_reused", False, f"call {c['id']} returned the memory of call "
-                                         f"{earlier}'s output, which the caller still holds: a module whose earlier "
-                                         "outputs change under the caller's feet is not a drop-in replacement; "
-                                         "allocate each output (torch::empty) instead of reusing a buffer"))
+                    checks.append(
+                        _check(
+                            "output_reused",
+                            False,
+                            f"call {c['id']} returned the memory of call "
+                            f"{earlier}'s output, which the caller still holds: a module whose earlier "
+                            "outputs change under the caller's feet is not a drop-in replacement; "
+                            "allocate each output (torch::empty) instead of reusing a buffer",
+                        )
+                    )
                     return {"ok": False}
                 kept[int(c["id"])] = out
             events.append(event_us)
@@ -466,8 +486,15 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             del args, out
         if not caller_changes:
             caller_changes.extend(caller.changes(caller_state))
-        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs,
-                "leads_us": leads, "flushes_us": flushes}
+        return {
+            "ok": True,
+            "events_us": events,
+            "walls_us": walls,
+            "fingerprints": fps,
+            "evidence": proofs,
+            "leads_us": leads,
+            "flushes_us": flushes,
+        }
 
     native: dict[str, int] = {}
 
@@ -507,37 +534,68 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         native_after = native.get("after_calls", native_end)
         native_timed = native.get("before_timing", native_end)
         if policy == "strict" or violations:
-            checks.append(_check("torch_ops", not violations,
-                                 violations[0] if violations else "no torch compute ops ran in forward"))
+            checks.append(
+                _check(
+                    "torch_ops", not violations, violations[0] if violations else "no torch compute ops ran in forward"
+                )
+            )
         flags_after = guards.precision_flags()
         changed = guards.diff_precision_flags(snapshot.precision, flags_after)
-        checks.append(_check("precision_flags", not changed,
-                             f"changed by the candidate: {'; '.join(changed)}" if changed
-                             else "unchanged: " + ", ".join(f"{k}={v}" for k, v in flags_before.items())))
+        checks.append(
+            _check(
+                "precision_flags",
+                not changed,
+                f"changed by the candidate: {'; '.join(changed)}"
+                if changed
+                else "unchanged: " + ", ".join(f"{k}={v}" for k, v in flags_before.items()),
+            )
+        )
         threads_after, torch_threads_after = python_threads(), torch.get_num_threads()
-        checks.append(_check(
-            "threads", threads_after == threads_before and torch_threads_after == torch_threads_before
-            and native_after <= native_before and native_end <= native_timed,
-            f"python threads {threads_before}->{threads_after}, torch threads {torch_threads_before}->"
-            f"{torch_threads_after}, native threads {native_before}->{native_after}"
-            + (f", and {native_timed}->{native_end} while timed" if native_end != native_timed else ""),
-        ))
+        checks.append(
+            _check(
+                "threads",
+                threads_after == threads_before
+                and torch_threads_after == torch_threads_before
+                and native_after <= native_before
+                and native_end <= native_timed,
+                f"python threads {threads_before}->{threads_after}, torch threads {torch_threads_before}->"
+                f"{torch_threads_after}, native threads {native_before}->{native_after}"
+                + (f", and {native_timed}->{native_end} while timed" if native_end != native_timed else ""),
+            )
+        )
         problems = list(guards.verify_integrity(snapshot))
         problems += [p for p in caller_changes + caller.changes(caller_state) if p not in problems]
-        checks.append(_check("harness_integrity", not problems,
-                             "; ".join(problems)[:800] if problems else "timers, comparisons and modules untouched"))
+        checks.append(
+            _check(
+                "harness_integrity",
+                not problems,
+                "; ".join(problems)[:800] if problems else "timers, comparisons and modules untouched",
+            )
+        )
         claims["precision"] = flags_after
         claims.update(forward)
         claims["bandwidth"] = timing.measure_write_bandwidth(device) if request.get("bandwidth") else None
         return {"ok": True, "claims": claims}
 
-    _serve(chan, {"build": build, "calls": calls, "checkpoint": checkpoint, "kernels": kernels, "reveal": reveal,
-                  "drop": drop, "reserve": reserve, "finish": finish})
+    _serve(
+        chan,
+        {
+            "build": build,
+            "calls": calls,
+            "checkpoint": checkpoint,
+            "kernels": kernels,
+            "reveal": reveal,
+            "drop": drop,
+            "reserve": reserve,
+            "finish": finish,
+        },
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # baselines
 # ---------------------------------------------------------------------------------------------
+
 
 def _dynamo_graphs() -> int:
     try:
@@ -615,8 +673,13 @@ class Baselines:
         self.rounds += 1
         self.template = None
         self.graphs_at_start = _dynamo_graphs()
-        return {"ok": True, "sides": sorted(self.sides) + ["null"], "prepare_s": round(_clock() - start, 4),
-                "rounds": self.rounds, "reused": not fresh}
+        return {
+            "ok": True,
+            "sides": sorted(self.sides) + ["null"],
+            "prepare_s": round(_clock() - start, 4),
+            "rounds": self.rounds,
+            "reused": not fresh,
+        }
 
     def prewarm(self) -> None:
         """Build and warm both sides on inputs the reference makes itself (seed 0), before any
@@ -683,8 +746,9 @@ class Baselines:
                     if self.template is None:
                         with torch.no_grad():
                             self.template = fn(*args)
-                    out, event_us, wall_us = self.caller.run(_stand_in(self.template), args, int(c["seed"]),
-                                                             guards.StrictOpGuard("strict"))
+                    out, event_us, wall_us = self.caller.run(
+                        _stand_in(self.template), args, int(c["seed"]), guards.StrictOpGuard("strict")
+                    )
                 else:
                     out, event_us, wall_us = self.caller.run(fn, args, int(c["seed"]))
                 # What the candidate's process does after each call, and a reply of the same
@@ -701,8 +765,15 @@ class Baselines:
                 del out, args
         except Exception as exc:
             return {"ok": False, "error": trim_exception(exc, 600)}
-        reply = {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs,
-                 "leads_us": leads, "flushes_us": flushes}
+        reply = {
+            "ok": True,
+            "events_us": events,
+            "walls_us": walls,
+            "fingerprints": fps,
+            "evidence": proofs,
+            "leads_us": leads,
+            "flushes_us": flushes,
+        }
         # Above 1: something else used the device's SMs or memory, or its clock was lowered,
         # while this block ran (the controller makes such a block again).
         ratio = timing.device_ratio(self.caller, leads, flushes)
@@ -711,8 +782,11 @@ class Baselines:
         return reply
 
     def finish(self, request: dict) -> dict:
-        info: dict[str, Any] = {"precision": self.precision, "recompiles_in_window": _dynamo_graphs() - self.graphs_at_start,
-                                "rounds": self.rounds}
+        info: wire.BaselinesInfo = {
+            "precision": self.precision,
+            "recompiles_in_window": _dynamo_graphs() - self.graphs_at_start,
+            "rounds": self.rounds,
+        }
         if self.compile_error:
             info["compile_error"] = self.compile_error
         self.sets = None  # this round's inputs are not needed again
@@ -723,8 +797,13 @@ class Baselines:
 
 def _same_values(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
-                and a.dtype == b.dtype and bool(torch.equal(a, b)))
+        return (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.shape == b.shape
+            and a.dtype == b.dtype
+            and bool(torch.equal(a, b))
+        )
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same_values(x, y) for x, y in zip(a, b))
     try:

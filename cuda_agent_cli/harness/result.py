@@ -55,10 +55,18 @@ class Timings:
             value = data.get(key)
             return (float(value[0]), float(value[1])) if isinstance(value, (list, tuple)) and len(value) == 2 else None
 
-        return cls(float(data["eager_us"]), float(data["compile_us"]), float(data["candidate_us"]),
-                   float(data["speedup_vs_eager"]), float(data["speedup_vs_compile"]), str(data.get("method", "")),
-                   int(data.get("trials", 0)), interval("speedup_vs_eager_interval"),
-                   interval("speedup_vs_compile_interval"), bool(data.get("uncertain", False)))
+        return cls(
+            float(data["eager_us"]),
+            float(data["compile_us"]),
+            float(data["candidate_us"]),
+            float(data["speedup_vs_eager"]),
+            float(data["speedup_vs_compile"]),
+            str(data.get("method", "")),
+            int(data.get("trials", 0)),
+            interval("speedup_vs_eager_interval"),
+            interval("speedup_vs_compile_interval"),
+            bool(data.get("uncertain", False)),
+        )
 
 
 @dataclass
@@ -100,13 +108,20 @@ class HarnessResult:
     def from_json(cls, data: dict[str, Any]) -> "HarnessResult":
         """The inverse of to_json (transcripts, bench results, the manifest keep this object)."""
         timings = data.get("timings")
-        return cls(compiled=bool(data.get("compiled")), correct=bool(data.get("correct")), reward=data.get("reward"),
-                   device=str(data.get("device", "")), policy=str(data.get("policy", "")),
-                   errors=list(data.get("errors") or []), warnings=list(data.get("warnings") or []),
-                   checks=[Check(str(c["name"]), bool(c["passed"]), str(c.get("detail", "")))
-                           for c in data.get("checks") or []],
-                   timings=Timings.from_json(timings) if isinstance(timings, dict) else None,
-                   environment=dict(data.get("environment") or {}))
+        return cls(
+            compiled=bool(data.get("compiled")),
+            correct=bool(data.get("correct")),
+            reward=data.get("reward"),
+            device=str(data.get("device", "")),
+            policy=str(data.get("policy", "")),
+            errors=list(data.get("errors") or []),
+            warnings=list(data.get("warnings") or []),
+            checks=[
+                Check(str(c["name"]), bool(c["passed"]), str(c.get("detail", ""))) for c in data.get("checks") or []
+            ],
+            timings=Timings.from_json(timings) if isinstance(timings, dict) else None,
+            environment=dict(data.get("environment") or {}),
+        )
 
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
