@@ -3,8 +3,9 @@ or a limit stops it.
 
 Everything is injected: the model (a ModelPort), the toolbox (`schemas()` and
 `call(name, args) -> ToolResult`), the session state and an event sink. Every change goes through
-an event that is applied to the state and written to the transcript before anything else
-happens, so a killed process can be resumed from its transcript without losing what it did.
+an event that the session's recorder (`agent.recorder`) applies to the state and writes to the
+transcript before anything else happens, so a killed process can be resumed from its transcript
+without losing what it did.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ from cuda_agent_cli.agent.events import (
     ToolStarted,
     UserMessage,
 )
+from cuda_agent_cli.agent.recorder import SessionRecorder
 from cuda_agent_cli.agent.session import CandidateRecord, SessionState, candidate_score
-from cuda_agent_cli.agent.transcript import TranscriptWriter
 from cuda_agent_cli.errors import ContextOverflow, CudaAgentError, Interrupted
 from cuda_agent_cli.model.base import AssistantTurn, ModelPort
 from cuda_agent_cli.model.textproto import tool_index, validate_arguments
@@ -120,7 +121,7 @@ class _Run:
     limits: Limits
     sink: EventSink | None
     workspace_root: Path | None
-    writer: TranscriptWriter
+    recorder: SessionRecorder  # the session's one writer: state, transcript, then the sink
     tools: list[dict[str, Any]] = field(default_factory=list)
     index: dict[str, dict[str, Any]] = field(default_factory=dict)
     budget: int = 0
@@ -136,10 +137,7 @@ class _Run:
 
     def emit(self, event: Event) -> None:
         # State first, then disk, then the UI: the transcript is safe before anyone reacts.
-        self.state.apply(event)
-        self.writer(event)
-        if self.sink is not None:
-            self.sink(event)
+        self.recorder(event)
 
     def check_cancel(self) -> None:
         # Same path as Ctrl-C, so a stop from a UI thread keeps everything done so far.
@@ -391,9 +389,9 @@ def run_agent(
     first) and Interrupted (exit 130) is raised afterwards.
     """
     limits = limits or Limits()
-    writer = TranscriptWriter(state.transcript_path, fsync=fsync)
+    recorder = SessionRecorder(state, sink, fsync=fsync)
     workspace = workspace_root or state.workspace
-    run = _Run(model, toolbox, state, limits, sink, Path(workspace) if workspace else None, writer)
+    run = _Run(model, toolbox, state, limits, sink, Path(workspace) if workspace else None, recorder)
     run.tools = list(toolbox.schemas())
     run.index = tool_index(run.tools)
     run.cancel = cancel
@@ -428,7 +426,7 @@ def run_agent(
         except KeyboardInterrupt:
             run.interrupted()
             run.emit(Stopped("interrupted", "stopped with Ctrl-C", state.turns, state.cost_usd))
-            writer.close()
+            recorder.close()
             raise Interrupted(
                 f"interrupted; session {state.session_id} is saved",
                 f"continue it with --resume {state.session_id}",
@@ -441,7 +439,7 @@ def run_agent(
             raise
         run.emit(Stopped(reason, detail, state.turns, state.cost_usd))
     finally:
-        writer.close()
+        recorder.close()
     return AgentResult(
         state.session_id,
         state.transcript_path,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from cuda_agent_cli.agent.events import CostUpdate, Resumed, SessionStarted
+    from cuda_agent_cli.agent.events import CostUpdate, HarnessResultEvent, Resumed, SessionStarted
     from cuda_agent_cli.chat.history import Opening
     from cuda_agent_cli.chat.ledger import Judged, Ledger
 
@@ -73,10 +73,9 @@ class ChatBackend(Protocol):
     def resumed(self, event: Resumed) -> str | None:
         """A session was resumed: the session the events that follow belong to."""
 
-    def record_result(
-        self, session_id: str, tool: str, turn: int, result: dict[str, Any], sources: str | None = None
-    ) -> Judged:
-        """A harness result of `session_id` into the ledger: the card the view shows."""
+    def record_result(self, session_id: str, event: HarnessResultEvent) -> Judged:
+        """A harness result of `session_id` (the agent's, or one /verify or /profile made) into
+        the ledger: what the view's card shows."""
 
     def record_cost(self, session_id: str, event: CostUpdate) -> None:
         """What a model call of `session_id` cost, and the context it left."""

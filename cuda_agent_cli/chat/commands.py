@@ -1,6 +1,6 @@
 """Slash commands of the chat: the table (name, usage, one-line description, whether it may run
-while the agent works, and the name of the view's method that runs it), the parsing of a typed
-line, and of `/optimize`'s arguments. Pure: the view dispatches each row to its handler.
+while the agent works), the parsing of a typed line, and of `/optimize`'s arguments. Pure: the
+view holds a handler for each row (tui/slash.py).
 """
 
 from __future__ import annotations
@@ -18,33 +18,31 @@ class SlashCommand:
     usage: str  # arguments, shown in /help and the completion popup
     description: str
     while_busy: bool  # may run while the agent is working
-    handler: str  # the view's method that runs it: handler(args, raw_args)
 
 
 COMMANDS: tuple[SlashCommand, ...] = (
-    SlashCommand("help", "", "List the commands and keys", True, "cmd_help"),
-    SlashCommand("quit", "", "Save the session and leave", True, "cmd_quit"),
-    SlashCommand("cost", "", "Tokens and money spent in this session", True, "cmd_cost"),
-    SlashCommand("context", "", "How much of the model's context window is used", True, "cmd_context"),
-    SlashCommand("model", "[NAME]", "Show the model, or switch to NAME for the next turns", False, "cmd_model"),
-    SlashCommand("mode", "[ask|accept-edits|yolo]", "Show or change the permission mode", True, "cmd_mode"),
-    SlashCommand("clear", "", "Clear the conversation on screen (the transcript keeps it)", True, "cmd_clear"),
-    SlashCommand("diff", "", "Show what this session changed in the repository", True, "cmd_diff"),
-    SlashCommand("verify", "", "Verify the current candidate of the last /optimize again", False, "cmd_verify"),
-    SlashCommand("profile", "", "Verify and time the current candidate of the last /optimize", False, "cmd_profile"),
-    SlashCommand("sessions", "", "List stored sessions", True, "cmd_sessions"),
-    SlashCommand("resume", "ID", "Open a stored chat session (conversation and ledger)", False, "cmd_resume"),
-    SlashCommand("export", "[FILE]", "Save the conversation as Markdown", True, "cmd_export"),
-    SlashCommand("compact", "", "Summarize older turns to free context", False, "cmd_compact"),
-    SlashCommand("undo", "", "Revert the last change applied in this session", False, "cmd_undo"),
+    SlashCommand("help", "", "List the commands and keys", True),
+    SlashCommand("quit", "", "Save the session and leave", True),
+    SlashCommand("cost", "", "Tokens and money spent in this session", True),
+    SlashCommand("context", "", "How much of the model's context window is used", True),
+    SlashCommand("model", "[NAME]", "Show the model, or switch to NAME for the next turns", False),
+    SlashCommand("mode", "[ask|accept-edits|yolo]", "Show or change the permission mode", True),
+    SlashCommand("clear", "", "Clear the conversation on screen (the transcript keeps it)", True),
+    SlashCommand("diff", "", "Show what this session changed in the repository", True),
+    SlashCommand("verify", "", "Verify the current candidate of the last /optimize again", False),
+    SlashCommand("profile", "", "Verify and time the current candidate of the last /optimize", False),
+    SlashCommand("sessions", "", "List stored sessions", True),
+    SlashCommand("resume", "ID", "Open a stored chat session (conversation and ledger)", False),
+    SlashCommand("export", "[FILE]", "Save the conversation as Markdown", True),
+    SlashCommand("compact", "", "Summarize older turns to free context", False),
+    SlashCommand("undo", "", "Revert the last change applied in this session", False),
     SlashCommand(
         "optimize",
         'FILE::Class [--inputs SPEC | --capture "CMD"]',
         "Write, verify and time a kernel for the calls given or captured from CMD, then review it",
         False,
-        "cmd_optimize",
     ),
-    SlashCommand("ledger", "", "Show or hide the kernel ledger (also Ctrl+L)", True, "cmd_ledger"),
+    SlashCommand("ledger", "", "Show or hide the kernel ledger (also Ctrl+L)", True),
 )
 
 BY_NAME = {c.name: c for c in COMMANDS}

@@ -25,8 +25,16 @@ from cuda_agent_cli.chat.undo import UndoEntry, file_entries, revert
 from cuda_agent_cli.errors import BadInput
 
 if TYPE_CHECKING:
-    from cuda_agent_cli.agent.events import CostUpdate, Resumed, SessionStarted
+    import threading
+
+    from cuda_agent_cli.actions.base import ToolResult
+    from cuda_agent_cli.agent.events import CostUpdate, EventSink, HarnessResultEvent, Resumed, SessionStarted
+    from cuda_agent_cli.agent.loop import AgentResult
+    from cuda_agent_cli.agent.session import SessionState
+    from cuda_agent_cli.harness import Harness
     from cuda_agent_cli.run.session import OptimizeOutcome
+    from cuda_agent_cli.writeback.apply import ApplyResult, WriteBackPlan
+    from cuda_agent_cli.writeback.git import RepoState, SessionDiff
 
 CHAT_FILE = "chat.json"
 CHAT_COMMAND = "chat"
@@ -47,11 +55,7 @@ class ChatOptions:
     session_id: str | None = None  # a chosen id for a new session (reproducible screenshots)
 
 
-def is_chat(state: Any) -> bool:
-    return (state.meta.get("settings") or {}).get("command") == CHAT_COMMAND
-
-
-def latest_chat_session(data_dir: Path | None, repo: Path | None = None) -> Any:
+def latest_chat_session(data_dir: Path | None, repo: Path | None = None) -> SessionState:
     """`chat --continue`: the newest chat session of `repo` (None: of any repository)."""
     from cuda_agent_cli.agent.session import resume_session
 
@@ -62,35 +66,35 @@ class ChatSession:
     """One chat over one repository. Build it before the app opens: bad input fails here."""
 
     def __init__(self, opts: ChatOptions) -> None:
-        from cuda_agent_cli.agent.session import load_session, new_session
+        from cuda_agent_cli.agent.session import is_chat, load_session, new_session
         from cuda_agent_cli.config import load_config
 
         self.opts = opts
-        self.state: Any = None
+        resumed: SessionState | None = None
         saved_settings: dict[str, Any] = {}
         if opts.resume or opts.continue_latest:
             if opts.resume:
-                self.state = load_session(opts.resume, opts.data_dir)
+                resumed = load_session(opts.resume, opts.data_dir)
             else:  # --continue: the newest chat of the repository PATH (or the current folder) is in
                 from cuda_agent_cli.task.target import repository_of
 
                 here = repository_of(Path(opts.path or Path.cwd()))
-                self.state = latest_chat_session(opts.data_dir, here)
-            if not is_chat(self.state):
+                resumed = latest_chat_session(opts.data_dir, here)
+            if not is_chat(resumed):
                 raise BadInput(
-                    f"session {self.state.session_id} is an optimize session, not a chat",
-                    f"resume it with `cuda-agent optimize --resume {self.state.session_id}`",
+                    f"session {resumed.session_id} is an optimize session, not a chat",
+                    f"resume it with `cuda-agent optimize --resume {resumed.session_id}`",
                 )
-            saved_settings = self.state.meta.get("settings") or {}
+            saved_settings = resumed.meta.get("settings") or {}
         saved_repo = Path(saved_settings["repo"]) if saved_settings.get("repo") else None
         root = Path(opts.path or saved_repo or Path.cwd()).expanduser().resolve()
         if not root.is_dir():
             raise BadInput(f"{root} is not a folder", "cuda-agent chat [PATH] takes the repository's folder")
-        if opts.path is not None and saved_repo is not None and root != saved_repo.resolve():
+        if opts.path is not None and resumed is not None and saved_repo is not None and root != saved_repo.resolve():
             # As optimize's --resume (run/settings.py): what the session was started over cannot
             # change; its transcript's edits and commands were made in that repository.
             raise BadInput(
-                f"{opts.path} cannot change resumed chat session {self.state.session_id}, which works in {saved_repo}",
+                f"{opts.path} cannot change resumed chat session {resumed.session_id}, which works in {saved_repo}",
                 "drop the path to continue it there, or start a new chat in it",
             )
         self.root = root
@@ -124,8 +128,7 @@ class ChatSession:
         self.permissions = ChatPermissions(mode=self.cfg.permission_mode)
         self.toolbox = make_toolbox(ActionContext(self.sandbox, harness=None, permissions=self.permissions))
         self.model = make_model(self.model_string, self.api_base)
-        if self.state is None:
-            self.state = new_session(opts.data_dir, opts.session_id)
+        self.state: SessionState = resumed or new_session(opts.data_dir, opts.session_id)
         self.ledger = Ledger()
         self.optimize_sessions: list[str] = []
         self.optimize_started: dict[str, dict[str, Any]] = {}  # id -> where in the chat it started, target
@@ -139,7 +142,7 @@ class ChatSession:
         self.context_budget = self.cfg.context_tokens
         self.tokens = 0  # prompt and completion tokens of the chat and the sessions it started
         self.session_costs: dict[str, float] = {}  # each session's cost so far, this chat's too
-        self.repo_start: Any = None  # writeback.git.RepoState when the chat started: what /diff compares with
+        self.repo_start: RepoState | None = None  # when the chat started: what /diff compares with
         self._load_chat_file()
         if self.repo_start is None:
             from cuda_agent_cli.writeback.git import repo_state
@@ -149,7 +152,7 @@ class ChatSession:
     # -- what the screen shows (ChatBackend) -----------------------------------------------------
     @property
     def session_id(self) -> str:
-        return str(self.state.session_id)
+        return self.state.session_id
 
     @property
     def mode(self) -> str:
@@ -159,7 +162,7 @@ class ChatSession:
     def cost_usd(self) -> float:
         """This chat's cost and that of every optimize session it started."""
         others = sum(v for k, v in self.session_costs.items() if k != self.session_id)
-        return float(self.state.cost_usd) + others
+        return self.state.cost_usd + others
 
     def opening(self) -> Opening:
         """A resumed chat's conversation, with its /optimize sessions, cards and recorded lines in
@@ -266,12 +269,11 @@ class ChatSession:
         tmp.write_text(json.dumps(data))
         os.replace(tmp, self.chat_file)
 
-    def record_result(
-        self, session_id: str, tool: str, turn: int, result: dict[str, Any], sources: str | None = None
-    ) -> Judged:
-        """A harness result in the ledger, kept in chat.json."""
+    def record_result(self, session_id: str, event: HarnessResultEvent) -> Judged:
+        """A harness result of `session_id` in the ledger, kept in chat.json with where in the
+        chat's transcript it came."""
         self.ensure_started()
-        judged = self.ledger.add(session_id, tool, turn, result, self.events_written(), sources)
+        judged = self.ledger.add(session_id, event.tool, event.turn, event.result, self.events_written(), event.sources)
         self._save_chat_file()
         return judged
 
@@ -288,19 +290,19 @@ class ChatSession:
         if self.state.started:
             return
         from cuda_agent_cli.agent.events import SessionStarted
-        from cuda_agent_cli.agent.transcript import TranscriptWriter
+        from cuda_agent_cli.agent.recorder import record
 
-        event = SessionStarted(
-            self.session_id,
-            f"chat {self.root}",
-            self.model_string,
-            str(self.root),
-            self.settings(),
-            self.system_prompt(),
+        record(
+            self.state,
+            SessionStarted(
+                self.session_id,
+                f"chat {self.root}",
+                self.model_string,
+                str(self.root),
+                self.settings(),
+                self.system_prompt(),
+            ),
         )
-        self.state.apply(event)
-        with TranscriptWriter(self.state.transcript_path) as writer:
-            writer(event)
         self._save_chat_file()
 
     def system_prompt(self) -> str:
@@ -355,7 +357,7 @@ class ChatSession:
             "mode": self.permissions.mode,
         }
 
-    def send(self, text: str, sink: Callable[[Any], None] | None, cancel: Any) -> Any:
+    def send(self, text: str, sink: EventSink | None, cancel: threading.Event | None) -> AgentResult:
         """One user message and the agent's work on it; Interrupted when `cancel` is set. The
         writes it let through go onto the undo stack, however it ended."""
         try:
@@ -363,7 +365,7 @@ class ChatSession:
         finally:
             self.take_file_backups()
 
-    def _turn(self, text: str, sink: Callable[[Any], None] | None, cancel: Any) -> Any:
+    def _turn(self, text: str, sink: EventSink | None, cancel: threading.Event | None) -> AgentResult:
         from cuda_agent_cli.agent.loop import Limits, run_agent
         from cuda_agent_cli.chat.mentions import expand
 
@@ -414,7 +416,7 @@ class ChatSession:
         """Summarize older turns now (what the loop does on its own near the budget)."""
         from cuda_agent_cli.agent.context import build_summary, compaction_span, estimate_tokens
         from cuda_agent_cli.agent.events import Compacted
-        from cuda_agent_cli.agent.transcript import TranscriptWriter
+        from cuda_agent_cli.agent.recorder import record
 
         msgs = self.state.messages
         span = compaction_span(msgs, keep_turns=2)
@@ -426,14 +428,11 @@ class ChatSession:
         )
         before = estimate_tokens(msgs)
         after = estimate_tokens(msgs[:start] + [{"role": "user", "content": summary}] + msgs[end:])
-        event = Compacted(start, end, summary, before, after)
-        self.state.apply(event)
-        with TranscriptWriter(self.state.transcript_path) as writer:
-            writer(event)
+        record(self.state, Compacted(start, end, summary, before, after))
         self.context_tokens = after
         return f"compacted {end - start} messages: about {before} -> {after} tokens"
 
-    def run_shell(self, command: str) -> Any:
+    def run_shell(self, command: str) -> ToolResult:
         """`!cmd`: the command in the same sandbox as the agent's (the user typed it: no approval),
         recorded in the transcript with its output (for /export and a resumed chat; the model
         is not sent it)."""
@@ -447,22 +446,19 @@ class ChatSession:
 
     def record_shell(self, command: str, output: str, is_error: bool, duration_s: float) -> None:
         from cuda_agent_cli.agent.events import ShellCommand
-        from cuda_agent_cli.agent.transcript import TranscriptWriter
+        from cuda_agent_cli.agent.recorder import record
 
         self.ensure_started()
-        event = ShellCommand(command, output, is_error, round(duration_s, 3))
-        self.state.apply(event)
-        with TranscriptWriter(self.state.transcript_path) as writer:
-            writer(event)
+        record(self.state, ShellCommand(command, output, is_error, round(duration_s, 3)))
 
     # -- optimize inside the chat ----------------------------------------------------------------
     def optimize(
         self,
         args: list[str],
-        sink: Callable[[Any], None] | None,
-        cancel: Any,
+        sink: EventSink | None,
+        cancel: threading.Event | None,
         on_stage: Callable[[str], None] | None = None,
-    ) -> Any:
+    ) -> OptimizeOutcome:
         from cuda_agent_cli.run.session import OptimizeRequest, run_optimize
 
         fields = parse_optimize_args(args)
@@ -490,7 +486,7 @@ class ChatSession:
             from cuda_agent_cli.run.session import not_applied
 
             notes.append(Note(f"not applied: {not_applied(outcome)}", "warning"))
-        elif apply:
+        elif apply and outcome.plan is not None:  # the review is shown only for a plan
             from cuda_agent_cli.errors import CudaAgentError
 
             try:
@@ -515,7 +511,7 @@ class ChatSession:
             self.record_note(note.text, note.kind)
         return notes
 
-    def apply(self, plan: Any, session_id: str | None = None) -> Any:
+    def apply(self, plan: WriteBackPlan, session_id: str | None = None) -> ApplyResult:
         """Write the reviewed kernel into the repository (branch, commit, manifest), as optimize does."""
         from cuda_agent_cli.writeback.apply import apply_plan
 
@@ -535,7 +531,7 @@ class ChatSession:
         self._save_chat_file()
         return result
 
-    def harness_for_last(self) -> tuple[Any, str]:
+    def harness_for_last(self) -> tuple[Harness, str]:
         """A harness over the workspace of the latest /optimize session, and that session's id."""
         from cuda_agent_cli.agent.session import sessions_root
         from cuda_agent_cli.harness import Harness
@@ -552,14 +548,18 @@ class ChatSession:
         )
         return harness, sid
 
-    def judge(self, harness: Any, tool: str) -> tuple[dict[str, Any], str | None]:
-        """/verify or /profile of the latest candidate: the harness result and which sources it judged."""
+    def judge(self, harness: Harness, tool: str) -> HarnessResultEvent:
+        """/verify or /profile of the latest candidate: its harness result, as the agent's own
+        rounds report theirs (which sources it judged included)."""
+        from cuda_agent_cli.agent.events import HarnessResultEvent
         from cuda_agent_cli.workspace import candidate_digest
 
         result = harness.verify() if tool == "Verify" else harness.profile()
-        return result.to_json(), candidate_digest(harness.workspace.root)
+        return HarnessResultEvent(
+            "", tool, 0, result.to_json(), False, sources=candidate_digest(harness.workspace.root)
+        )
 
-    def session_diff(self) -> Any:
+    def session_diff(self) -> SessionDiff | None:
         """What this chat changed in the repository since it started (writeback.git.SessionDiff),
         or None outside git."""
         from cuda_agent_cli.writeback.git import session_diff

@@ -6,13 +6,13 @@ and the ledger of the candidates the harness judged. Its transcript is its whole
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cuda_agent_cli.chat.history import Opening, read_history
 from cuda_agent_cli.chat.ledger import Judged, Ledger
 
 if TYPE_CHECKING:
-    from cuda_agent_cli.agent.events import CostUpdate, Resumed, SessionStarted
+    from cuda_agent_cli.agent.events import CostUpdate, HarnessResultEvent, Resumed, SessionStarted
     from cuda_agent_cli.run.session import OptimizeRequest
 
 WHERE = "the agent works in its own workspace; nothing is written into the repository before the review"
@@ -83,10 +83,9 @@ class TaskRuntime:
         self.model_string = event.model or self.model_string
         return self.resumed_id
 
-    def record_result(
-        self, session_id: str, tool: str, turn: int, result: dict[str, Any], sources: str | None = None
-    ) -> Judged:
-        return self.ledger.add(session_id, tool, turn, result, sources=sources)  # the session's transcript keeps it
+    def record_result(self, session_id: str, event: HarnessResultEvent) -> Judged:
+        # The session's transcript keeps it.
+        return self.ledger.add(session_id, event.tool, event.turn, event.result, sources=event.sources)
 
     def record_cost(self, session_id: str, event: CostUpdate) -> None:
         self.tokens += event.prompt_tokens + event.completion_tokens

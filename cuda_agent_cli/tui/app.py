@@ -2,7 +2,7 @@
 status bar over one `chat.session.ChatSession`.
 
 The screen's parts live beside it: the conversation widget (tui/conversation.py), the worker,
-events, approvals and the review every agent run has (tui/base.py), the slash commands
+events, approvals and the review every agent run has (tui/agent_app.py), the slash commands
 (tui/slash.py, dispatched from `chat.commands.COMMANDS`) and the completion popup
 (tui/completions.py). Here: what the prompt does with a line (a command, a `!cmd`, a message
 sent or queued while the agent works) and what the review's answer does.
@@ -19,7 +19,7 @@ from textual.widgets import Static
 
 from cuda_agent_cli.chat import commands, mentions
 from cuda_agent_cli.chat.session import ChatSession
-from cuda_agent_cli.tui.base import detect_device
+from cuda_agent_cli.tui.agent_app import detect_device
 from cuda_agent_cli.tui.conversation import Conversation
 from cuda_agent_cli.tui.slash import SlashCommands
 from cuda_agent_cli.tui.widgets import PromptArea, ToolCallLine, UserTurn
@@ -40,6 +40,7 @@ class ChatApp(SlashCommands):
         banner: str | None = None,
     ) -> None:
         super().__init__(runtime, detect=detect, banner=banner)
+        self.check_handlers()
         self.initial = list(initial or [])
 
     def compose(self) -> ComposeResult:

@@ -1,12 +1,12 @@
 """The chat's slash commands on screen: `run_command` parses a typed line, holds back a command
-that waits while the agent works, and calls the handler its row of `chat.commands.COMMANDS`
-names; each handler asks the chat session and shows what came back.
+that waits while the agent works, and calls the handler of its row of `chat.commands.COMMANDS`
+(`handlers`, one a row); each handler asks the chat session and shows what came back.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
 from rich.text import Text
 from textual.widgets import Static
@@ -15,12 +15,49 @@ from cuda_agent_cli.chat import commands
 from cuda_agent_cli.chat.session import ChatOptions, ChatSession
 from cuda_agent_cli.errors import BadInput, CudaAgentError
 from cuda_agent_cli.tui import render
-from cuda_agent_cli.tui.base import AgentApp
+from cuda_agent_cli.tui.agent_app import AgentApp
 from cuda_agent_cli.tui.widgets import UserTurn
+
+if TYPE_CHECKING:
+    from cuda_agent_cli.agent.events import HarnessResultEvent
+    from cuda_agent_cli.run.session import OptimizeOutcome
+
+Handler = Callable[[list[str], str], None]  # (the arguments, the line after the name as typed)
 
 
 class SlashCommands(AgentApp[ChatSession]):
     """The chat app's commands, one handler (args, raw_args) per row of the table."""
+
+    def handlers(self) -> dict[str, Handler]:
+        """The handler of each command of `chat.commands.COMMANDS`, by name."""
+        return {
+            "help": self.cmd_help,
+            "quit": self.cmd_quit,
+            "cost": self.cmd_cost,
+            "context": self.cmd_context,
+            "model": self.cmd_model,
+            "mode": self.cmd_mode,
+            "clear": self.cmd_clear,
+            "diff": self.cmd_diff,
+            "verify": self.cmd_verify,
+            "profile": self.cmd_profile,
+            "sessions": self.cmd_sessions,
+            "resume": self.cmd_resume,
+            "export": self.cmd_export,
+            "compact": self.cmd_compact,
+            "undo": self.cmd_undo,
+            "optimize": self.cmd_optimize,
+            "ledger": self.cmd_ledger,
+        }
+
+    def check_handlers(self) -> None:
+        """The table and the handlers are kept together: a row without one fails the app's start."""
+        names = [c.name for c in commands.COMMANDS]
+        handled = self.handlers()
+        unhandled = [n for n in names if n not in handled]
+        unknown = [n for n in handled if n not in names]
+        if unhandled or unknown:
+            raise TypeError(f"slash commands without a handler: {unhandled}; handlers without a command: {unknown}")
 
     def run_command(self, line: str) -> None:
         try:
@@ -32,7 +69,7 @@ class SlashCommands(AgentApp[ChatSession]):
         if self.busy and not cmd.while_busy:
             self.notice(f"/{cmd.name} cannot run while the agent works — wait, or press Esc to interrupt", "warning")
             return
-        handler = getattr(self, cmd.handler)
+        handler = self.handlers()[cmd.name]
         try:
             handler(parsed.args, parsed.raw_args)
         except CudaAgentError as exc:
@@ -114,9 +151,8 @@ class SlashCommands(AgentApp[ChatSession]):
         """/verify or /profile: the latest /optimize session's candidate judged again, its card shown."""
         harness, sid = self.runtime.harness_for_last()
 
-        def show(done: tuple[dict[str, Any], str | None]) -> None:
-            result, sources = done
-            self.show_result(sid, tool, 0, result, sources)
+        def show(judged: HarnessResultEvent) -> None:
+            self.show_result(sid, judged)
             self.refresh_status()
 
         self.notice(f"{tool.lower()}ing the candidate of session {sid}…")
@@ -206,14 +242,9 @@ class SlashCommands(AgentApp[ChatSession]):
         self.runtime.record_note("/optimize " + raw, "user")
         self.runtime.permissions.ask = self.ask
 
-        def run() -> Any:
+        def run() -> OptimizeOutcome:
             return self.runtime.optimize(
                 args, self.sink, self.cancel, on_stage=lambda msg: self._post(self.notice, msg)
             )
 
         self.start_work("optimizing", run, self.review)
-
-
-_unhandled = [c.name for c in commands.COMMANDS if not hasattr(SlashCommands, c.handler)]
-if _unhandled:  # the table and the handlers are kept together: a row without its method fails here
-    raise TypeError(f"slash commands without a handler in tui.slash: {_unhandled}")

@@ -19,7 +19,7 @@ from textual.containers import Horizontal
 from textual.widgets import Static
 
 from cuda_agent_cli.chat.task import TaskRuntime
-from cuda_agent_cli.tui.base import AgentApp, detect_device
+from cuda_agent_cli.tui.agent_app import AgentApp, detect_device
 from cuda_agent_cli.tui.conversation import Conversation
 
 if TYPE_CHECKING:

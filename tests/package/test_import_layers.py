@@ -124,3 +124,23 @@ def test_every_subcommand_help_imports_no_heavy_module() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     heavy = next(ln for ln in out.stdout.splitlines() if ln.startswith("HEAVY:"))
     assert heavy == "HEAVY:", f"some subcommand's --help imported {heavy[6:]}"
+
+
+def test_the_chat_stands_below_its_screens_and_imports_no_textual() -> None:
+    """chat/ is the chat session apart from its screen: tui/ may import it, never the reverse, and
+    nothing in it imports textual, not even lazily."""
+    table = floors()
+    assert table["chat"] < table["tui"], "docs/architecture.md must put chat below tui"
+    offenders = [
+        f"{path.relative_to(PACKAGE)}:{line}"
+        for path in (PACKAGE / "chat").rglob("*.py")
+        for name, line in _imports(path)
+        if name == "textual"
+    ]
+    offenders += [
+        f"{path.relative_to(PACKAGE)}:{line} imports tui"
+        for path in (PACKAGE / "chat").rglob("*.py")
+        for room, line in _package_imports(path)
+        if room == "tui"
+    ]
+    assert not offenders, "\n".join(offenders)

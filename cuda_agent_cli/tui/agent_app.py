@@ -19,8 +19,10 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Generic, TypeVar
 
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.geometry import Size
 from textual.widget import AwaitMount, Widget
 from textual.widgets import Static
 
@@ -147,11 +149,11 @@ class AgentApp(TypeAheadApp, Generic[BackendT]):
         self.device_label = label
         self.refresh_status()
 
-    def on_resize(self, event: Any) -> None:
-        self._check_size(getattr(event, "size", None))
+    def on_resize(self, event: events.Resize) -> None:
+        self._check_size(event.size)
         self.conversation.keep_end()
 
-    def _check_size(self, size: Any = None) -> None:
+    def _check_size(self, size: Size | None = None) -> None:
         w, h = size or self.size
         small = render.is_too_small(w, h)
         msg = self.query_one("#too-small", Static)
@@ -279,7 +281,7 @@ class AgentApp(TypeAheadApp, Generic[BackendT]):
         self._event_session = self.runtime.resumed(e)
 
     async def _harness_result(self, e: ev.HarnessResultEvent) -> None:
-        self.show_result(self._event_session or self.runtime.session_id, e.tool, e.turn, e.result, e.sources)
+        self.show_result(self._event_session or self.runtime.session_id, e)
 
     async def _cost(self, e: ev.CostUpdate) -> None:
         self.runtime.record_cost(self._event_session or self.runtime.session_id, e)
@@ -291,9 +293,9 @@ class AgentApp(TypeAheadApp, Generic[BackendT]):
         ev.CostUpdate: _cost,
     }
 
-    def show_result(self, session_id: str, tool: str, turn: int, result: dict[str, Any], sources: str | None) -> Judged:
+    def show_result(self, session_id: str, e: ev.HarnessResultEvent) -> Judged:
         """A harness result (the agent's, or /verify's and /profile's): into the ledger, and its card."""
-        judged = self.runtime.record_result(session_id, tool, turn, result, sources)
+        judged = self.runtime.record_result(session_id, e)
         self.add(HarnessCard(judged, self.runtime.ledger.best() is judged))
         self.ledger_panel.show(self.runtime.ledger)
         return judged
