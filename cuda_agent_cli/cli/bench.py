@@ -11,7 +11,16 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cuda_agent_cli.cli.options import ApiBaseOpt, DeviceOpt, JsonOpt, ModelOpt, PolicyOpt, TrialsOpt, UnsafeOpt
+from cuda_agent_cli.cli.options import (
+    ApiBaseOpt,
+    DeviceOpt,
+    JsonOpt,
+    ModelOpt,
+    PolicyOpt,
+    RewardBaselineOpt,
+    TrialsOpt,
+    UnsafeOpt,
+)
 
 SuiteOpt = Annotated[
     str,
@@ -152,6 +161,7 @@ def bench(
     timeout: TimeoutOpt = None,
     device: DeviceOpt = None,
     policy: PolicyOpt = None,
+    reward_baseline: RewardBaselineOpt = None,
     gpus: GpusOpt = None,
     ray: RayOpt = None,
     rerun_failed: RerunOpt = False,
@@ -177,6 +187,7 @@ def bench(
         timeout=timeout,
         device=device,
         policy=policy or "strict",
+        reward_baseline=reward_baseline or "paper",
         gpus=gpus,
         ray=ray,
         rerun_failed=rerun_failed,
