@@ -199,8 +199,13 @@ def _settle(
         status="correct" if best.correct else "failed",
     )
     if not best.correct:
+        from cuda_agent_cli.harness.driver import POLICY_ONLY
+
         failed = [c.name for c in best.failed_checks()]
         record["error"] = "no sample is correct" + (f" (best failed: {', '.join(failed[:4])})" if failed else "")
+        if POLICY_ONLY in best.errors:
+            record["error"] = f"{POLICY_ONLY}: {', '.join(failed[:4])}"
+            record["rejected_by_policy"] = True
 
 
 def _roofline_row(line: dict[str, Any] | None) -> dict[str, Any] | None:

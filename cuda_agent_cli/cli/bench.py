@@ -50,6 +50,15 @@ TimeoutOpt = Annotated[
     Optional[float], typer.Option("--timeout", min=1, help="Wall seconds per task for the agent (agent mode).")
 ]
 GpusOpt = Annotated[Optional[str], typer.Option("--gpus", help="all (default) or 0,1,...: one task per GPU at a time.")]
+BuildersOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--builders",
+        min=0,
+        help="Compile-ahead workers that build queued tasks' candidates while the devices time others "
+        "(default: on a GPU one per GPU, up to a quarter of the cores; 0 on the CPU).",
+    ),
+]
 RayOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -164,6 +173,7 @@ def bench(
     reward_baseline: RewardBaselineOpt = None,
     gpus: GpusOpt = None,
     ray: RayOpt = None,
+    builders: BuildersOpt = None,
     rerun_failed: RerunOpt = False,
     trials: TrialsOpt = None,
     unsafe: UnsafeOpt = False,
@@ -193,6 +203,7 @@ def bench(
         rerun_failed=rerun_failed,
         trials=trials,
         allow_unsafe=unsafe,
+        compile_ahead=builders,
     )
     plan = plan_bench(req)
     scheduler = make_scheduler(plan)
