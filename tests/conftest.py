@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+# Profiles in the suite time eager and default torch.compile only: max-autotune's compilation
+# would be paid in every test that profiles, and tests that are about the extra baselines ask for
+# them (Harness(baselines=...)). A run that sets the variable keeps its own choice.
+os.environ.setdefault("CUDA_AGENT_BASELINES", "compile")
+
 
 @pytest.fixture(scope="session")
 def harness_cache_root(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -35,6 +35,8 @@ _perf_ns = time.perf_counter_ns
 # Call ids: verification calls count up from 0, timed ones from here (warm-up ones beyond).
 TIMED_BASE = 1000
 WARM_BASE = 100000
+# The compiled baselines in the window's order (tools/executor.py, COMPILED_SIDES).
+BASELINE_SIDES = ("compile", "autotune", "graphs")
 # A trusted block (eager, torch.compile, the baselines' null calls) whose lead-ins or flushes took
 # more than DEVICE_SLOW times their calibrated time on the median (its `device_ratio`) is made
 # again, up to TRUSTED_RETRIES times, after a pause of RETRY_PAUSE_S (growing) for what was left
@@ -631,7 +633,8 @@ def _timed_window(
     if one_thread:
         core = max(os.sched_getaffinity(0))
         pinned_cpu = core if pinning.pin([cand.pid, base.pid], {core}) else None
-    sides = ["eager", *(["compile"] if "compile" in ready.get("sides", []) else []), "candidate"]
+    # Eager, every compiled baseline the baselines' process could make, then the candidate.
+    sides = ["eager", *[s for s in BASELINE_SIDES if s in ready.get("sides", [])], "candidate"]
     # The baselines' process makes null blocks too: the same harness work around a stand-in,
     # where no candidate code ever ran (harness/scoring.py believes the candidate's up to theirs).
     if "null" in ready.get("sides", []):

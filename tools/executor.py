@@ -30,6 +30,7 @@ import guards
 import init_objects
 import landlock
 import process_filter
+import roofline
 import tensor_files
 import timing
 import torch
@@ -597,6 +598,26 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+# The compiled baselines: torch.compile's default mode (the paper's baseline), max-autotune
+# without CUDA graphs (the strongest compiler setting a kernel can be held against call by call),
+# and on CUDA a CUDA-graph replay of the same (reduce-overhead: what launch-bound code gets).
+COMPILED_SIDES = {"compile": "default", "autotune": "max-autotune-no-cudagraphs", "graphs": "reduce-overhead"}
+
+
+def _compiled(side: str, model: Any) -> Any:
+    compiled = torch.compile(model, mode=COMPILED_SIDES[side])
+    if side != "graphs":
+        return compiled
+
+    def replay(*args: Any) -> Any:
+        # Each call is a new step for the CUDA-graph trees: the previous call's outputs were
+        # read (fingerprinted) before this one starts.
+        torch.compiler.cudagraph_mark_step_begin()
+        return compiled(*args)
+
+    return replay
+
+
 def _dynamo_graphs() -> int:
     try:
         from torch._dynamo.utils import counters
@@ -627,10 +648,51 @@ class Baselines:
         self.template: Any = None  # the outputs the null side's stand-in is shaped like
         self.model: Any = None
         self.init: Any = None
-        self.compile_error: str | None = None
+        # The compiled baselines this evaluation times, besides eager (COMPILED_SIDES).
+        self.compiled = [s for s in spec.get("baselines") or ["compile"] if s in COMPILED_SIDES]
+        if self.device != "cuda" and "graphs" in self.compiled:
+            self.compiled.remove("graphs")  # CUDA graphs exist on CUDA only
+        self.errors: dict[str, str] = {}
         self.rounds = 0
         self.sets: _Sets | None = None
         self.graphs_at_start = 0
+        self.work: wire.Work | None = None
+        self.peaks: wire.Peaks | None = spec.get("peaks")
+
+    @property
+    def compile_error(self) -> str | None:
+        return self.errors.get("compile")
+
+    def _compile_sides(self, model: Any) -> None:
+        """Eager, and each compiled baseline that torch.compile can make of `model`."""
+        self.sides = {"eager": model}
+        self.errors = {}
+        for side in self.compiled:
+            try:
+                self.sides[side] = _compiled(side, model)
+            except Exception as exc:  # no C++ compiler for inductor, an op it cannot trace, ...
+                self.errors[side] = trim_exception(exc, 600)
+
+    def _warm_sides(self, inputs_for: Any, most: int) -> None:
+        """Warm every compiled side; one that fails to compile or run is dropped, with why."""
+        for side in [s for s in self.compiled if s in self.sides]:
+            try:
+                self._warm(side, inputs_for, most)
+            except Exception as exc:
+                self.sides.pop(side)
+                self.errors[side] = trim_exception(exc, 600)
+
+    def _measure(self) -> None:
+        """The reference's work on this round's first set (once per model and shapes) and, once
+        per process where the spec did not bring them, the machine's peaks."""
+        assert self.sets is not None
+        try:
+            if self.work is None:
+                self.work = roofline.reference_work(self.model, self.sets.device_inputs(0))
+            if self.peaks is None:
+                self.peaks = roofline.machine_peaks(self.device)
+        except Exception as exc:  # the roofline is for the record; the round goes on without it
+            print(f"baselines: roofline not measured: {trim_exception(exc, 400)}", file=sys.stderr, flush=True)
 
     def _reuse(self, payload: dict) -> bool:
         """Give the model already built (and compiled) this round's reference weights in place;
@@ -656,20 +718,12 @@ class Baselines:
         assert self.caller is not None
         self.caller.plan = spec.get("plan")  # this round's draws, the same as the candidate's
         if fresh:
-            self.sides = {"eager": self.model}
-            self.compile_error = None
-            try:
-                self.sides["compile"] = torch.compile(self.model)
-            except Exception as exc:  # no C++ compiler for inductor, an op it cannot trace, ...
-                self.compile_error = trim_exception(exc, 600)
-        if "compile" in self.sides:
-            try:
-                warm_sets = [int(k) for k in spec["timed_sets"]]
-                sets = self.sets
-                self._warm(lambda i: sets.device_inputs(warm_sets[i % len(warm_sets)]), 40 if fresh else 4)
-            except Exception as exc:
-                self.sides.pop("compile")
-                self.compile_error = trim_exception(exc, 600)
+            self._compile_sides(self.model)
+            self.work = None
+        warm_sets = [int(k) for k in spec["timed_sets"]]
+        sets = self.sets
+        self._warm_sides(lambda i: sets.device_inputs(warm_sets[i % len(warm_sets)]), 40 if fresh else 4)
+        self._measure()
         self.rounds += 1
         self.template = None
         self.graphs_at_start = _dynamo_graphs()
@@ -700,14 +754,8 @@ class Baselines:
             model = model.to(self.device)
         self.model, self.init = model, to_device(init, "cpu")
         self._start_device()
-        self.sides = {"eager": model}
-        try:
-            self.sides["compile"] = torch.compile(model)
-            self._warm(lambda i: inputs, 40)
-            self.compile_error = None
-        except Exception as exc:
-            self.sides.pop("compile", None)
-            self.compile_error = trim_exception(exc, 600)
+        self._compile_sides(model)
+        self._warm_sides(lambda i: inputs, 40)
 
     def _start_device(self) -> None:
         if self.caller is None:
@@ -715,15 +763,15 @@ class Baselines:
                 warm_up_cuda()
             self.caller = timing.Caller(self.device, self.flush_bytes)
 
-    def _warm(self, inputs_for: Any, most: int) -> None:
-        """Call the compiled side on `inputs_for(i)` until steady: a first call compiles, later
-        ones may still specialize; the window starts once the last few calls agree and no new
-        graph was made."""
+    def _warm(self, side: str, inputs_for: Any, most: int) -> None:
+        """Call a compiled side on `inputs_for(i)` until steady: a first call compiles (and
+        max-autotune tries its choices), later ones may still specialize; the window starts once
+        the last few calls agree and no new graph was made."""
         assert self.caller is not None
         recent: list[float] = []
         for i in range(most):
             before = _dynamo_graphs()
-            _, _, us, _ = self.caller.call(self.sides["compile"], inputs_for(i), 10_000 + i)
+            _, _, us, _ = self.caller.call(self.sides[side], inputs_for(i), 10_000 + i)
             recent = (recent + [us])[-4:]
             if i >= 3 and _dynamo_graphs() == before and max(recent) <= 1.15 * min(recent):
                 break
@@ -789,6 +837,12 @@ class Baselines:
         }
         if self.compile_error:
             info["compile_error"] = self.compile_error
+        if self.errors:
+            info["baseline_errors"] = dict(self.errors)
+        if self.work is not None:
+            info["work"] = self.work
+        if self.peaks is not None:
+            info["peaks"] = self.peaks
         self.sets = None  # this round's inputs are not needed again
         if self.device == "cuda":
             torch.cuda.empty_cache()  # a kept process must not sit on memory the next candidate needs

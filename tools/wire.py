@@ -137,8 +137,9 @@ class Block(TypedDict):
     cpu_us: NotRequired[float]
 
 
-# Each side's blocks in the window's order: "eager", "compile" (absent where torch.compile
-# failed), "candidate", "null" (the candidate process's null blocks: the same calls around a
+# Each side's blocks in the window's order: "eager", the compiled baselines ("compile": default
+# torch.compile, absent where it failed; "autotune": max-autotune without CUDA graphs; "graphs":
+# a CUDA-graph replay, reduce-overhead, on CUDA), "candidate", "null" (the candidate process's null blocks: the same calls around a
 # stand-in) and "base_null" (the same null blocks in the baselines' process).
 SideBlocks: TypeAlias = "dict[str, list[Block]]"
 
@@ -216,6 +217,21 @@ class Detection(TypedDict):
     probability: float  # that a kernel wrong on one call in `one_in` is caught
 
 
+class Work(TypedDict):
+    """What the reference must at least do on one call (tools/roofline.py)."""
+
+    flops: int  # torch.utils.flop_counter's count
+    bytes: int  # every input, parameter, buffer and output once
+    dtype: str  # the floating dtype holding most of those bytes
+
+
+class Peaks(TypedDict):
+    """What this machine was measured to do (tools/roofline.py)."""
+
+    bandwidth: float  # bytes per second, a large copy's reads and writes
+    matmul_flops_float32: float  # a large float32 matmul's FLOP/s
+
+
 class BaselinesInfo(TypedDict):
     """What the baselines' process reports at the end of a round."""
 
@@ -223,6 +239,10 @@ class BaselinesInfo(TypedDict):
     recompiles_in_window: int
     rounds: int
     compile_error: NotRequired[str]  # torch.compile could not be used; eager stood in
+    # Each compiled baseline that could not be made or warmed (it is then not timed).
+    baseline_errors: NotRequired[dict[str, str]]
+    work: NotRequired[Work]
+    peaks: NotRequired[Peaks]  # measured in this process when the spec did not bring them
 
 
 Stage = Literal["not_compiled", "import", "run", "time", "done"]

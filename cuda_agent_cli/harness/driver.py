@@ -15,11 +15,12 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Sequence, cast
 
 from cuda_agent_cli import resources
 from cuda_agent_cli.errors import BadInput, EnvironmentMissing, WorkspaceError
-from cuda_agent_cli.harness import extension_check, reference_check, review, reward, scoring, wire
+from cuda_agent_cli.harness import extension_check, reference_check, review, reward, roofline, scoring, wire
+from cuda_agent_cli.harness.baselines import check_reward_baseline, compiled_baselines
 from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_env, shared_pool
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.workspace import Workspace, cache_dir, external_workspace, pair_workspace
@@ -47,6 +48,9 @@ def _nvcc_present(env: dict[str, str]) -> bool:
 TIMED_CHECKS = 3
 DETECT_ONE_IN, DETECT = 5, 0.99
 
+# A candidate refused only because the strict policy forbids the torch ops it uses.
+POLICY_ONLY = "rejected by policy strict (would be judged under hybrid)"
+
 # CPU priority of the inputs job, which runs beside a build and times nothing.
 _BESIDE_BUILD = 10
 
@@ -67,6 +71,8 @@ class Harness:
         compile_timeout: float = 900.0,
         confine_writes: bool = True,
         static_checks: bool = True,
+        baselines: Sequence[str] | None = None,
+        reward_baseline: str = "paper",
     ) -> None:
         if policy not in POLICIES:
             raise BadInput(f"unknown policy {policy!r}", "use --policy strict or --policy hybrid")
@@ -86,6 +92,9 @@ class Harness:
         self._env, self.pool = _worker(self._cache)
         self.device = device or self._default_device()
         self._check_environment()
+        # The compiled baselines timed beside eager, and what the reward is decided against.
+        self.baselines = compiled_baselines(baselines, self.device)
+        self.reward_baseline = check_reward_baseline(reward_baseline)
         default_trials, default_warmup = DEFAULT_TRIALS[self.device]
         self.trials = int(trials or default_trials)
         self.warmup = int(warmup if warmup is not None else default_warmup)
@@ -119,6 +128,8 @@ class Harness:
                                 "reference": str(self.workspace.reference),
                                 "device": self.device,
                                 "threads": self.threads,
+                                "baselines": list(self.baselines),
+                                "peaks": self._known_peaks(),
                             },
                         },
                     )
@@ -206,13 +217,12 @@ class Harness:
         for f in findings:
             if f.severity != "error":
                 result.warnings.append(f.to_detail())
-        result.checks.append(
-            Check(
-                "static",
-                not errors,
-                "; ".join(f.to_detail() for f in errors[:6]) if errors else "no forbidden constructs found",
-            )
-        )
+        detail = "; ".join(f.to_detail() for f in errors[:6]) if errors else "no forbidden constructs found"
+        if errors and self.policy == "strict":
+            hybrid = static_check.errors(static_check.check_sources(model_new, self._cpp_sources(), "hybrid"))
+            if not hybrid:
+                detail += f" ({POLICY_ONLY})"
+        result.checks.append(Check("static", not errors, detail))
         return not errors
 
     # -- compile ----------------------------------------------------------------------------
@@ -385,6 +395,8 @@ class Harness:
             "call_timeout": self.timeout,
             "go_file": str(go),
             "go_timeout": self.compile_timeout + 60,
+            "baselines": list(self.baselines),
+            "peaks": self._known_peaks(),
         }
         evaluating, inputs = self._build_and_prepare(result, run_dir, spec)
         if evaluating is None:
@@ -525,7 +537,13 @@ class Harness:
                 60,
                 service={
                     **self._baselines_service(),
-                    "prewarm": {"reference": spec["reference"], "device": self.device, "threads": self.threads},
+                    "prewarm": {
+                        "reference": spec["reference"],
+                        "device": self.device,
+                        "threads": self.threads,
+                        "baselines": spec["baselines"],
+                        "peaks": spec["peaks"],
+                    },
                 },
             )
             if timed
@@ -606,7 +624,7 @@ class Harness:
         """The worker keeps eager and torch.compile warm between the rounds of one reference:
         the key is everything the baselines' process is made from."""
         digest = hashlib.sha256(self.workspace.reference.read_bytes())
-        digest.update(json.dumps([self.device, self.threads]).encode())
+        digest.update(json.dumps([self.device, self.threads, list(self.baselines)]).encode())
         return {"key": digest.hexdigest(), "log": str(self._cache / "worker" / "baselines-service.log")}
 
     def _timing_plan(self, input_bytes: int) -> dict[str, int]:
@@ -627,6 +645,10 @@ class Harness:
 
     def _finish(self, result: HarnessResult, timed: bool = False) -> HarnessResult:
         failed = result.failed_checks()
+        if failed and all(c.name == "torch_ops" or POLICY_ONLY in c.detail for c in failed):
+            # Only the policy refused it: torch ops where strict forbids them (a bench report
+            # tells such a task from one that is wrong).
+            result.errors.insert(0, POLICY_ONLY)
         result.correct = result.compiled and not failed and any(c.name == "correctness" for c in result.checks)
         for c in failed:
             line = f"{c.name}: {c.detail.splitlines()[0] if c.detail else ''}"
@@ -636,7 +658,8 @@ class Harness:
             result.reward = -1
         elif result.timings is not None:
             t = result.timings
-            result.reward = reward.reward_for_intervals(t.speedup_vs_eager_interval, t.speedup_vs_compile_interval)
+            against = t.speedup_vs_best_interval if t.reward_baseline == "best" else t.speedup_vs_compile_interval
+            result.reward = reward.reward_for_intervals(t.speedup_vs_eager_interval, against)
             if (result.timing_detail or {}).get("reward_held"):
                 result.reward = min(result.reward, 1)
         else:
@@ -702,8 +725,27 @@ class Harness:
             stats.trials,
             speedup_vs_eager_interval=stats.eager_interval,
             speedup_vs_compile_interval=stats.compile_interval,
-            uncertain=reward.uncertain(stats.eager_interval, stats.compile_interval),
+            uncertain=reward.uncertain(stats.eager_interval, self._reward_versus(stats).interval),
+            baselines={
+                side: {
+                    "us": round(v.us, 3),
+                    "speedup": round(v.speedup, 4),
+                    "interval": [round(x, 4) for x in v.interval],
+                }
+                for side, v in stats.versus.items()
+            },
+            best_baseline=stats.best,
+            speedup_vs_best=stats.versus[stats.best].speedup,
+            speedup_vs_best_interval=stats.versus[stats.best].interval,
+            reward_baseline=self.reward_baseline,
+            **self._roofline(result, stats, base_info),
         )
+        errors: dict[str, str] = (base_info.get("baseline_errors") or {}) if base_info else {}
+        for side, why in errors.items():
+            if side != "compile":  # said above, with eager standing in
+                result.warnings.append(
+                    f"{scoring.BASELINE_NAMES.get(side, side)} baseline unavailable, not timed: {str(why)[:200]}"
+                )
         gap = float(stats.detail.get("idle_gap_us") or 0.0)
         escaped = sum(
             1 for b in blocks["candidate"] for t, e in zip(scoring.call_times(b, gap), b["events_us"]) if t != e
@@ -754,13 +796,55 @@ class Harness:
             review.review_warnings(stats.speedup_vs_eager, stats.speedup_vs_compile, stats.candidate_us, floor)
         )
 
+    def _reward_versus(self, stats: scoring.SideBySide) -> scoring.Versus:
+        """The baseline the reward's top step is decided against: default torch.compile (the
+        paper's), or with --reward-baseline best the fastest baseline timed."""
+        return stats.versus[stats.best if self.reward_baseline == "best" else "compile"]
+
+    def _roofline(
+        self, result: HarnessResult, stats: scoring.SideBySide, base_info: wire.BaselinesInfo | None
+    ) -> dict[str, Any]:
+        """The speed-of-light time and each side's fraction of it, where the baselines' process
+        measured the reference's work; the machine's measured peaks are kept for later rounds."""
+        peaks = base_info.get("peaks") if base_info else None
+        work = base_info.get("work") if base_info else None
+        if peaks and not self._known_peaks():
+            self._peaks_file().parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._peaks_file().with_suffix(".tmp")
+            tmp.write_text(json.dumps(peaks))
+            os.replace(tmp, self._peaks_file())
+        if not work or not work.get("flops") and not work.get("bytes"):
+            return {}
+        measured = cast("dict[str, float] | None", peaks or self._known_peaks())
+        peak = roofline.device_peak(result.environment.get("gpu"), str(work.get("dtype")), measured)
+        if peak is None:
+            return {}
+        times = {side: v.us for side, v in stats.versus.items()}
+        times["candidate"] = stats.candidate_us
+        line = roofline.roofline(work, peak, times)
+        return {"roofline": line, "fraction_of_peak": line["fractions"].get("candidate")}
+
+    def _peaks_file(self) -> Path:
+        import platform
+
+        key = hashlib.sha256(json.dumps([self.device, platform.node(), os.cpu_count()]).encode()).hexdigest()[:16]
+        return self._cache / "machine" / f"peaks-{key}.json"
+
+    def _known_peaks(self) -> dict[str, float] | None:
+        """This machine's measured peaks, once a baselines' process has measured them."""
+        try:
+            data = json.loads(self._peaks_file().read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and data.get("bandwidth") else None
+
 
 def _device_ratios(blocks: wire.SideBlocks) -> list[float]:
     """How disturbed the device was while the baselines were timed (CUDA), for the record: each
     of their blocks' lead-ins and flushes against their calibrated times (the larger median)."""
     return [
         float(b["device_ratio"])
-        for side in ("eager", "compile", "base_null")
+        for side in (*scoring.BASELINES, "base_null")
         for b in blocks.get(side) or []
         if isinstance(b.get("device_ratio"), (int, float))
     ]

@@ -22,6 +22,26 @@ from cuda_agent_cli.harness.bootstrap import paired_ratio
 from cuda_agent_cli.harness.bootstrap import percentile_interval as percentile_interval
 from cuda_agent_cli.harness.reward import reward_in_words as reward_in_words
 
+# The trusted sides of a window, in their order: eager, then the compiled baselines
+# (tools/executor.py, COMPILED_SIDES). torch.compile's default mode is the paper's baseline.
+BASELINES = ("eager", "compile", "autotune", "graphs")
+BASELINE_NAMES = {
+    "eager": "eager",
+    "compile": "torch.compile",
+    "autotune": "torch.compile max-autotune",
+    "graphs": "CUDA graphs",
+}
+
+
+@dataclass(frozen=True)
+class Versus:
+    """One baseline's time (µs, the median over the rounds) and the candidate's speedup against
+    it with its 95% interval."""
+
+    us: float
+    speedup: float
+    interval: tuple[float, float]
+
 
 @dataclass(frozen=True)
 class SideBySide:
@@ -32,6 +52,9 @@ class SideBySide:
     speedup_vs_compile: float
     eager_interval: tuple[float, float]
     compile_interval: tuple[float, float]
+    # Every baseline timed in the window (eager and compile included), and the fastest of them.
+    versus: dict[str, Versus]
+    best: str
     trials: int
     clamped_blocks: int
     overhead_us: float
@@ -126,8 +149,9 @@ def _per_call_cpu(b: wire.Block) -> float:
 
 
 def _trusted(blocks: wire.SideBlocks) -> list[wire.Block]:
-    """The baselines' blocks (eager, torch.compile), made in a process no candidate code ran in."""
-    return [b for side in ("eager", "compile") for b in blocks.get(side) or []]
+    """The baselines' blocks (eager and the compiled ones), made in a process no candidate code
+    ran in."""
+    return [b for side in BASELINES for b in blocks.get(side) or []]
 
 
 def _around_block(b: wire.Block) -> float:
@@ -392,41 +416,33 @@ class Ratios:
     """Each side's time (the median over the rounds) and the speedups with their intervals."""
 
     rounds: int  # rounds every side has a block in
-    eager_us: float
-    compile_us: float
     candidate_us: float
-    vs_eager: float
-    vs_compile: float
-    eager_interval: tuple[float, float]
-    compile_interval: tuple[float, float]
+    versus: dict[str, Versus]  # by baseline, in BASELINES order
+
+    @property
+    def best(self) -> str:
+        """The fastest baseline (the lowest median time; eager on a tie)."""
+        return min(self.versus, key=lambda side: (self.versus[side].us, BASELINES.index(side)))
 
 
-def paired_ratios(
-    eager: Sequence[wire.Block], comp: Sequence[wire.Block], cand_times: Sequence[float], seed: int
-) -> Ratios:
+def paired_ratios(baselines: dict[str, Sequence[wire.Block]], cand_times: Sequence[float], seed: int) -> Ratios:
     """Each round's ratio pairs blocks timed next to each other, so whatever slowed the machine
     during that round (a neighbour on the host, a burst on the other core) slows both sides of
     it and cancels; a ratio of medians taken across the window would carry it instead. A speedup
     is the median of its rounds' ratios, its interval a bootstrap over the rounds. The baselines'
     blocks are trusted: their time is the median of their own events."""
-    eager_times = [statistics.median(b["events_us"]) for b in eager]
-    comp_times = [statistics.median(b["events_us"]) for b in comp]
-    rounds = min(len(cand_times), len(eager_times), len(comp_times))
-    eager_times, comp_times, cand = eager_times[:rounds], comp_times[:rounds], list(cand_times[:rounds])
-    e_rounds = [paired_ratio(e, k) for e, k in zip(eager_times, cand)]
-    c_rounds = [paired_ratio(c, k) for c, k in zip(comp_times, cand)]
-    e_samples = bootstrap_medians(e_rounds, seed)
-    c_samples = bootstrap_medians(c_rounds, seed)
-    return Ratios(
-        rounds=rounds,
-        eager_us=statistics.median(eager_times),
-        compile_us=statistics.median(comp_times),
-        candidate_us=statistics.median(cand),
-        vs_eager=statistics.median(e_rounds),
-        vs_compile=statistics.median(c_rounds),
-        eager_interval=percentile_interval(e_samples),
-        compile_interval=percentile_interval(c_samples),
-    )
+    times = {side: [statistics.median(b["events_us"]) for b in blocks] for side, blocks in baselines.items()}
+    rounds = min([len(cand_times), *(len(t) for t in times.values())])
+    cand = list(cand_times[:rounds])
+    versus: dict[str, Versus] = {}
+    for side, side_times in times.items():
+        per_round = [paired_ratio(b, k) for b, k in zip(side_times[:rounds], cand)]
+        versus[side] = Versus(
+            us=statistics.median(side_times[:rounds]),
+            speedup=statistics.median(per_round),
+            interval=percentile_interval(bootstrap_medians(per_round, seed)),
+        )
+    return Ratios(rounds=rounds, candidate_us=statistics.median(cand), versus=versus)
 
 
 # -- the window ------------------------------------------------------------------------------------
@@ -470,16 +486,22 @@ def side_by_side(blocks: wire.SideBlocks, seed: int = 0) -> SideBySide:
     bounds = block_bounds(cand, clock)
     resolution = resolve(cand, clock)
     held = hold_to_bounds(cand, bounds, calibration.idle_gap)
-    ratios = paired_ratios(eager, blocks.get("compile") or eager, held.times, seed)
+    # Where torch.compile could not be used, eager stands in for it (the result says so).
+    timed = {side: blocks.get(side) or [] for side in BASELINES}
+    timed["compile"] = timed["compile"] or eager
+    ratios = paired_ratios({side: b for side, b in timed.items() if b}, held.times, seed)
     detail = _detail(blocks, calibration, trusted, believed, bounds, held, resolution, skipped, around)
+    e, c = ratios.versus["eager"], ratios.versus["compile"]
     return SideBySide(
-        eager_us=ratios.eager_us,
-        compile_us=ratios.compile_us,
+        eager_us=e.us,
+        compile_us=c.us,
         candidate_us=ratios.candidate_us,
-        speedup_vs_eager=ratios.vs_eager,
-        speedup_vs_compile=ratios.vs_compile,
-        eager_interval=ratios.eager_interval,
-        compile_interval=ratios.compile_interval,
+        speedup_vs_eager=e.speedup,
+        speedup_vs_compile=c.speedup,
+        eager_interval=e.interval,
+        compile_interval=c.interval,
+        versus=ratios.versus,
+        best=ratios.best,
         trials=sum(b["n"] for b in cand[: ratios.rounds]),
         clamped_blocks=len(held.held),
         overhead_us=believed.wall.typical,
@@ -520,6 +542,8 @@ def _detail(
     sides = (
         ("eager", eager),
         ("compile", blocks.get("compile") or eager),
+        ("autotune", blocks.get("autotune") or []),
+        ("graphs", blocks.get("graphs") or []),
         ("candidate", cand),
         ("null", blocks.get("null") or []),
         ("base_null", blocks.get("base_null") or []),

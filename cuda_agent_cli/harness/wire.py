@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tools.wire import (
+        BaselinesInfo,
         Block,
         Claims,
         CompileResult,
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     )
 else:
     from cuda_agent_cli.assets.tools.wire import (
+        BaselinesInfo,
         Block,
         Claims,
         CompileResult,
@@ -30,6 +32,7 @@ else:
     )
 
 __all__ = [
+    "BaselinesInfo",
     "Block",
     "Claims",
     "CompileResult",
