@@ -1,8 +1,9 @@
 """The seam between the chat's screen (tui/) and what it shows: `ChatBackend`, which the chat
 session (`chat.session.ChatSession`) and one optimize session on a terminal
-(`chat.task.TaskRuntime`) both implement. The view reads the status bar's facts and the ledger
-from it, asks it what the conversation opens with, and hands it what the agent's events say
-about sessions (which started, each harness result, costs); it draws what comes back.
+(`chat.optimize_task.TaskRuntime`) both implement. The view reads the status bar's facts and
+the ledger from it, asks it what the conversation opens with, and hands it what the agent's
+events say about sessions (which started, each harness result, costs); it draws what comes
+back.
 """
 
 from __future__ import annotations

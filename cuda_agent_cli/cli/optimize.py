@@ -149,7 +149,7 @@ def _run_in_tui(req: OptimizeRequest, opts: ReviewOptions, banner: str | None, c
 
 def tui_app(req: OptimizeRequest, opts: ReviewOptions, banner: str | None = None, **kw: Any) -> OptimizeApp:
     """The optimize app for this request: asks y/n unless --yes, refuses y with --no-apply."""
-    from cuda_agent_cli.chat.task import task_runtime
+    from cuda_agent_cli.chat.optimize_task import task_runtime
     from cuda_agent_cli.tui.task import OptimizeApp
 
     refused = "not applied (--no-apply)" if opts.no_apply else None

@@ -1,11 +1,11 @@
 """`cuda-agent optimize` on a terminal: the chat's screen focused on one task.
 
 The session runs through the one runner (`run.session.run_optimize`) in the app's worker thread;
-this app is only its event sink, over a `chat.task.TaskRuntime`. It shows the conversation and
-the ledger while the agent works, then the same review screen as the chat. It never writes into
-the repository: the answer (`decision`) goes back to the optimize command, which applies it
-through the same write-back as the linear output does, so both paths land a kernel, refuse one
-and exit alike.
+this app is only its event sink, over a `chat.optimize_task.TaskRuntime`. It shows the
+conversation and the ledger while the agent works, then the same review screen as the chat. It
+never writes into the repository: the answer (`decision`) goes back to the optimize command,
+which applies it through the same write-back as the linear output does, so both paths land a
+kernel, refuse one and exit alike.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Static
 
-from cuda_agent_cli.chat.task import TaskRuntime
+from cuda_agent_cli.chat.optimize_task import TaskRuntime
 from cuda_agent_cli.tui.agent_app import AgentApp, detect_device
 from cuda_agent_cli.tui.conversation import Conversation
 
