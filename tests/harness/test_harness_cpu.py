@@ -150,14 +150,16 @@ def test_profile_of_a_correct_kernel_earns_a_positive_reward(ws: Workspace) -> N
     result = Harness(ws, device="cpu", trials=10, warmup=2).profile()
     assert result.correct and result.reward is not None and result.reward >= 1, result.summary()
     t = result.timings
-    assert t is not None and t.trials == 10 and t.candidate_us > 0 and t.eager_us > 0 and t.compile_us > 0
+    # 10 timed calls, or 40 where a loaded machine had the profile timed again in longer blocks.
+    calls = 40 if any("timed again" in w for w in result.warnings) else 10
+    assert t is not None and t.trials == calls and t.candidate_us > 0 and t.eager_us > 0 and t.compile_us > 0
     assert t.method.startswith(
         (
             "thread-cpu-time+fresh-inputs+fixed-malloc-threshold+llc-sweep(inputs from half the L2), 1 thread(s)",
             "perf_counter+fresh-inputs+fixed-malloc-threshold+llc-sweep(inputs from half the L2), ",
         )
     )
-    assert "interleaved in blocks" in t.method and t.method.endswith("median of 10 after 2 warm-up")
+    assert "interleaved in blocks" in t.method and t.method.endswith(f"median of {calls} after 2 warm-up")
     # The speedup is the median of per-round ratios, which sits near the ratio of the medians.
     assert 0.5 < t.speedup_vs_eager / (t.eager_us / t.candidate_us) < 2.0
     lo, hi = t.speedup_vs_eager_interval
@@ -220,7 +222,7 @@ def test_later_rounds_reuse_warm_baselines_and_survive_losing_them(ws: Workspace
     subprocess.run(["kill", "-9", *map(str, kept)], check=True)
     third = harness.profile()
     assert third.correct and third.timings is not None, third.summary()
-    assert third.timing_detail["baselines"]["rounds"] == 1
+    assert third.timing_detail["baselines"]["rounds"] == (2 if any("timed again" in w for w in third.warnings) else 1)
 
 
 def _running(pid: int) -> bool:
@@ -249,7 +251,10 @@ def test_a_session_warms_its_baselines_before_its_first_round(ws: Workspace) -> 
     assert len(started) == 1, "start_ahead did not start a baselines process"
     first = harness.profile()
     assert first.correct and first.timings is not None, first.summary()
-    assert first.timing_detail["baselines"]["reused"] is True and first.timing_detail["baselines"]["rounds"] == 1
+    # Its first round (a second where a loaded machine had it timed again in longer blocks).
+    again = any("timed again" in w for w in first.warnings)
+    assert first.timing_detail["baselines"]["reused"] is True
+    assert first.timing_detail["baselines"]["rounds"] == (2 if again else 1)
     assert started <= set(_zygote_children(harness))  # the one started ahead is the session's service
 
 
@@ -407,7 +412,7 @@ def test_profile_times_every_baseline_and_draws_the_roofline(ws: Workspace) -> N
     assert set(t.baselines) == {"eager", "compile", "autotune"}, t.baselines
     assert t.best_baseline == min(t.baselines, key=lambda side: t.baselines[side]["us"])
     assert t.speedup_vs_best == pytest.approx(t.baselines[t.best_baseline]["speedup"], abs=1e-4)
-    assert t.speedup_vs_best <= min(row["speedup"] for row in t.baselines.values()) + 1e-9
+    assert t.speedup_vs_best <= min(row["speedup"] for row in t.baselines.values()) + 1e-3
     # The speed-of-light time of a float32 add: its bytes over the measured bandwidth.
     line = t.roofline
     assert line is not None and line["dtype"] == "float32" and line["bound"] == "memory", line
