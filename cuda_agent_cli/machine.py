@@ -23,6 +23,7 @@ from pathlib import Path
 class Gpu:
     name: str
     arch: str  # "sm_90"
+    index: int | None = None  # nvidia-smi's index (PCI bus order)
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,10 @@ def _visible(indices: list[int]) -> list[int]:
     return picked
 
 
-def _gpus() -> tuple[tuple[Gpu, ...], bool]:
-    """The visible GPUs, and whether nvidia-smi could be asked at all."""
+@functools.lru_cache(maxsize=1)
+def _query_gpus() -> tuple[tuple[Gpu, ...], bool]:
+    """Every GPU nvidia-smi lists, by its index, and whether nvidia-smi could be asked at all:
+    the one place nvidia-smi is asked which GPUs there are."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         # No driver tools: no NVIDIA GPU, unless a container hides them (then torch knows more).
@@ -116,8 +119,21 @@ def _gpus() -> tuple[tuple[Gpu, ...], bool]:
     for line in proc.stdout.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 3 and parts[0].isdigit() and re.fullmatch(r"\d+\.\d+", parts[2]):
-            rows[int(parts[0])] = Gpu(parts[1], "sm_" + parts[2].replace(".", ""))
-    return tuple(rows[i] for i in _visible(sorted(rows))), True
+            rows[int(parts[0])] = Gpu(parts[1], "sm_" + parts[2].replace(".", ""), int(parts[0]))
+    return tuple(rows[i] for i in sorted(rows)), True
+
+
+def all_gpus() -> tuple[Gpu, ...]:
+    """Every GPU of this machine, in nvidia-smi's index order, whatever CUDA_VISIBLE_DEVICES says
+    (what a scheduler hands out one slot at a time)."""
+    return _query_gpus()[0]
+
+
+def _gpus() -> tuple[tuple[Gpu, ...], bool]:
+    """The visible GPUs, and whether nvidia-smi could be asked at all."""
+    gpus, known = _query_gpus()
+    by_index = {g.index: g for g in gpus if g.index is not None}
+    return tuple(by_index[i] for i in _visible(sorted(by_index))), known
 
 
 def _cpu_name() -> str:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from cuda_agent_cli.bench import store as store_mod
 from cuda_agent_cli.bench.suite import BenchTask, Suite, load_suite, parse_id_ranges
+from cuda_agent_cli.config import POLICIES
 from cuda_agent_cli.errors import BadInput, CudaAgentError, EnvironmentMissing
 from cuda_agent_cli.machine import pick_device
 
@@ -89,7 +90,7 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
         )
     if req.solutions is not None and req.model:
         raise BadInput("--model and --solutions are two different modes", "pass one of them")
-    if req.policy not in ("strict", "hybrid"):
+    if req.policy not in POLICIES:
         raise BadInput(f"unknown policy {req.policy!r}", "use --policy strict or --policy hybrid")
     suite = load_suite(req.suite, req.root, _levels(req.levels), parse_id_ranges(req.tasks))
     device = pick_device(req.device)

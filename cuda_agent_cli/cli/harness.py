@@ -40,10 +40,12 @@ def _run(
 ) -> list["HarnessResult"]:
     from cuda_agent_cli.config import load_config
     from cuda_agent_cli.harness import Harness, open_path
+    from cuda_agent_cli.machine import pick_device
 
     cfg = load_config({"device": device, "policy": policy, "atol": atol, "rtol": rtol})
     workspace = open_path(path, ref, candidate)
-    harness = Harness(workspace, device=cfg.device, policy=cfg.policy, atol=cfg.atol, rtol=cfg.rtol, trials=trials)
+    dev = pick_device(cfg.device)
+    harness = Harness(workspace, device=dev, policy=cfg.policy, atol=cfg.atol, rtol=cfg.rtol, trials=trials)
     if not timed:
         return [harness.verify()]
     return [harness.profile() for _ in range(repeat)]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent_cli import resources
+from cuda_agent_cli.config import POLICIES
 from cuda_agent_cli.errors import BadInput, EnvironmentMissing, WorkspaceError
 from cuda_agent_cli.harness import scoring
 from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_env, shared_pool
@@ -32,7 +33,6 @@ _KEPT_OUTPUT_BYTES = {"cuda": 8 * 2**30, "cpu": 2 * 2**30}
 _LOAD_WARNING_CORES = 0.3
 SEEDS = 5
 TIMED_SETS = 2  # fresh input sets (not the verification ones) the timed calls are drawn from
-POLICIES = ("strict", "hybrid")
 DEVICES = ("cuda", "cpu")
 
 

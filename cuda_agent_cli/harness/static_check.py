@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from cuda_agent_cli.config import POLICIES
 from cuda_agent_cli.harness.static_cpp import check_cpp, strip_cpp_comments_and_strings
 from cuda_agent_cli.harness.static_python import PythonChecker
 from cuda_agent_cli.harness.static_python_names import ALLOWED_IMPORTS
-from cuda_agent_cli.harness.static_rules import POLICIES, Finding, Severity
+from cuda_agent_cli.harness.static_rules import Finding, Severity
 
 __all__ = ["ALLOWED_IMPORTS", "POLICIES", "Finding", "Severity", "check_cpp", "check_sources", "errors",
            "strip_cpp_comments_and_strings"]

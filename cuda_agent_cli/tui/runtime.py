@@ -494,7 +494,7 @@ class ChatRuntime:
         cancel: Any,
         on_stage: Callable[[str], None] | None = None,
     ) -> Any:
-        from cuda_agent_cli.run.session import OptimizeRequest, run_optimize
+        from cuda_agent_cli.run.optimize import OptimizeRequest, run_optimize
 
         fields = parse_optimize_args(args)
         req = OptimizeRequest(

@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 from typing import Any, Collection
 
+from cuda_agent_cli.config import Policy
 from cuda_agent_cli.harness.result import HarnessResult
+from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.task.inputs import CallSpec, call_to_json
 from cuda_agent_cli.task.target import Task
 from cuda_agent_cli.writeback.apply import WriteBackPlan, build_plan
-from cuda_agent_cli.writeback.integrate import Case, Verified
+from cuda_agent_cli.writeback.integrate import Case, IntegrationSpec, Verified
 
 BINDING_FILES = ("binding.cpp", "binding_registry.h")
 
@@ -28,7 +30,7 @@ def _interval(iv: tuple[float, float] | None) -> list[float] | None:
 def manifest_entry(
     task: Task,
     device: str,
-    policy: str,
+    policy: Policy,
     best: HarnessResult,
     session_id: str,
     record: dict[str, Any] | None = None,
@@ -81,10 +83,10 @@ def binding_files(binding_dir: Path | None) -> dict[str, str]:
 
 def plan_for_session(
     task: Task,
-    files: dict[str, str],
+    files: KernelFiles,
     binding_dir: Path | None,
     device: str,
-    policy: str,
+    policy: Policy,
     best: HarnessResult,
     session_id: str,
     used: Collection[CallSpec] | None = None,
@@ -107,7 +109,7 @@ def plan_for_session(
         more=tuple(Case(c.call, c.output, c.count, c.parameters) for c in task.more if used is None or c.call in used),
         source_sha256=class_digest(task.module_source, task.target.class_name),
     )
-    return build_plan(
+    spec = IntegrationSpec(
         module_file=task.file,
         module_source=task.module_source,
         class_name=task.target.class_name,
@@ -115,9 +117,12 @@ def plan_for_session(
         class_end=task.class_end,
         display=task.target.display,
         session_id=session_id,
-        candidate_files=files,
+        candidate=files,
         binding_files=binding_files(binding_dir),
         verified=verified,
+    )
+    return build_plan(
+        spec,
         manifest_entry=manifest_entry(task, device, policy, best, session_id, record),
         fallback_root=task.target.repo_root,
     )

@@ -182,7 +182,7 @@ def test_each_session_knows_its_repository(two_repos):
 
 
 def test_continue_takes_the_newest_session_of_this_repository(two_repos, tmp_path):
-    from cuda_agent_cli.run.session import OptimizeRequest, resumed_session
+    from cuda_agent_cli.run.optimize import OptimizeRequest, resumed_session
     from cuda_agent_cli.task.target import repository_of
     from cuda_agent_cli.tui.runtime import latest_chat_session
 
