@@ -39,6 +39,7 @@ class Settings:
     atol: float = 1e-2
     rtol: float = 1e-2
     permission_mode: str = "ask"
+    reward_baseline: str = "paper"  # or "best" (harness/baselines.py)
     data_dir: str | None = None  # None: $XDG_DATA_HOME/cuda-agent
 
 
@@ -46,6 +47,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("cuda", "cpu"),
     "policy": POLICIES,
     "permission_mode": ("ask", "accept-edits", "yolo"),
+    "reward_baseline": ("paper", "best"),
 }
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}

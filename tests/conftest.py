@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+# Profiles in the suite time eager and default torch.compile only: max-autotune's compilation
+# would be paid in every test that profiles, and tests that are about the extra baselines ask for
+# them (Harness(baselines=...)). A run that sets the variable keeps its own choice.
+os.environ.setdefault("CUDA_AGENT_BASELINES", "compile")
+
 
 @pytest.fixture(scope="session")
 def harness_cache_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # One cache for the whole run: the torch.compile baseline and the worker are paid for once.
-    return tmp_path_factory.mktemp("cuda-agent-cache")
+    """One cache for the whole run, shared by its worker processes when tests run in parallel
+    (pytest-xdist): builds of the same sources (content-addressed objects, the loaders'
+    extensions, torch.compile's artifacts) are paid for once, and concurrent builds of one
+    extension take cpp_extension's lock."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    root = base / "cuda-agent-cache"
+    root.mkdir(exist_ok=True)
+    return root
 
 
 @pytest.fixture

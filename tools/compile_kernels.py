@@ -25,6 +25,7 @@ import sysconfig
 import time
 from pathlib import Path
 
+import wire
 from compiler_errors import trim_compiler_output
 
 KERNEL_SUFFIXES = {".cu", ".cpp", ".cc", ".h", ".cuh", ".hpp", ".inl"}
@@ -118,8 +119,9 @@ def detect_arch_list() -> str | None:
     smi = shutil.which("nvidia-smi")
     if smi:
         try:
-            out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=20)
+            out = subprocess.run(
+                [smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+            )
             caps = sorted({ln.strip() for ln in out.stdout.splitlines() if re.fullmatch(r"\d+\.\d+", ln.strip())})
             if caps:
                 return ";".join(caps)
@@ -178,8 +180,9 @@ def _object_key(source: Path, src: Path, flags: str, toolchain: str) -> str:
     return h.hexdigest()[:32]
 
 
-def write_build_file(build: Path, src: Path, device: str, arch_list: str | None,
-                     objects_dir: Path | None = None) -> tuple[Path, dict[str, str]]:
+def write_build_file(
+    build: Path, src: Path, device: str, arch_list: str | None, objects_dir: Path | None = None
+) -> tuple[Path, dict[str, str]]:
     """build.ninja for the snapshot in `src`, rewritten only when its text changes, and the
     objects it names that live in `objects_dir` (path -> the name a build reports, obj/...)."""
     import torch.utils.cpp_extension as ce
@@ -228,9 +231,10 @@ def write_build_file(build: Path, src: Path, device: str, arch_list: str | None,
     toolchain = _toolchain_identity(device) if objects_dir is not None else ""
     stored: dict[str, str] = {}
     objects: list[str] = []
-    for rule, suffix, flags, group in (("cxx", ".o", lines[2], sources),
-                                        ("nvcc", ".cu.o", next((ln for ln in lines if ln.startswith("cuda_cflags")), ""),
-                                         cu_sources)):
+    for rule, suffix, flags, group in (
+        ("cxx", ".o", lines[2], sources),
+        ("nvcc", ".cu.o", next((ln for ln in lines if ln.startswith("cuda_cflags")), ""), cu_sources),
+    ):
         for s in group:
             name = "obj/" + s.relative_to(src).with_suffix(suffix).as_posix()
             obj = name
@@ -267,7 +271,7 @@ def _ninja() -> str:
 _STEP = re.compile(r"^\[\d+/\d+\]\s+(CXX|NVCC|LINK)\s+(\S+)")
 
 
-def run_compile_job(spec: dict) -> dict:
+def run_compile_job(spec: dict) -> wire.CompileResult:
     """Sync sources, write build.ninja, run ninja; trimmed errors and what was rebuilt."""
     start = time.perf_counter()
     build = Path(spec["build_dir"])
@@ -276,7 +280,11 @@ def run_compile_job(spec: dict) -> dict:
     src = build / "src"
     kernels_dir = Path(spec["kernels_dir"]) if spec.get("kernels_dir") else None
     changed = sync_sources(Path(spec["binding_dir"]), kernels_dir, src)
-    arch_list = spec.get("arch_list") or os.environ.get("TORCH_CUDA_ARCH_LIST") or (detect_arch_list() if device == "cuda" else None)
+    arch_list = (
+        spec.get("arch_list")
+        or os.environ.get("TORCH_CUDA_ARCH_LIST")
+        or (detect_arch_list() if device == "cuda" else None)
+    )
     log_path = build / "compile.log"
     objects_dir = Path(spec["objects_dir"]) if spec.get("objects_dir") else None
     if objects_dir is not None:
@@ -285,8 +293,16 @@ def run_compile_job(spec: dict) -> dict:
         _, stored = write_build_file(build, src, device, arch_list, objects_dir)
     except RuntimeError as exc:
         log_path.write_text(str(exc))
-        return {"ok": False, "errors": str(exc), "rebuilt": [], "changed": changed, "log": str(log_path),
-                "module_dir": None, "seconds": time.perf_counter() - start, "arch_list": arch_list}
+        return {
+            "ok": False,
+            "errors": str(exc),
+            "rebuilt": [],
+            "changed": changed,
+            "log": str(log_path),
+            "module_dir": None,
+            "seconds": time.perf_counter() - start,
+            "arch_list": arch_list,
+        }
     jobs = str(spec.get("jobs") or os.cpu_count() or 2)
     # The C locale keeps compiler messages in plain ASCII quotes, the same on every machine.
     env = dict(os.environ, LC_ALL="C", LANG="C")

@@ -13,7 +13,9 @@ _ERROR = re.compile(
     r"|(?:^\s*(?:fatal\s+)?error\b)",
     re.IGNORECASE,
 )
-_DIAGNOSTIC = re.compile(r"(?::\d+(?::\d+)?:\s*(?:warning|note|error)\b)|(?:\(\d+\):\s*(?:warning|error|remark)\b)|^FAILED:|^ninja:|^\[\d+/\d+\]")
+_DIAGNOSTIC = re.compile(
+    r"(?::\d+(?::\d+)?:\s*(?:warning|note|error)\b)|(?:\(\d+\):\s*(?:warning|error|remark)\b)|^FAILED:|^ninja:|^\[\d+/\d+\]"
+)
 _NOISE = re.compile(r"^(collect2: error: ld returned|ninja: build stopped|ninja: error: ...)")
 
 
@@ -22,8 +24,13 @@ def _is_context(line: str) -> bool:
     return bool(line.strip()) and (line.startswith(" ") or line.startswith("\t") or "|" in line[:12])
 
 
-def trim_compiler_output(text: str, strip_prefixes: tuple[str, ...] = (), max_errors: int = 5,
-                         max_chars: int = 3000, log_path: str | None = None) -> str:
+def trim_compiler_output(
+    text: str,
+    strip_prefixes: tuple[str, ...] = (),
+    max_errors: int = 5,
+    max_chars: int = 3000,
+    log_path: str | None = None,
+) -> str:
     """The first `max_errors` errors, each with its source and caret lines, paths made relative.
 
     When no line looks like an error (a crash of the compiler, a missing tool) the last lines of

@@ -29,11 +29,14 @@ import traceback
 from typing import Any, Callable
 
 import channel
+import wire
 
 _perf_ns = time.perf_counter_ns
 # Call ids: verification calls count up from 0, timed ones from here (warm-up ones beyond).
 TIMED_BASE = 1000
 WARM_BASE = 100000
+# The compiled baselines in the window's order (tools/executor.py, COMPILED_SIDES).
+BASELINE_SIDES = ("compile", "autotune", "graphs")
 # A trusted block (eager, torch.compile, the baselines' null calls) whose lead-ins or flushes took
 # more than DEVICE_SLOW times their calibrated time on the median (its `device_ratio`) is made
 # again, up to TRUSTED_RETRIES times, after a pause of RETRY_PAUSE_S (growing) for what was left
@@ -41,6 +44,9 @@ WARM_BASE = 100000
 DEVICE_SLOW = 1.25
 TRUSTED_RETRIES = 3
 RETRY_PAUSE_S = 0.05
+# What the candidate's process committed to for each call (its output's fingerprint, the call's
+# evidence), by call id.
+Commits = dict[int, tuple[wire.Fingerprint, wire.CallEvidence]]
 
 
 class _Peer:
@@ -245,7 +251,7 @@ def _strays(cand: _Peer, base: Any) -> list[int]:
     return _below_but((cand.pid,), (base.pid,) if base is not None else ())
 
 
-def _strays_error(strays: list[int], when: str) -> dict:
+def _strays_error(strays: list[int], when: str) -> wire.WindowError:
     names = []
     for pid in strays[:3]:
         try:
@@ -253,9 +259,11 @@ def _strays_error(strays: list[int], when: str) -> dict:
                 names.append(f"{pid} ({f.read().strip()})")
         except OSError:
             names.append(str(pid))
-    return {"error": f"the candidate started {len(strays)} process(es) still running {when}: "
-                     f"{', '.join(names)}; a kernel must do its work in the candidate's own process",
-            "strays": len(strays)}
+    return {
+        "error": f"the candidate started {len(strays)} process(es) still running {when}: "
+        f"{', '.join(names)}; a kernel must do its work in the candidate's own process",
+        "strays": len(strays),
+    }
 
 
 def _become_subreaper() -> None:
@@ -384,15 +392,17 @@ def _idle_load(pids: list[int], seconds: float = 0.2) -> float:
     return meter.foreign_cores()
 
 
-def run_evaluate_job(spec: dict) -> dict:
+def run_evaluate_job(spec: dict) -> wire.EvaluateResult:
     import executor
 
-    result: dict[str, Any] = {"phases": {}}
+    result: wire.EvaluateResult = {"phases": {}}
     timeout = float(spec.get("call_timeout", 300))
     timed = spec.get("timing")
     n_verify = int(spec["n"])
-    verify_calls = [{"id": i, "model": i, "set": i, "seed": secrets.randbits(62)} for i in range(n_verify)]
-    again = {**verify_calls[0], "id": n_verify}  # the same call again: determinism
+    verify_calls: list[wire.Call] = [
+        {"id": i, "model": i, "set": i, "seed": secrets.randbits(62)} for i in range(n_verify)
+    ]
+    again: wire.Call = {**verify_calls[0], "id": n_verify}  # the same call again: determinism
     result["verify_calls"] = verify_calls + [again]
     peers: list[_Peer] = []
     _become_subreaper()
@@ -436,8 +446,10 @@ def run_evaluate_job(spec: dict) -> dict:
             result["claims"] = _finish(cand)
             result["stage"] = "run"
             return result
-        commits = {c["id"]: (fp, ev) for c, fp, ev in zip(result["verify_calls"], reply.get("fingerprints", []),
-                                                           reply.get("evidence", []))}
+        commits: Commits = {
+            c["id"]: (fp, ev)
+            for c, fp, ev in zip(result["verify_calls"], reply.get("fingerprints", []), reply.get("evidence", []))
+        }
         cand.ask({"op": "checkpoint"})
         if spec["device"] == "cuda":
             mark = time.perf_counter()
@@ -445,7 +457,7 @@ def run_evaluate_job(spec: dict) -> dict:
             result["cuda_kernels"] = found.get("names")
             result["cuda_kernels_error"] = found.get("error")
             result["phases"]["profiler"] = round(time.perf_counter() - mark, 4)
-        checked: list[dict] = []
+        checked: list[wire.Call] = []
         if timed and base is not None:
             cand.ask({"op": "checkpoint", "stage": "before_timing"})
             mark = time.perf_counter()
@@ -465,8 +477,12 @@ def run_evaluate_job(spec: dict) -> dict:
             wanted, miss = checks_needed(len(timed_calls), int(spec.get("one_in", 5)), float(spec.get("detect", 0.99)))
             wanted = max(wanted, min(int(spec.get("checks", 3)), len(timed_calls)))
             checked = sorted(rng.sample(timed_calls, wanted), key=lambda c: c["id"])
-            result["detection"] = {"checked": wanted, "timed": len(timed_calls), "one_in": int(spec.get("one_in", 5)),
-                                   "probability": round(1.0 - miss, 4)}
+            result["detection"] = {
+                "checked": wanted,
+                "timed": len(timed_calls),
+                "one_in": int(spec.get("one_in", 5)),
+                "probability": round(1.0 - miss, 4),
+            }
             result["phases"]["timing"] = round(time.perf_counter() - mark, 4)
         result["checked_calls"] = checked
         mark = time.perf_counter()
@@ -476,8 +492,9 @@ def run_evaluate_job(spec: dict) -> dict:
             result["claims"] = _finish(cand)
             result["stage"] = "run"
             return result
-        result["commits"] = {str(i): {"fingerprint": commits[i][0], "evidence": commits[i][1]}
-                             for i in ids if i in commits}
+        result["commits"] = {
+            str(i): {"fingerprint": commits[i][0], "evidence": commits[i][1]} for i in ids if i in commits
+        }
         result["phases"]["timed_saves"] = round(time.perf_counter() - mark, 4)
         result["claims"] = _finish(cand, bandwidth=bool(timed))
         if base is not None:
@@ -548,7 +565,7 @@ def _wait_for(path: str, timeout: float) -> dict:
     return {"compiled": False}
 
 
-def _finish(cand: _Peer, bandwidth: bool = False) -> dict:
+def _finish(cand: _Peer, bandwidth: bool = False) -> wire.Claims:
     try:
         return cand.ask({"op": "finish", "bandwidth": bandwidth}).get("claims") or {}
     except channel.ChannelClosed:
@@ -584,7 +601,7 @@ def checks_needed(n: int, one_in: int, detect: float) -> tuple[int, float]:
     return n, 0.0
 
 
-def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> dict:
+def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: Commits) -> wire.TimingWindow | wire.WindowError:
     pinning = Pinning()
     try:
         return _timed_window(spec, cand, base, commits, pinning)
@@ -592,7 +609,9 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: dict) -> d
         pinning.restore()
 
 
-def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: Pinning) -> dict:
+def _timed_window(
+    spec: dict, cand: _Peer, base: _Peer, commits: Commits, pinning: Pinning
+) -> wire.TimingWindow | wire.WindowError:
     t = spec["timing"]
     trials, warmup, block = int(t["trials"]), int(t["warmup"]), max(1, int(t["block"]))
     timed_sets = [int(k) for k in spec["timed_sets"]]
@@ -614,7 +633,8 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
     if one_thread:
         core = max(os.sched_getaffinity(0))
         pinned_cpu = core if pinning.pin([cand.pid, base.pid], {core}) else None
-    sides = ["eager", *(["compile"] if "compile" in ready.get("sides", []) else []), "candidate"]
+    # Eager, every compiled baseline the baselines' process could make, then the candidate.
+    sides = ["eager", *[s for s in BASELINE_SIDES if s in ready.get("sides", [])], "candidate"]
     # The baselines' process makes null blocks too: the same harness work around a stand-in,
     # where no candidate code ever ran (harness/scoring.py believes the candidate's up to theirs).
     if "null" in ready.get("sides", []):
@@ -622,9 +642,11 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
     waited = time.perf_counter() - waited
     rng = secrets.SystemRandom()
 
-    def new_calls(first_id: int, n: int) -> list[dict]:
-        return [{"id": first_id + j, "model": 0, "set": rng.choice(timed_sets), "seed": secrets.randbits(62)}
-                for j in range(n)]
+    def new_calls(first_id: int, n: int) -> list[wire.Call]:
+        return [
+            {"id": first_id + j, "model": 0, "set": rng.choice(timed_sets), "seed": secrets.randbits(62)}
+            for j in range(n)
+        ]
 
     cpu_clock = process_cpu_clock(cand.pid) if one_thread else None
     # The baselines' process's own clock, for its null blocks: the trusted measure of the same
@@ -644,7 +666,7 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
 
     disturbed: list[float] = []  # lead-in ratios of the trusted blocks made again
 
-    def run(side: str, calls: list[dict]) -> tuple[dict, float]:
+    def run(side: str, calls: list[wire.Call]) -> tuple[dict, float]:
         if side in ("candidate", "null"):
             return timed(cpu_clock, cand, {"op": "calls", "calls": calls, "null": side == "null"})
         stopped = cand.stop(spare=(base.pid,))
@@ -655,18 +677,23 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
             # still running while it is stopped) or ran at a lowered clock: made again, the
             # candidate still stopped, once what was left has had time to drain.
             for attempt in range(TRUSTED_RETRIES + 1):
-                reply, block_us = timed(base_clock, base, request) if side == "base_null" else _make_calls(base, request)
+                reply, block_us = (
+                    timed(base_clock, base, request) if side == "base_null" else _make_calls(base, request)
+                )
                 ratio = reply.get("device_ratio") if reply.get("ok") else None
                 if not isinstance(ratio, (int, float)) or ratio <= DEVICE_SLOW:
                     return reply, block_us
                 disturbed.append(round(float(ratio), 3))
                 if attempt < TRUSTED_RETRIES:
                     time.sleep(RETRY_PAUSE_S * (attempt + 1))
-            return {"ok": False, "device_contention": True,
-                    "error": f"the device ran {ratio:.2f} times slower than calibrated before each {side} call "
-                             f"(the lead-in and the flush), in {TRUSTED_RETRIES + 1} tries while the candidate's "
-                             "process was stopped: work of its process still running on the device, or another "
-                             "program using this GPU (or its clocks lowered)"}, block_us
+            return {
+                "ok": False,
+                "device_contention": True,
+                "error": f"the device ran {ratio:.2f} times slower than calibrated before each {side} call "
+                f"(the lead-in and the flush), in {TRUSTED_RETRIES + 1} tries while the candidate's "
+                "process was stopped: work of its process still running on the device, or another "
+                "program using this GPU (or its clocks lowered)",
+            }, block_us
         finally:
             cand.cont(stopped)
 
@@ -685,8 +712,10 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
             if reply.get("device_contention"):
                 return {"error": reply["error"], "device_contention": True, "trusted_retries": disturbed}
             if not reply.get("ok"):
-                return {"error": f"{side} failed during warm-up: {reply.get('error', '')}"[:600],
-                        "baselines_failed": side not in ("candidate", "null")}
+                return {
+                    "error": f"{side} failed during warm-up: {reply.get('error', '')}"[:600],
+                    "baselines_failed": side not in ("candidate", "null"),
+                }
     if warmup:
         cand.ask({"op": "drop", "ids": [c["id"] for c in warm]})
 
@@ -696,31 +725,36 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
     load_before = _idle_load([cand.pid, base.pid])
     meter = LoadMeter([cand.pid, base.pid])
     meter.start()
-    blocks: dict[str, list[dict]] = {s: [] for s in sides}
-    all_calls: list[dict] = []
+    blocks: wire.SideBlocks = {s: [] for s in sides}
+    all_calls: list[wire.Call] = []
     rounds = (trials + block - 1) // block
     for r in range(rounds):
         calls = new_calls(TIMED_BASE + r * block, min(block, trials - r * block))
         all_calls.extend(calls)
-        order = sides[r % len(sides):] + sides[:r % len(sides)]
+        order = sides[r % len(sides) :] + sides[: r % len(sides)]
         for side in order:
             reply, block_us = run(side, calls)
             if reply.get("device_contention"):
                 return {"error": reply["error"], "device_contention": True, "trusted_retries": disturbed}
             if not reply.get("ok"):
-                return {"error": f"{side} failed while timed: {reply.get('error', '')}"[:600],
-                        "baselines_failed": side not in ("candidate", "null")}
+                return {
+                    "error": f"{side} failed while timed: {reply.get('error', '')}"[:600],
+                    "baselines_failed": side not in ("candidate", "null"),
+                }
             # A time is a finite number of microseconds, not below zero: NaN compares false with
             # every bound and a claim of 0 or less makes any ratio infinite.
             events, walls = _times(reply.get("events_us")), _times(reply.get("walls_us"))
             if events is None or walls is None:
-                return {"error": f"{side} reported call times that are not finite, non-negative numbers",
-                        "forged_times": side in ("candidate", "null")}
-            events, walls = events[:len(calls)], walls[:len(calls)]
+                return {
+                    "error": f"{side} reported call times that are not finite, non-negative numbers",
+                    "forged_times": side in ("candidate", "null"),
+                }
+            events, walls = events[: len(calls)], walls[: len(calls)]
             if len(events) != len(calls):
                 return {"error": f"{side} answered for {len(events)} of {len(calls)} calls"}
-            blocks[side].append({"round": r, "events_us": events, "walls_us": walls, "block_us": block_us,
-                                 "n": len(calls)})
+            blocks[side].append(
+                {"round": r, "events_us": events, "walls_us": walls, "block_us": block_us, "n": len(calls)}
+            )
             if side not in ("candidate", "null") and isinstance(reply.get("device_ratio"), (int, float)):
                 blocks[side][-1]["device_ratio"] = round(float(reply["device_ratio"]), 4)
             if side in ("candidate", "null", "base_null") and "last" in cpu_spent:
@@ -731,7 +765,20 @@ def _timed_window(spec: dict, cand: _Peer, base: _Peer, commits: dict, pinning: 
     strays = _strays(cand, base)
     if strays:
         return _strays_error(strays, "while it was timed")
-    return {"blocks": blocks, "calls": all_calls, "load_before": round(load_before, 3),
-            "load_during": round(meter.foreign_cores(), 3), "trials": len(all_calls), "warmup": warmup,
-            "block": block, "baselines_wait_s": round(waited, 4), "pinned_cpu": pinned_cpu, "trusted_retries": disturbed,
-            "baselines_ready": {k: ready.get(k) for k in ("prepare_s", "rounds", "reused")}}
+    return {
+        "blocks": blocks,
+        "calls": all_calls,
+        "load_before": round(load_before, 3),
+        "load_during": round(meter.foreign_cores(), 3),
+        "trials": len(all_calls),
+        "warmup": warmup,
+        "block": block,
+        "baselines_wait_s": round(waited, 4),
+        "pinned_cpu": pinned_cpu,
+        "trusted_retries": disturbed,
+        "baselines_ready": {
+            "prepare_s": ready.get("prepare_s"),
+            "rounds": ready.get("rounds"),
+            "reused": ready.get("reused"),
+        },
+    }

@@ -56,6 +56,7 @@ def session_device(device: str) -> None:
     """The evaluation's device decides which tensors carry a digest, wherever they are."""
     _digest_limit[0] = float("inf") if device == "cpu" else DIGEST_CUDA_BYTES
 
+
 _CHUNK = 1 << 22
 _MASK = (1 << 64) - 1
 _weights: dict[str, Any] = {}
@@ -97,9 +98,9 @@ def fingerprint(obj: Any) -> Any:
         if words.numel():
             weights = _position_weights(words.device)
             for start in range(0, words.numel(), _CHUNK):
-                part = words[start:start + _CHUNK]
+                part = words[start : start + _CHUNK]
                 sums.append(_sum(part))
-                sums.append(_sum(_mul(part, weights[:part.numel()])))
+                sums.append(_sum(_mul(part, weights[: part.numel()])))
         values = [int(v) for v in _stack(sums).tolist()]
     plain = weighted = 0
     for i in range(0, len(values), 2):
@@ -177,8 +178,11 @@ def check_inputs_unchanged(before: list[Any], after: list[Any]) -> dict:
                 return inner
         elif "value" in b:
             if b != a:
-                return _result("inputs_unchanged", False, f"input {i} changed from {b['value']} to "
-                               f"{a.get('value') if isinstance(a, dict) else a!r}")
+                return _result(
+                    "inputs_unchanged",
+                    False,
+                    f"input {i} changed from {b['value']} to {a.get('value') if isinstance(a, dict) else a!r}",
+                )
         elif not isinstance(a, dict) or a.get("shape") != b["shape"] or a.get("dtype") != b["dtype"]:
             return _result("inputs_unchanged", False, f"input {i} changed shape or dtype")
         elif a != b:
@@ -193,6 +197,7 @@ def check_aliasing(output_ranges: list[list[Any]], input_ranges: list[list[Any]]
             continue
         for i_index, (i_dev, i_lo, i_hi) in enumerate(input_ranges):
             if i_dev == o_dev and i_hi > i_lo and o_lo < i_hi and i_lo < o_hi:
-                return _result("aliasing", False, f"output {o_index} shares memory with input {i_index}; "
-                               "return a new tensor")
+                return _result(
+                    "aliasing", False, f"output {o_index} shares memory with input {i_index}; return a new tensor"
+                )
     return _result("aliasing", True, "outputs do not share memory with inputs")

@@ -24,16 +24,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
 import channel
 import evidence
 import guards
 import init_objects
 import landlock
 import process_filter
+import roofline
 import tensor_files
 import timing
+import torch
+import wire
 from worker_common import (
     apply_precision_flags,
     device_sync,
@@ -46,7 +47,7 @@ from worker_common import (
 _clock = time.perf_counter
 
 
-def _check(name: str, passed: bool, detail: str) -> dict:
+def _check(name: str, passed: bool, detail: str) -> wire.Check:
     return {"name": name, "passed": bool(passed), "detail": detail}
 
 
@@ -58,8 +59,11 @@ def load_set(path: Path, objects: str = "real") -> Any:
     # Memory-mapped: a 64 MB tensor then costs one copy (to the device, or a clone), not two.
     payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     if payload.get("init_pickle"):
-        payload["init_args"] = (init_objects.load_real(path.parent, payload) if objects == "real"
-                                else init_objects.standins(payload["init"]))
+        payload["init_args"] = (
+            init_objects.load_real(path.parent, payload)
+            if objects == "real"
+            else init_objects.standins(payload["init"])
+        )
     return payload
 
 
@@ -88,8 +92,11 @@ def _reused_buffer(out: Any, kept: dict[int, Any]) -> int | None:
     """The id of a kept earlier output whose memory `out` shares, or None. Kept outputs are still
     referenced, so the allocator cannot hand their memory out again: sharing it means the module
     returned a buffer of its own twice."""
-    mine = {t.untyped_storage().data_ptr() for t in (out if isinstance(out, (tuple, list)) else [out])
-            if isinstance(t, torch.Tensor) and t.numel()}
+    mine = {
+        t.untyped_storage().data_ptr()
+        for t in (out if isinstance(out, (tuple, list)) else [out])
+        if isinstance(t, torch.Tensor) and t.numel()
+    }
     for cid, old in kept.items():
         for t in old if isinstance(old, (tuple, list)) else [old]:
             if isinstance(t, torch.Tensor) and t.numel() and t.untyped_storage().data_ptr() in mine:
@@ -188,7 +195,7 @@ def _confine_writes(spec: dict) -> str:
     return landlock.restrict_writes(writable)
 
 
-def run_inline_build_job(spec: dict) -> dict:
+def run_inline_build_job(spec: dict) -> wire.CompileResult:
     """A single-file candidate's import, alone: the extension its load_inline builds lands in the
     extensions folder the evaluation's candidate process imports it from, which then only loads
     it. Confined as that process is (its writes to its own folders), since model_new.py is the
@@ -206,8 +213,11 @@ def run_inline_build_job(spec: dict) -> dict:
         if "Error building extension" in text or "error:" in text:
             from compiler_errors import trim_compiler_output
 
-            return {"ok": False, "errors": trim_compiler_output(text, (spec["extensions_dir"],)),
-                    "seconds": _clock() - start}
+            return {
+                "ok": False,
+                "errors": trim_compiler_output(text, (spec["extensions_dir"],)),
+                "seconds": _clock() - start,
+            }
         # Not a build failure: the evaluation's import reports it where it belongs.
         return {"ok": True, "import_error": trim_exception(exc, 600), "seconds": _clock() - start}
     return {"ok": True, "seconds": _clock() - start}
@@ -320,10 +330,11 @@ def _serve(chan: channel.Channel, handlers: dict[str, Any]) -> None:
 # candidate
 # ---------------------------------------------------------------------------------------------
 
+
 def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     device, policy = spec["device"], spec["policy"]
     evidence.session_device(device)
-    claims: dict[str, Any] = {"checks": [], "phases": {}}
+    claims: wire.Claims = {"checks": [], "phases": {}}
     checks = claims["checks"]
     mark = _clock()
     # Caches of its own: torch.compile's and triton's caches are what the baselines read, so
@@ -357,7 +368,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     caller_state = caller.state()
     caller_changes: list[str] = []  # seen at the end of a block, before anything could put it back
 
-    def fail(check: dict) -> None:
+    def fail(check: wire.Check) -> None:
         checks.append(check)
         chan.send({"ok": False, "claims": claims})
 
@@ -397,12 +408,14 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     kept: dict[int, Any] = {}
     violations: list[str] = []
     dispatched: list[int] = []  # ops each real call's forward ran through the op guard
-    forward: dict[str, Any] = {"seconds": 0.0, "ext_seconds": 0.0, "ext_calls": 0, "ext_shares": []}
+    forward: wire.ForwardTime = {"seconds": 0.0, "ext_seconds": 0.0, "ext_calls": 0, "ext_shares": []}
 
     def build(request: dict) -> dict:
         try:
             for m in request["models"]:
-                models[int(m)], claims["weights"] = build_model(cls, sets.payload(int(m)), device, int(spec["seeds"][m]))
+                models[int(m)], claims["weights"] = build_model(
+                    cls, sets.payload(int(m)), device, int(spec["seeds"][m])
+                )
         except BaseException as exc:
             checks.append(_check("crash", False, f"ModelNew could not be built: {trim_exception(exc, 800)}"))
             return {"ok": False}
@@ -438,7 +451,9 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
                 forward["ext_seconds"] += meter.seconds - ext0
                 forward["ext_calls"] += meter.calls - calls0
                 if len(forward["ext_shares"]) < 64:
-                    forward["ext_shares"].append(round((meter.seconds - ext0) / (wall_us / 1e6), 4) if wall_us > 0 else 1.0)
+                    forward["ext_shares"].append(
+                        round((meter.seconds - ext0) / (wall_us / 1e6), 4) if wall_us > 0 else 1.0
+                    )
             why = _plain_outputs(out)
             if why and not null:
                 checks.append(_check("output_type", False, f"call {c['id']}: {why}"))
@@ -451,10 +466,16 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             if not null:
                 earlier = _reused_buffer(out, kept)
                 if earlier is not None:
-                    checks.append(_check("output_reused", False, f"call {c['id']} returned the memory of call "
-                                         f"{earlier}'s output, which the caller still holds: a module whose earlier "
-                                         "outputs change under the caller's feet is not a drop-in replacement; "
-                                         "allocate each output (torch::empty) instead of reusing a buffer"))
+                    checks.append(
+                        _check(
+                            "output_reused",
+                            False,
+                            f"call {c['id']} returned the memory of call "
+                            f"{earlier}'s output, which the caller still holds: a module whose earlier "
+                            "outputs change under the caller's feet is not a drop-in replacement; "
+                            "allocate each output (torch::empty) instead of reusing a buffer",
+                        )
+                    )
                     return {"ok": False}
                 kept[int(c["id"])] = out
             events.append(event_us)
@@ -466,8 +487,15 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             del args, out
         if not caller_changes:
             caller_changes.extend(caller.changes(caller_state))
-        return {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs,
-                "leads_us": leads, "flushes_us": flushes}
+        return {
+            "ok": True,
+            "events_us": events,
+            "walls_us": walls,
+            "fingerprints": fps,
+            "evidence": proofs,
+            "leads_us": leads,
+            "flushes_us": flushes,
+        }
 
     native: dict[str, int] = {}
 
@@ -507,37 +535,88 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         native_after = native.get("after_calls", native_end)
         native_timed = native.get("before_timing", native_end)
         if policy == "strict" or violations:
-            checks.append(_check("torch_ops", not violations,
-                                 violations[0] if violations else "no torch compute ops ran in forward"))
+            checks.append(
+                _check(
+                    "torch_ops", not violations, violations[0] if violations else "no torch compute ops ran in forward"
+                )
+            )
         flags_after = guards.precision_flags()
         changed = guards.diff_precision_flags(snapshot.precision, flags_after)
-        checks.append(_check("precision_flags", not changed,
-                             f"changed by the candidate: {'; '.join(changed)}" if changed
-                             else "unchanged: " + ", ".join(f"{k}={v}" for k, v in flags_before.items())))
+        checks.append(
+            _check(
+                "precision_flags",
+                not changed,
+                f"changed by the candidate: {'; '.join(changed)}"
+                if changed
+                else "unchanged: " + ", ".join(f"{k}={v}" for k, v in flags_before.items()),
+            )
+        )
         threads_after, torch_threads_after = python_threads(), torch.get_num_threads()
-        checks.append(_check(
-            "threads", threads_after == threads_before and torch_threads_after == torch_threads_before
-            and native_after <= native_before and native_end <= native_timed,
-            f"python threads {threads_before}->{threads_after}, torch threads {torch_threads_before}->"
-            f"{torch_threads_after}, native threads {native_before}->{native_after}"
-            + (f", and {native_timed}->{native_end} while timed" if native_end != native_timed else ""),
-        ))
+        checks.append(
+            _check(
+                "threads",
+                threads_after == threads_before
+                and torch_threads_after == torch_threads_before
+                and native_after <= native_before
+                and native_end <= native_timed,
+                f"python threads {threads_before}->{threads_after}, torch threads {torch_threads_before}->"
+                f"{torch_threads_after}, native threads {native_before}->{native_after}"
+                + (f", and {native_timed}->{native_end} while timed" if native_end != native_timed else ""),
+            )
+        )
         problems = list(guards.verify_integrity(snapshot))
         problems += [p for p in caller_changes + caller.changes(caller_state) if p not in problems]
-        checks.append(_check("harness_integrity", not problems,
-                             "; ".join(problems)[:800] if problems else "timers, comparisons and modules untouched"))
+        checks.append(
+            _check(
+                "harness_integrity",
+                not problems,
+                "; ".join(problems)[:800] if problems else "timers, comparisons and modules untouched",
+            )
+        )
         claims["precision"] = flags_after
         claims.update(forward)
         claims["bandwidth"] = timing.measure_write_bandwidth(device) if request.get("bandwidth") else None
         return {"ok": True, "claims": claims}
 
-    _serve(chan, {"build": build, "calls": calls, "checkpoint": checkpoint, "kernels": kernels, "reveal": reveal,
-                  "drop": drop, "reserve": reserve, "finish": finish})
+    _serve(
+        chan,
+        {
+            "build": build,
+            "calls": calls,
+            "checkpoint": checkpoint,
+            "kernels": kernels,
+            "reveal": reveal,
+            "drop": drop,
+            "reserve": reserve,
+            "finish": finish,
+        },
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # baselines
 # ---------------------------------------------------------------------------------------------
+
+
+# The compiled baselines: torch.compile's default mode (the paper's baseline), max-autotune
+# without CUDA graphs (the strongest compiler setting a kernel can be held against call by call),
+# and on CUDA a CUDA-graph replay of the same (reduce-overhead: what launch-bound code gets).
+COMPILED_SIDES = {"compile": "default", "autotune": "max-autotune-no-cudagraphs", "graphs": "reduce-overhead"}
+
+
+def _compiled(side: str, model: Any) -> Any:
+    compiled = torch.compile(model, mode=COMPILED_SIDES[side])
+    if side != "graphs":
+        return compiled
+
+    def replay(*args: Any) -> Any:
+        # Each call is a new step for the CUDA-graph trees: the previous call's outputs were
+        # read (fingerprinted) before this one starts.
+        torch.compiler.cudagraph_mark_step_begin()
+        return compiled(*args)
+
+    return replay
+
 
 def _dynamo_graphs() -> int:
     try:
@@ -569,10 +648,51 @@ class Baselines:
         self.template: Any = None  # the outputs the null side's stand-in is shaped like
         self.model: Any = None
         self.init: Any = None
-        self.compile_error: str | None = None
+        # The compiled baselines this evaluation times, besides eager (COMPILED_SIDES).
+        self.compiled = [s for s in spec.get("baselines") or ["compile"] if s in COMPILED_SIDES]
+        if self.device != "cuda" and "graphs" in self.compiled:
+            self.compiled.remove("graphs")  # CUDA graphs exist on CUDA only
+        self.errors: dict[str, str] = {}
         self.rounds = 0
         self.sets: _Sets | None = None
         self.graphs_at_start = 0
+        self.work: wire.Work | None = None
+        self.peaks: wire.Peaks | None = spec.get("peaks")
+
+    @property
+    def compile_error(self) -> str | None:
+        return self.errors.get("compile")
+
+    def _compile_sides(self, model: Any) -> None:
+        """Eager, and each compiled baseline that torch.compile can make of `model`."""
+        self.sides = {"eager": model}
+        self.errors = {}
+        for side in self.compiled:
+            try:
+                self.sides[side] = _compiled(side, model)
+            except Exception as exc:  # no C++ compiler for inductor, an op it cannot trace, ...
+                self.errors[side] = trim_exception(exc, 600)
+
+    def _warm_sides(self, inputs_for: Any, most: int) -> None:
+        """Warm every compiled side; one that fails to compile or run is dropped, with why."""
+        for side in [s for s in self.compiled if s in self.sides]:
+            try:
+                self._warm(side, inputs_for, most)
+            except Exception as exc:
+                self.sides.pop(side)
+                self.errors[side] = trim_exception(exc, 600)
+
+    def _measure(self) -> None:
+        """The reference's work on this round's first set (once per model and shapes) and, once
+        per process where the spec did not bring them, the machine's peaks."""
+        assert self.sets is not None
+        try:
+            if self.work is None:
+                self.work = roofline.reference_work(self.model, self.sets.device_inputs(0))
+            if self.peaks is None:
+                self.peaks = roofline.machine_peaks(self.device)
+        except Exception as exc:  # the roofline is for the record; the round goes on without it
+            print(f"baselines: roofline not measured: {trim_exception(exc, 400)}", file=sys.stderr, flush=True)
 
     def _reuse(self, payload: dict) -> bool:
         """Give the model already built (and compiled) this round's reference weights in place;
@@ -598,25 +718,22 @@ class Baselines:
         assert self.caller is not None
         self.caller.plan = spec.get("plan")  # this round's draws, the same as the candidate's
         if fresh:
-            self.sides = {"eager": self.model}
-            self.compile_error = None
-            try:
-                self.sides["compile"] = torch.compile(self.model)
-            except Exception as exc:  # no C++ compiler for inductor, an op it cannot trace, ...
-                self.compile_error = trim_exception(exc, 600)
-        if "compile" in self.sides:
-            try:
-                warm_sets = [int(k) for k in spec["timed_sets"]]
-                sets = self.sets
-                self._warm(lambda i: sets.device_inputs(warm_sets[i % len(warm_sets)]), 40 if fresh else 4)
-            except Exception as exc:
-                self.sides.pop("compile")
-                self.compile_error = trim_exception(exc, 600)
+            self._compile_sides(self.model)
+            self.work = None
+        warm_sets = [int(k) for k in spec["timed_sets"]]
+        sets = self.sets
+        self._warm_sides(lambda i: sets.device_inputs(warm_sets[i % len(warm_sets)]), 40 if fresh else 4)
+        self._measure()
         self.rounds += 1
         self.template = None
         self.graphs_at_start = _dynamo_graphs()
-        return {"ok": True, "sides": sorted(self.sides) + ["null"], "prepare_s": round(_clock() - start, 4),
-                "rounds": self.rounds, "reused": not fresh}
+        return {
+            "ok": True,
+            "sides": sorted(self.sides) + ["null"],
+            "prepare_s": round(_clock() - start, 4),
+            "rounds": self.rounds,
+            "reused": not fresh,
+        }
 
     def prewarm(self) -> None:
         """Build and warm both sides on inputs the reference makes itself (seed 0), before any
@@ -637,14 +754,8 @@ class Baselines:
             model = model.to(self.device)
         self.model, self.init = model, to_device(init, "cpu")
         self._start_device()
-        self.sides = {"eager": model}
-        try:
-            self.sides["compile"] = torch.compile(model)
-            self._warm(lambda i: inputs, 40)
-            self.compile_error = None
-        except Exception as exc:
-            self.sides.pop("compile", None)
-            self.compile_error = trim_exception(exc, 600)
+        self._compile_sides(model)
+        self._warm_sides(lambda i: inputs, 40)
 
     def _start_device(self) -> None:
         if self.caller is None:
@@ -652,15 +763,15 @@ class Baselines:
                 warm_up_cuda()
             self.caller = timing.Caller(self.device, self.flush_bytes)
 
-    def _warm(self, inputs_for: Any, most: int) -> None:
-        """Call the compiled side on `inputs_for(i)` until steady: a first call compiles, later
-        ones may still specialize; the window starts once the last few calls agree and no new
-        graph was made."""
+    def _warm(self, side: str, inputs_for: Any, most: int) -> None:
+        """Call a compiled side on `inputs_for(i)` until steady: a first call compiles (and
+        max-autotune tries its choices), later ones may still specialize; the window starts once
+        the last few calls agree and no new graph was made."""
         assert self.caller is not None
         recent: list[float] = []
         for i in range(most):
             before = _dynamo_graphs()
-            _, _, us, _ = self.caller.call(self.sides["compile"], inputs_for(i), 10_000 + i)
+            _, _, us, _ = self.caller.call(self.sides[side], inputs_for(i), 10_000 + i)
             recent = (recent + [us])[-4:]
             if i >= 3 and _dynamo_graphs() == before and max(recent) <= 1.15 * min(recent):
                 break
@@ -683,8 +794,9 @@ class Baselines:
                     if self.template is None:
                         with torch.no_grad():
                             self.template = fn(*args)
-                    out, event_us, wall_us = self.caller.run(_stand_in(self.template), args, int(c["seed"]),
-                                                             guards.StrictOpGuard("strict"))
+                    out, event_us, wall_us = self.caller.run(
+                        _stand_in(self.template), args, int(c["seed"]), guards.StrictOpGuard("strict")
+                    )
                 else:
                     out, event_us, wall_us = self.caller.run(fn, args, int(c["seed"]))
                 # What the candidate's process does after each call, and a reply of the same
@@ -701,8 +813,15 @@ class Baselines:
                 del out, args
         except Exception as exc:
             return {"ok": False, "error": trim_exception(exc, 600)}
-        reply = {"ok": True, "events_us": events, "walls_us": walls, "fingerprints": fps, "evidence": proofs,
-                 "leads_us": leads, "flushes_us": flushes}
+        reply = {
+            "ok": True,
+            "events_us": events,
+            "walls_us": walls,
+            "fingerprints": fps,
+            "evidence": proofs,
+            "leads_us": leads,
+            "flushes_us": flushes,
+        }
         # Above 1: something else used the device's SMs or memory, or its clock was lowered,
         # while this block ran (the controller makes such a block again).
         ratio = timing.device_ratio(self.caller, leads, flushes)
@@ -711,10 +830,19 @@ class Baselines:
         return reply
 
     def finish(self, request: dict) -> dict:
-        info: dict[str, Any] = {"precision": self.precision, "recompiles_in_window": _dynamo_graphs() - self.graphs_at_start,
-                                "rounds": self.rounds}
+        info: wire.BaselinesInfo = {
+            "precision": self.precision,
+            "recompiles_in_window": _dynamo_graphs() - self.graphs_at_start,
+            "rounds": self.rounds,
+        }
         if self.compile_error:
             info["compile_error"] = self.compile_error
+        if self.errors:
+            info["baseline_errors"] = dict(self.errors)
+        if self.work is not None:
+            info["work"] = self.work
+        if self.peaks is not None:
+            info["peaks"] = self.peaks
         self.sets = None  # this round's inputs are not needed again
         if self.device == "cuda":
             torch.cuda.empty_cache()  # a kept process must not sit on memory the next candidate needs
@@ -723,8 +851,13 @@ class Baselines:
 
 def _same_values(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
-                and a.dtype == b.dtype and bool(torch.equal(a, b)))
+        return (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.shape == b.shape
+            and a.dtype == b.dtype
+            and bool(torch.equal(a, b))
+        )
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same_values(x, y) for x, y in zip(a, b))
     try:

@@ -70,6 +70,7 @@ _current_dispatch_mode = torch.utils._python_dispatch._get_current_dispatch_mode
 # Integrity of the harness's process
 # --------------------------------------------------------------------------------------------
 
+
 # Objects whose identity the timing and checking code relies on, reported by name.
 def _watched_objects() -> dict[str, object]:
     watched: dict[str, object] = {}
@@ -80,36 +81,128 @@ def _watched_objects() -> dict[str, object]:
             container = getattr(owner, "__dict__", {})
             watched[label] = container[attr] if attr in container else getattr(owner, attr)
 
-    for attr in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns",
-                 "process_time", "process_time_ns", "thread_time", "thread_time_ns", "sleep"):
+    for attr in (
+        "perf_counter",
+        "perf_counter_ns",
+        "monotonic",
+        "monotonic_ns",
+        "time",
+        "time_ns",
+        "process_time",
+        "process_time_ns",
+        "thread_time",
+        "thread_time_ns",
+        "sleep",
+    ):
         watch(f"time.{attr}", time, attr)
     cuda = torch.cuda
-    for attr in ("synchronize", "Event", "Stream", "current_stream", "default_stream", "is_available",
-                 "elapsed_time" if hasattr(cuda, "elapsed_time") else "synchronize"):
+    for attr in (
+        "synchronize",
+        "Event",
+        "Stream",
+        "current_stream",
+        "default_stream",
+        "is_available",
+        "elapsed_time" if hasattr(cuda, "elapsed_time") else "synchronize",
+    ):
         watch(f"torch.cuda.{attr}", cuda, attr)
     for cls_name in ("Event", "Stream"):
         cls = getattr(cuda, cls_name, None)
-        for attr in ("elapsed_time", "record", "synchronize", "query", "wait", "wait_event",
-                     "wait_stream", "record_event", "__init__", "__new__"):
+        for attr in (
+            "elapsed_time",
+            "record",
+            "synchronize",
+            "query",
+            "wait",
+            "wait_event",
+            "wait_stream",
+            "record_event",
+            "__init__",
+            "__new__",
+        ):
             watch(f"torch.cuda.{cls_name}.{attr}", cls, attr)
     for attr in ("assert_close", "make_tensor"):
         watch(f"torch.testing.{attr}", torch.testing, attr)
-    for attr in ("allclose", "isclose", "equal", "eq", "ne", "abs", "sub", "max", "min", "isnan",
-                 "isinf", "count_nonzero", "where", "all", "any", "manual_seed", "randn", "rand",
-                 "Tensor", "inference_mode", "no_grad", "synchronize"):
+    for attr in (
+        "allclose",
+        "isclose",
+        "equal",
+        "eq",
+        "ne",
+        "abs",
+        "sub",
+        "max",
+        "min",
+        "isnan",
+        "isinf",
+        "count_nonzero",
+        "where",
+        "all",
+        "any",
+        "manual_seed",
+        "randn",
+        "rand",
+        "Tensor",
+        "inference_mode",
+        "no_grad",
+        "synchronize",
+    ):
         watch(f"torch.{attr}", torch, attr)
-    for attr in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__sub__", "__abs__",
-                 "__bool__", "__float__", "__len__", "__getitem__", "__torch_function__",
-                 "__torch_dispatch__", "allclose", "isclose", "equal", "eq", "abs", "sub", "max",
-                 "min", "item", "tolist", "all", "any", "clone", "copy_", "cpu", "to", "numpy",
-                 "data_ptr", "untyped_storage", "__reduce_ex__", "__deepcopy__", "__setstate__"):
+    for attr in (
+        "__eq__",
+        "__ne__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__sub__",
+        "__abs__",
+        "__bool__",
+        "__float__",
+        "__len__",
+        "__getitem__",
+        "__torch_function__",
+        "__torch_dispatch__",
+        "allclose",
+        "isclose",
+        "equal",
+        "eq",
+        "abs",
+        "sub",
+        "max",
+        "min",
+        "item",
+        "tolist",
+        "all",
+        "any",
+        "clone",
+        "copy_",
+        "cpu",
+        "to",
+        "numpy",
+        "data_ptr",
+        "untyped_storage",
+        "__reduce_ex__",
+        "__deepcopy__",
+        "__setstate__",
+    ):
         watch(f"torch.Tensor.{attr}", torch.Tensor, attr)
-    for attr in ("__call__", "_call_impl", "_wrapped_call_impl", "load_state_dict", "state_dict",
-                 "__getattr__", "__setattr__"):
+    for attr in (
+        "__call__",
+        "_call_impl",
+        "_wrapped_call_impl",
+        "load_state_dict",
+        "state_dict",
+        "__getattr__",
+        "__setattr__",
+    ):
         watch(f"torch.nn.Module.{attr}", torch.nn.Module, attr)
     watch("torch.linalg.vector_norm", torch.linalg, "vector_norm")
-    watch("torch.utils._python_dispatch._get_current_dispatch_mode", torch.utils._python_dispatch,
-          "_get_current_dispatch_mode")
+    watch(
+        "torch.utils._python_dispatch._get_current_dispatch_mode",
+        torch.utils._python_dispatch,
+        "_get_current_dispatch_mode",
+    )
     for attr in ("dumps", "loads", "dump", "load"):
         watch(f"json.{attr}", sys.modules.get("json"), attr)
     watch("os._exit", os, "_exit")
@@ -121,8 +214,12 @@ def _watched_objects() -> dict[str, object]:
 # because torch attaches lazily imported submodules as attributes).
 def _watched_namespaces() -> dict[str, dict[str, object]]:
     spaces: dict[str, object] = {
-        "torch": torch, "torch.Tensor": torch.Tensor, "torch.nn.functional": torch.nn.functional,
-        "torch.testing": torch.testing, "torch.cuda": torch.cuda, "time": time,
+        "torch": torch,
+        "torch.Tensor": torch.Tensor,
+        "torch.nn.functional": torch.nn.functional,
+        "torch.testing": torch.testing,
+        "torch.cuda": torch.cuda,
+        "time": time,
         "torch.nn.Module": torch.nn.Module,
     }
     return {label: dict(vars(space)) for label, space in spaces.items()}
@@ -209,8 +306,7 @@ def _harness_state() -> dict[str, object]:
 
 def _harness_changes(before: dict[str, object]) -> list[str]:
     now = _harness_state()
-    return [f"harness {label} was replaced" for label, value in before.items()
-            if now.get(label, _MISSING) is not value]
+    return [f"harness {label} was replaced" for label, value in before.items() if now.get(label, _MISSING) is not value]
 
 
 def snapshot_integrity(reference_modules: Sequence[str] = ("model",)) -> IntegritySnapshot:
@@ -338,10 +434,12 @@ def precision_flags() -> dict[str, object]:
         warnings.simplefilter("ignore")
         matmul = torch.backends.cuda.matmul
         read("cuda.matmul.allow_tf32", lambda: matmul.allow_tf32)
-        read("cuda.matmul.allow_fp16_reduced_precision_reduction",
-             lambda: matmul.allow_fp16_reduced_precision_reduction)
-        read("cuda.matmul.allow_bf16_reduced_precision_reduction",
-             lambda: matmul.allow_bf16_reduced_precision_reduction)
+        read(
+            "cuda.matmul.allow_fp16_reduced_precision_reduction", lambda: matmul.allow_fp16_reduced_precision_reduction
+        )
+        read(
+            "cuda.matmul.allow_bf16_reduced_precision_reduction", lambda: matmul.allow_bf16_reduced_precision_reduction
+        )
         read("cudnn.allow_tf32", lambda: torch.backends.cudnn.allow_tf32)
         read("cudnn.enabled", lambda: torch.backends.cudnn.enabled)
         read("cudnn.deterministic", lambda: torch.backends.cudnn.deterministic)
@@ -355,8 +453,11 @@ def precision_flags() -> dict[str, object]:
 
 def diff_precision_flags(before: dict[str, object], after: dict[str, object]) -> list[str]:
     """One line per precision setting that differs, e.g. 'cuda.matmul.allow_tf32: False -> True'."""
-    return [f"{key}: {before.get(key)!r} -> {after.get(key)!r}"
-            for key in sorted(before.keys() | after.keys()) if before.get(key) != after.get(key)]
+    return [
+        f"{key}: {before.get(key)!r} -> {after.get(key)!r}"
+        for key in sorted(before.keys() | after.keys())
+        if before.get(key) != after.get(key)
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -364,19 +465,84 @@ def diff_precision_flags(before: dict[str, object], after: dict[str, object]) ->
 # --------------------------------------------------------------------------------------------
 
 # aten ops that allocate, view, copy or read metadata: what an honest kernel's wrapper does.
-_ALLOWED_ATEN = frozenset({
-    "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",
-    "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
-    "new_full", "zero_", "fill_", "arange", "scalar_tensor", "lift", "lift_fresh",
-    "lift_fresh_copy", "detach", "detach_", "alias", "view", "_unsafe_view", "reshape",
-    "_reshape_alias", "as_strided", "expand", "permute", "transpose", "t", "squeeze", "unsqueeze",
-    "slice", "select", "narrow", "split", "split_with_sizes", "unbind", "chunk", "unfold",
-    "diagonal", "view_as_real", "view_as_complex", "clone", "copy_", "_to_copy", "_copy_from",
-    "_copy_from_and_resize", "resize_", "set_", "_local_scalar_dense", "sym_size", "sym_stride",
-    "sym_numel", "sym_storage_offset", "is_contiguous", "_has_compatible_shallow_copy_type",
-    "record_stream", "is_pinned", "_pin_memory", "contiguous", "to", "_to_dense",
-    "is_same_size", "size", "stride", "numel", "dim", "_nested_tensor_size", "_unsafe_index_put",
-})
+_ALLOWED_ATEN = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "empty_permuted",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "new_zeros",
+        "ones",
+        "ones_like",
+        "new_ones",
+        "full",
+        "full_like",
+        "new_full",
+        "zero_",
+        "fill_",
+        "arange",
+        "scalar_tensor",
+        "lift",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "detach",
+        "detach_",
+        "alias",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "_reshape_alias",
+        "as_strided",
+        "expand",
+        "permute",
+        "transpose",
+        "t",
+        "squeeze",
+        "unsqueeze",
+        "slice",
+        "select",
+        "narrow",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "chunk",
+        "unfold",
+        "diagonal",
+        "view_as_real",
+        "view_as_complex",
+        "clone",
+        "copy_",
+        "_to_copy",
+        "_copy_from",
+        "_copy_from_and_resize",
+        "resize_",
+        "set_",
+        "_local_scalar_dense",
+        "sym_size",
+        "sym_stride",
+        "sym_numel",
+        "sym_storage_offset",
+        "is_contiguous",
+        "_has_compatible_shallow_copy_type",
+        "record_stream",
+        "is_pinned",
+        "_pin_memory",
+        "contiguous",
+        "to",
+        "_to_dense",
+        "is_same_size",
+        "size",
+        "stride",
+        "numel",
+        "dim",
+        "_nested_tensor_size",
+        "_unsafe_index_put",
+    }
+)
 # Allowed ops whose `accumulate` argument turns a copy into arithmetic.
 _ACCUMULATING = frozenset({"_unsafe_index_put", "index_put", "index_put_"})
 
@@ -473,8 +639,16 @@ class StrictOpGuard:
 # Output checks
 # --------------------------------------------------------------------------------------------
 
-def compare_outputs(ref: Any, cand: Any, inputs_before: Sequence[Any], inputs_after: Sequence[Any],
-                    candidate_inputs: Sequence[Any], atol: float, rtol: float) -> list[dict]:
+
+def compare_outputs(
+    ref: Any,
+    cand: Any,
+    inputs_before: Sequence[Any],
+    inputs_after: Sequence[Any],
+    candidate_inputs: Sequence[Any],
+    atol: float,
+    rtol: float,
+) -> list[dict]:
     """The output checks for one call, each as {"name", "passed", "detail"}.
 
     `ref`/`cand`: the reference's and the candidate's outputs (a tensor or nested tuples/lists).
@@ -488,8 +662,9 @@ def compare_outputs(ref: Any, cand: Any, inputs_before: Sequence[Any], inputs_af
         cand_tensors = [c for _, c in _leaves(cand) if _tensor_problem(c) is None]
     # The same decisions the judge reaches from a candidate process's evidence.
     aliasing = evidence.check_aliasing(evidence.byte_ranges(cand_tensors), evidence.byte_ranges(list(candidate_inputs)))
-    unchanged = evidence.check_inputs_unchanged(evidence.fingerprint(list(inputs_before)),
-                                                evidence.fingerprint(list(inputs_after)))
+    unchanged = evidence.check_inputs_unchanged(
+        evidence.fingerprint(list(inputs_before)), evidence.fingerprint(list(inputs_after))
+    )
     return [type_check, aliasing, unchanged] + values
 
 
@@ -511,8 +686,11 @@ def compare_values(ref: Any, cand: Any, atol: float, rtol: float, exact: Any = N
         if exact is not None and not callable(exact):
             exact_leaves = _exact_leaves(ref, exact)
             stats = [_pair_stats(path, r, c, atol, rtol, exact_leaves.get(path)) for path, r, c in pairs]
-        return type_check, [_check_correctness(stats, atol, rtol), _check_relative_error(stats, atol, rtol),
-                            _check_nonconstant(stats)]
+        return type_check, [
+            _check_correctness(stats, atol, rtol),
+            _check_relative_error(stats, atol, rtol),
+            _check_nonconstant(stats),
+        ]
 
 
 # The candidate's error from the float64 reference may be up to this many times eager's own error
@@ -577,8 +755,9 @@ def _structure(obj: Any) -> Any:
 
 def _check_output_type(ref: Any, cand: Any) -> tuple[dict, list[tuple[str, Any, Any]]]:
     if _structure(ref) != _structure(cand):
-        return _result("output_type", False, f"output structure {_describe(cand)} differs from the "
-                       f"reference's {_describe(ref)}"), []
+        return _result(
+            "output_type", False, f"output structure {_describe(cand)} differs from the reference's {_describe(ref)}"
+        ), []
     pairs: list[tuple[str, Any, Any]] = []
     for (path, r), (_, c) in zip(_leaves(ref), _leaves(cand)):
         if not isinstance(r, _Tensor):
@@ -663,8 +842,14 @@ def _pair_stats(path: str, r: Any, c: Any, atol: float, rtol: float, exact: Any 
     c = c.to(r.device)
     if r.is_complex() or c.is_complex():
         if r.is_complex() != c.is_complex():
-            st = _PairStats(path, r.numel(), False, dtype=r.dtype, n_bad=r.numel(),
-                            worst=f"a {c.dtype} output where the reference's is {r.dtype}")
+            st = _PairStats(
+                path,
+                r.numel(),
+                False,
+                dtype=r.dtype,
+                n_bad=r.numel(),
+                worst=f"a {c.dtype} output where the reference's is {r.dtype}",
+            )
             return st
         r, c = _as_real(r), _as_real(c)
         exact = _as_real(exact) if exact is not None and exact.is_complex() else None
@@ -676,8 +861,10 @@ def _pair_stats(path: str, r: Any, c: Any, atol: float, rtol: float, exact: Any 
             bad = r != c
             st.n_bad = int(_count_nonzero(bad))
             flat = int(_argmax(bad.reshape(-1).to(torch.uint8)))
-            st.worst = (f"worst at {_unravel(flat, tuple(r.shape))}: expected {r.reshape(-1)[flat].item()}, "
-                        f"got {c.reshape(-1)[flat].item()}")
+            st.worst = (
+                f"worst at {_unravel(flat, tuple(r.shape))}: expected {r.reshape(-1)[flat].item()}, "
+                f"got {c.reshape(-1)[flat].item()}"
+            )
         rmin, rmax = _aminmax(r.reshape(-1))
         st.ref_varies = bool(rmin != rmax)
         cmin, cmax = _aminmax(c.reshape(-1))
@@ -720,8 +907,9 @@ def _anchor(st: _PairStats, rf: Any, cf: Any, ex: Any) -> None:
     """Eager's and the candidate's relative errors from the float64 reference, over the elements
     where all three are finite."""
     rd, cd = rf.to(torch.float64), cf.to(torch.float64)
-    finite = _logical_and(_logical_not(_logical_or(_isnan(ex), _isinf(ex))),
-                          _logical_not(_logical_or(_isnan(rd), _isinf(rd))))
+    finite = _logical_and(
+        _logical_not(_logical_or(_isnan(ex), _isinf(ex))), _logical_not(_logical_or(_isnan(rd), _isinf(rd)))
+    )
     zero = _zeros_like(ex)
     exf = _where(finite, ex, zero)
     norm = float(_linalg_vector_norm(exf))
@@ -749,8 +937,10 @@ def _masked_stats(st: _PairStats, rf: Any, cf: Any, atol: float, rtol: float) ->
     if st.n_bad:
         excess = _where(bad, _nan_to_num(finite_diff, posinf=1e300) + 1.0, _zeros_like(finite_diff))
         flat = int(_argmax(excess.reshape(-1)))
-        st.worst = (f"worst at {_unravel(flat, tuple(rf.shape))}: expected {float(rf.reshape(-1)[flat]):.6g}, "
-                    f"got {float(cf.reshape(-1)[flat]):.6g}")
+        st.worst = (
+            f"worst at {_unravel(flat, tuple(rf.shape))}: expected {float(rf.reshape(-1)[flat]):.6g}, "
+            f"got {float(cf.reshape(-1)[flat]):.6g}"
+        )
     usable = _logical_not(_logical_or(_isnan(rf), _isinf(rf)))
     st.usable = int(_count_nonzero(usable))
     st.ref_norm = float(_linalg_vector_norm(_where(usable, rf, _zeros_like(rf))))
@@ -763,8 +953,11 @@ def _check_correctness(stats: list[_PairStats], atol: float, rtol: float) -> dic
         if st.n_bad:
             where = f"; {st.worst}" if st.worst else ""
             kind = f"atol={atol:g} rtol={rtol:g}" if st.floating else "exact dtype"
-            return _result("correctness", False, f"{st.path}: {st.n_bad}/{st.numel} elements outside {kind}"
-                           f"{where}; max abs err {st.max_abs:.3g}")
+            return _result(
+                "correctness",
+                False,
+                f"{st.path}: {st.n_bad}/{st.numel} elements outside {kind}{where}; max abs err {st.max_abs:.3g}",
+            )
     return _result("correctness", True, f"max abs err {worst_abs:.3g} (atol={atol:g} rtol={rtol:g})")
 
 
@@ -798,33 +991,49 @@ def _check_relative_error(stats: list[_PairStats], atol: float, rtol: float) -> 
         n = max(1, st.usable)
         if st.ref_norm == 0.0:
             if st.err_norm / math.sqrt(n) > atol:
-                return _result("relative_error", False, f"{st.path}: the reference is zero but the output's "
-                               f"RMS is {st.err_norm / math.sqrt(n):.3g}")
+                return _result(
+                    "relative_error",
+                    False,
+                    f"{st.path}: the reference is zero but the output's RMS is {st.err_norm / math.sqrt(n):.3g}",
+                )
             continue
         if st.cand_rel is not None and st.eager_rel is not None:
             # Judged from the float64 truth: within ANCHOR times eager's own error, rtol the floor.
             limit = max(ANCHOR * st.eager_rel, rtol, 8.0 * torch.finfo(st.dtype).eps)
             worst = max(worst, st.cand_rel)
             if not st.cand_rel <= limit:
-                return _result("relative_error", False, f"{st.path}: the error from the float64 reference, "
-                               f"{st.cand_rel:.3g} of its norm, exceeds {limit:.3g} (eager's own is "
-                               f"{st.eager_rel:.3g}; at most {ANCHOR:g} times that, or rtol)")
+                return _result(
+                    "relative_error",
+                    False,
+                    f"{st.path}: the error from the float64 reference, "
+                    f"{st.cand_rel:.3g} of its norm, exceeds {limit:.3g} (eager's own is "
+                    f"{st.eager_rel:.3g}; at most {ANCHOR:g} times that, or rtol)",
+                )
             continue
         ratio = st.err_norm / st.ref_norm
         limit = relative_error_threshold(st.ref_norm / math.sqrt(n), st.dtype, atol, rtol)
         worst = max(worst, ratio)
         if not ratio <= limit:
-            return _result("relative_error", False, f"{st.path}: ||out - ref|| / ||ref|| = {ratio:.3g} exceeds "
-                           f"{limit:.3g}; the output does not follow the reference's scale")
-    return _result("relative_error", True, f"max relative error {worst:.3g} (from the float64 reference where "
-                   f"there is one, at most {ANCHOR:g} times eager's own or rtol={rtol:g})")
+            return _result(
+                "relative_error",
+                False,
+                f"{st.path}: ||out - ref|| / ||ref|| = {ratio:.3g} exceeds "
+                f"{limit:.3g}; the output does not follow the reference's scale",
+            )
+    return _result(
+        "relative_error",
+        True,
+        f"max relative error {worst:.3g} (from the float64 reference where "
+        f"there is one, at most {ANCHOR:g} times eager's own or rtol={rtol:g})",
+    )
 
 
 def _check_nonconstant(stats: list[_PairStats]) -> dict:
     for st in stats:
         if st.numel >= 2 and st.ref_varies and st.cand_constant:
-            return _result("nonconstant", False, f"{st.path} is the constant {st.cand_first:.6g} where the "
-                           "reference varies")
+            return _result(
+                "nonconstant", False, f"{st.path} is the constant {st.cand_first:.6g} where the reference varies"
+            )
     return _result("nonconstant", True, "outputs vary where the reference varies")
 
 

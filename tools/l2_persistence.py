@@ -31,8 +31,14 @@ class AccessPolicyWindow(ctypes.Structure):
     """A stream's access-policy window (CUaccessPolicyWindow) in its attribute's value, a union
     padded to 64 bytes; all zero, no window."""
 
-    _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hit_ratio", ctypes.c_float),
-                ("hit_prop", ctypes.c_int), ("miss_prop", ctypes.c_int), ("pad", ctypes.c_char * 36)]
+    _fields_ = [
+        ("base_ptr", ctypes.c_void_p),
+        ("num_bytes", ctypes.c_size_t),
+        ("hit_ratio", ctypes.c_float),
+        ("hit_prop", ctypes.c_int),
+        ("miss_prop", ctypes.c_int),
+        ("pad", ctypes.c_char * 36),
+    ]
 
 
 # CUDA_ERROR_UNSUPPORTED_LIMIT and CUDA_ERROR_NOT_SUPPORTED: a device without a persisting L2.

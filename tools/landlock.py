@@ -38,8 +38,11 @@ class _RulesetAttr(ctypes.Structure):
 
 class _ScopedRulesetAttr(ctypes.Structure):
     # ABI 6: handled_access_net (ABI 4) and scoped follow; 0 for net leaves the network as it is.
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -54,7 +57,9 @@ def _libc() -> ctypes.CDLL:
 def abi_version() -> int:
     """The kernel's Landlock ABI version, 0 when Landlock is not available."""
     try:
-        version = _libc().syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+        version = _libc().syscall(
+            _SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)
+        )
     except (OSError, AttributeError):
         return 0
     return max(0, int(version))
@@ -86,18 +91,28 @@ def restrict_writes(writable: Iterable[str]) -> str:
     if abi < 1:
         return "not available (Landlock is not enabled in this kernel)"
     libc = _libc()
-    handled = (_WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_CHAR | _MAKE_DIR | _MAKE_REG | _MAKE_SOCK
-               | _MAKE_FIFO | _MAKE_BLOCK | _MAKE_SYM)
+    handled = (
+        _WRITE_FILE
+        | _REMOVE_DIR
+        | _REMOVE_FILE
+        | _MAKE_CHAR
+        | _MAKE_DIR
+        | _MAKE_REG
+        | _MAKE_SOCK
+        | _MAKE_FIFO
+        | _MAKE_BLOCK
+        | _MAKE_SYM
+    )
     if abi >= 2:
         handled |= _REFER
     if abi >= 3:
         handled |= _TRUNCATE
     # ABI 6 also scopes signals: the process (and what it starts) can no longer stop, kill or
     # otherwise signal a process outside its own domain, such as the baselines being timed.
-    attr: ctypes.Structure = (_ScopedRulesetAttr(handled, 0, _SCOPE_SIGNAL)
-                              if abi >= 6 else _RulesetAttr(handled))
-    ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
-                           ctypes.c_uint32(0))
+    attr: ctypes.Structure = _ScopedRulesetAttr(handled, 0, _SCOPE_SIGNAL) if abi >= 6 else _RulesetAttr(handled)
+    ruleset = libc.syscall(
+        _SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0)
+    )
     if ruleset < 0:
         return f"not applied (creating the ruleset failed: {os.strerror(ctypes.get_errno())})"
     try:
@@ -117,8 +132,16 @@ def restrict_writes(writable: Iterable[str]) -> str:
                 if not os.path.isdir(path):
                     rights &= file_rights
                 rule = _PathBeneathAttr(rights, fd)
-                if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
-                                ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+                if (
+                    libc.syscall(
+                        _SYS_ADD_RULE,
+                        ctypes.c_int(ruleset),
+                        ctypes.c_int(_RULE_PATH_BENEATH),
+                        ctypes.byref(rule),
+                        ctypes.c_uint32(0),
+                    )
+                    != 0
+                ):
                     return f"not applied (a rule for {path} failed: {os.strerror(ctypes.get_errno())})"
                 allowed.append(path)
             finally:
@@ -131,5 +154,7 @@ def restrict_writes(writable: Iterable[str]) -> str:
         os.close(ruleset)
     folders = [p for p in allowed if p in set(writable) and os.path.isdir(p)]
     signals = "; it cannot signal processes outside it" if abi >= 6 else ""
-    return (f"Landlock ABI {abi}: the candidate's process may write only its own {len(folders)} output, "
-            f"temp and cache folders and device nodes{signals}")
+    return (
+        f"Landlock ABI {abi}: the candidate's process may write only its own {len(folders)} output, "
+        f"temp and cache folders and device nodes{signals}"
+    )

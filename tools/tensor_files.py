@@ -29,10 +29,23 @@ _ALIGN = 64
 _STAGE_BYTES = 32 << 20
 _stage: dict[str, Any] = {}
 _MAX_DEPTH = 16
-_DTYPES = {str(dt): dt for dt in (
-    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
-    torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
-)}
+_DTYPES = {
+    str(dt): dt
+    for dt in (
+        torch.float64,
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.complex64,
+        torch.complex128,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+    )
+}
 
 
 class UnreadableOutput(ValueError):
@@ -61,8 +74,9 @@ def save_outputs(obj: Any, base: Path) -> None:
         if str(t.dtype) not in _DTYPES:
             raise TypeError(f"dtype {t.dtype} cannot be handed over")
         nbytes = t.numel() * t.element_size()
-        entries.append({"dtype": str(t.dtype), "shape": list(t.shape), "device": t.device.type,
-                        "offset": offset, "nbytes": nbytes})
+        entries.append(
+            {"dtype": str(t.dtype), "shape": list(t.shape), "device": t.device.type, "offset": offset, "nbytes": nbytes}
+        )
         offset += -(-nbytes // _ALIGN) * _ALIGN
     data, header = _paths(base)
     with open(data, "wb") as f, torch.no_grad():
@@ -85,7 +99,7 @@ def _write_bytes(f: Any, flat: Any) -> None:
     view = memoryview(stage.numpy())
     for start in range(0, flat.numel(), _STAGE_BYTES):
         n = min(_STAGE_BYTES, flat.numel() - start)
-        stage[:n].copy_(flat[start:start + n])  # synchronous: the buffer is reused next
+        stage[:n].copy_(flat[start : start + n])  # synchronous: the buffer is reused next
         f.write(view[:n])
 
 
@@ -97,7 +111,7 @@ def exists(base: Path) -> bool:
 def _rebuild(node: Any, tensors: list[Any], depth: int = 0) -> Any:
     if depth > _MAX_DEPTH or not isinstance(node, dict) or len(node) != 1:
         raise UnreadableOutput("malformed structure")
-    (kind, value), = node.items()
+    ((kind, value),) = node.items()
     if kind == "tensor":
         if not isinstance(value, int) or not 0 <= value < len(tensors):
             raise UnreadableOutput("bad tensor index")
@@ -133,13 +147,18 @@ def load_outputs(base: Path, device: str | None = None) -> Any:
                 raise UnreadableOutput("negative dimension")
             numel *= d
         itemsize = _empty((), dtype=dtype).element_size()
-        if where not in ("cpu", "cuda") or nbytes != numel * itemsize or offset < 0 or offset % _ALIGN \
-                or offset + nbytes > size:
+        if (
+            where not in ("cpu", "cuda")
+            or nbytes != numel * itemsize
+            or offset < 0
+            or offset % _ALIGN
+            or offset + nbytes > size
+        ):
             raise UnreadableOutput("tensor entry outside the data")
         if nbytes == 0:
             tensors.append(_empty(shape, dtype=dtype, device=where))
             continue
-        view = mapped[offset:offset + nbytes].view(dtype).view(shape)
+        view = mapped[offset : offset + nbytes].view(dtype).view(shape)
         # A copy either way: the judge never keeps a view of a file another process wrote.
         tensors.append(view.to(where) if where != "cpu" else view.clone())
     return _rebuild(header.get("structure"), tensors)

@@ -43,7 +43,6 @@ import time
 from typing import Any, Callable
 
 import torch
-
 from l2_persistence import persisting_l2_reset
 from worker_common import fresh_clone
 
@@ -155,12 +154,12 @@ def _perturb_periodic(t: torch.Tensor, gen: torch.Generator, signs: bool = False
     factor = torch.ones(n, dtype=torch.float32)
     start = 0
     for period in pieces:
-        piece = draws[start:start + period]
+        piece = draws[start : start + period]
         start += period
         whole = n - n % period
         factor[:whole].view(-1, period).mul_(piece)
         if whole < n:
-            factor[whole:].mul_(piece[:n - whole])
+            factor[whole:].mul_(piece[: n - whole])
     t.mul_(factor.view(t.shape).to(t.dtype))
 
 
@@ -171,8 +170,9 @@ _PER_CALL = ("_flush_filled", "lead_us", "flush_us")
 class Caller:
     """Makes calls for one side (eager, torch.compile or the candidate) in one process."""
 
-    def __init__(self, device: str, flush_bytes: int = FLUSH_BYTES, lead_us: float = LEAD_US,
-                 plan: list[dict] | None = None) -> None:
+    def __init__(
+        self, device: str, flush_bytes: int = FLUSH_BYTES, lead_us: float = LEAD_US, plan: list[dict] | None = None
+    ) -> None:
         self.device = device
         self.plan = plan  # how each call draws every input leaf anew (perturb)
         # What clears the caches before a call: on CUDA the L2 flush, before every call; on the
@@ -221,15 +221,20 @@ class Caller:
         its calls start from warm caches."""
         found: list[tuple[Any, ...]] = [(k, id(v)) for k, v in sorted(vars(self).items()) if k not in _PER_CALL]
         if isinstance(self.flush, torch.Tensor):
-            found.append(("flush memory", self.flush.data_ptr(), self.flush.numel(), self.flush.untyped_storage().nbytes()))
+            found.append(
+                ("flush memory", self.flush.data_ptr(), self.flush.numel(), self.flush.untyped_storage().nbytes())
+            )
         return found
 
     def changes(self, before: list[tuple[Any, ...]]) -> list[str]:
         """One line per part of `state()` that differs from `before`."""
         now = dict((row[0], row[1:]) for row in self.state())
         was = dict((row[0], row[1:]) for row in before)
-        return [f"the harness's caller: {name} was changed" for name in sorted(now.keys() | was.keys())
-                if now.get(name) != was.get(name)]
+        return [
+            f"the harness's caller: {name} was changed"
+            for name in sorted(now.keys() | was.keys())
+            if now.get(name) != was.get(name)
+        ]
 
     def prepare(self, base: list[Any]) -> list[Any]:
         """A fresh copy of the call's input set, made and (CUDA) finished: the device is idle
@@ -243,8 +248,7 @@ class Caller:
             torch.cuda.synchronize()
         return args
 
-    def run(self, fn: Callable[..., Any], args: list[Any], seed: int,
-            guard: Any = None) -> tuple[Any, float, float]:
+    def run(self, fn: Callable[..., Any], args: list[Any], seed: int, guard: Any = None) -> tuple[Any, float, float]:
         """Give `args` the call's values from `seed` and make the call:
         (output, claimed µs for the call, µs until the device was idle)."""
         with torch.no_grad():
@@ -298,8 +302,9 @@ class Caller:
                     guard.__exit__(None, None, None)
             return out, (t1 - t0) / 1000.0, (t1 - t0) / 1000.0
 
-    def call(self, fn: Callable[..., Any], base: list[Any], seed: int,
-             guard: Any = None) -> tuple[Any, list[Any], float, float]:
+    def call(
+        self, fn: Callable[..., Any], base: list[Any], seed: int, guard: Any = None
+    ) -> tuple[Any, list[Any], float, float]:
         """prepare + run, for calls nobody times from outside (warm-ups)."""
         args = self.prepare(base)
         out, event, wall = self.run(fn, args, seed, guard)

@@ -19,36 +19,35 @@ import time
 from pathlib import Path
 from typing import Any
 
+import evidence
+import guards
+import init_objects
+import tensor_files
+import timing
 import torch
-
+import wire
+from executor import build_model, load_set
 from worker_common import (
-    fresh_clone,
     apply_precision_flags,
     device_sync,
+    fresh_clone,
     load_module,
     to_cpu,
     to_device,
     trim_exception,
 )
 
-import evidence
-import guards
-import init_objects
-import tensor_files
-import timing
-from executor import build_model, load_set
-
 _clock = time.perf_counter
 
 
-def _phase(result: dict, name: str, since: float) -> float:
+def _phase(result: wire.JudgeResult, name: str, since: float) -> float:
     """Record how long a phase of this job took (for the stage breakdown); returns now."""
     now = _clock()
     result.setdefault("phases", {})[name] = round(now - since, 4)
     return now
 
 
-def _check(name: str, passed: bool, detail: str) -> dict:
+def _check(name: str, passed: bool, detail: str) -> wire.Check:
     return {"name": name, "passed": bool(passed), "detail": detail}
 
 
@@ -69,7 +68,8 @@ def _nbytes(obj: Any) -> int:
 # inputs
 # ---------------------------------------------------------------------------------------------
 
-def run_inputs_job(spec: dict) -> dict:
+
+def run_inputs_job(spec: dict) -> wire.InputsResult | wire.JobError:
     evidence.session_device(spec["device"])
     """Init args, weights and inputs per seed, all produced by the pristine reference."""
     apply_precision_flags()
@@ -82,7 +82,7 @@ def run_inputs_job(spec: dict) -> dict:
     if not callable(getattr(ref, "get_inputs", None)):
         return {"error": f"{spec['reference']} defines no get_inputs()"}
     out_dir = Path(spec["out_dir"])
-    fingerprints: list[dict] = []
+    fingerprints: list[wire.SetFingerprints] = []
     first: tuple[Any, list[Any]] | None = None
     described = ""
     total_bytes = 0
@@ -123,21 +123,26 @@ def run_inputs_job(spec: dict) -> dict:
                 for t in inputs
             )
     # Kept by the harness, away from these files, so the judge can tell if anything rewrote them.
-    found = {"n": len(indices), "indices": indices, "inputs": described, "input_bytes": total_bytes,
-             "fingerprints": fingerprints}
+    found: wire.InputsResult = {
+        "n": len(indices),
+        "indices": indices,
+        "inputs": described,
+        "input_bytes": total_bytes,
+        "fingerprints": fingerprints,
+    }
     if first is not None:
         found["plan"] = fresh_draw_plan(*first, spec["device"])
     return found
 
 
-def fresh_draw_plan(model: Any, inputs: list[Any], device: str) -> list[dict] | None:
+def fresh_draw_plan(model: Any, inputs: list[Any], device: str) -> list[wire.DrawRule] | None:
     """How each timed call draws every input leaf anew (tools/timing.py, perturb): from the
     reference's first set, integer leaves within the range the set takes, bool leaves with its
     share of True, floats with random signs, complex ones with a random phase. Tried on the
     reference first: where it raises or gives non-finite values it did not give on the set itself,
     the plan gives up what it cannot take (signs, then the integer and bool draws); None where
     even the plain rescaling fails (then the rescaling alone is used, as before plans)."""
-    plan: list[dict] = []
+    plan: list[wire.DrawRule] = []
     for t in timing.tensor_leaves(inputs):
         if t.is_complex():
             plan.append({"kind": "complex"})
@@ -151,8 +156,8 @@ def fresh_draw_plan(model: Any, inputs: list[Any], device: str) -> list[dict] | 
             plan.append({"kind": "keep"})
     if not plan:
         return None
-    no_signs = [{**r, "signs": False} if r["kind"] == "float" else r for r in plan]
-    floats_only = [r if r["kind"] in ("float", "complex") else {"kind": "keep"} for r in no_signs]
+    no_signs: list[wire.DrawRule] = [{**r, "signs": False} if r["kind"] == "float" else r for r in plan]
+    floats_only: list[wire.DrawRule] = [r if r["kind"] in ("float", "complex") else {"kind": "keep"} for r in no_signs]
     try:
         net = model.to(device) if isinstance(model, torch.nn.Module) else model
         on_device = to_device(inputs, device)
@@ -171,20 +176,24 @@ def fresh_draw_plan(model: Any, inputs: list[Any], device: str) -> list[dict] | 
 
 
 def _non_finite(out: Any) -> int:
-    return sum(int((~torch.isfinite(t)).sum()) for t in timing.tensor_leaves(out)
-               if t.is_floating_point() or t.is_complex())
+    return sum(
+        int((~torch.isfinite(t)).sum()) for t in timing.tensor_leaves(out) if t.is_floating_point() or t.is_complex()
+    )
 
 
-def _payload_fingerprints(payload: dict, inputs: list[Any], device: str) -> dict:
+def _payload_fingerprints(payload: dict, inputs: list[Any], device: str) -> wire.SetFingerprints:
     """Fingerprints of one input set (`inputs`: payload["inputs"], already on `device`) and of
     the init arguments and weights it came with."""
-    return {"inputs": evidence.fingerprint(list(inputs)),
-            "model": evidence.fingerprint(to_device([payload["init"], list(payload["state"].values())], device))}
+    return {
+        "inputs": evidence.fingerprint(list(inputs)),
+        "model": evidence.fingerprint(to_device([payload["init"], list(payload["state"].values())], device)),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
 # judge
 # ---------------------------------------------------------------------------------------------
+
 
 def _wide(obj: Any) -> Any:
     """Floating tensors as float64, complex ones as complex128 (containers kept)."""
@@ -219,7 +228,7 @@ def _in_float64(models64: dict[int, Any], m: int, model: Any, args: list[Any]) -
         return None
 
 
-def run_judge_job(spec: dict) -> dict:
+def run_judge_job(spec: dict) -> wire.JudgeResult:
     evidence.session_device(spec["device"])
     """Expected outputs from the pristine reference, compared with the candidate's on the device.
 
@@ -235,8 +244,8 @@ def run_judge_job(spec: dict) -> dict:
     in_dir, cand_dir = Path(spec["inputs_dir"]), Path(spec["cand_dir"])
     originals = spec.get("fingerprints") or []
     commits = spec.get("commits") or {}
-    checks: list[dict] = []
-    result: dict[str, Any] = {"checks": checks}
+    checks: list[wire.Check] = []
+    result: wire.JudgeResult = {"checks": checks}
     mark = _clock()
 
     payloads: dict[int, dict] = {}
@@ -249,19 +258,21 @@ def run_judge_job(spec: dict) -> dict:
             payload = load_set(in_dir / f"inputs_{k}.pt")
             payloads[k] = payload
             inputs_on_device[k] = to_device(payload["inputs"], device)
-            found = {"inputs": evidence.fingerprint(list(inputs_on_device[k])),
-                     "model": evidence.fingerprint(to_device([payload["init"], list(payload["state"].values())], device))}
+            found = {
+                "inputs": evidence.fingerprint(list(inputs_on_device[k])),
+                "model": evidence.fingerprint(to_device([payload["init"], list(payload["state"].values())], device)),
+            }
             if k < len(originals) and originals[k] != found:
                 return None
         return inputs_on_device[k]
 
-    merged: dict[str, dict] = {}
+    merged: dict[str, wire.Check] = {}
 
-    def merge(label: str, found: list[dict]) -> None:
+    def merge(label: str, found: list[wire.Check]) -> None:
         for c in found:
             first = merged.setdefault(c["name"], {"name": c["name"], "passed": True, "detail": c["detail"]})
             if not c["passed"] and first["passed"]:
-                first.update(passed=False, detail=f"{label}: {c['detail']}")
+                first.update({"passed": False, "detail": f"{label}: {c['detail']}"})
 
     outputs: dict[int, Any] = {}
     timed_bad: list[str] = []
@@ -270,8 +281,14 @@ def run_judge_job(spec: dict) -> dict:
         cid, m, k, role = int(call["id"]), int(call["model"]), int(call["set"]), call.get("role", "verify")
         base = input_set(k)
         if base is None or (m not in models and input_set(m) is None):
-            checks.append(_check("input_files", False, f"set {k}: the inputs or weights on disk changed after the "
-                                 "reference wrote them; something outside the harness rewrote its files"))
+            checks.append(
+                _check(
+                    "input_files",
+                    False,
+                    f"set {k}: the inputs or weights on disk changed after the "
+                    "reference wrote them; something outside the harness rewrote its files",
+                )
+            )
             return result
         if m not in models:
             models[m], _ = build_model(ref.Model, payloads[m], device, int(spec["seeds"][m]))
@@ -294,19 +311,28 @@ def run_judge_job(spec: dict) -> dict:
             got, unreadable = None, trim_exception(exc, 300)
         else:
             unreadable = "no output was handed over"
-        committed = (commits.get(str(cid)) or {})
-        found: list[dict] = []
+        committed = commits.get(str(cid)) or {}
+        found: list[wire.Check] = []
         if got is None:
             found.append(_check("output_type", False, f"candidate output unreadable: {unreadable}"))
         else:
             type_check, values = guards.compare_values(expected, got, atol, rtol, exact)
             proof = committed.get("evidence") or {}
-            same = committed.get("fingerprint") == evidence.fingerprint(list(got) if isinstance(got, (tuple, list)) else [got])
-            found = [type_check,
-                     evidence.check_aliasing(proof.get("output_ranges", []), proof.get("input_ranges", [])),
-                     evidence.check_inputs_unchanged(before, proof.get("inputs_after")),
-                     _check("committed_outputs", same, "the output handed over is the one the call returned" if same
-                            else "the output handed over is not the one whose fingerprint the call returned")] + values
+            same = committed.get("fingerprint") == evidence.fingerprint(
+                list(got) if isinstance(got, (tuple, list)) else [got]
+            )
+            found = [
+                type_check,
+                evidence.check_aliasing(proof.get("output_ranges", []), proof.get("input_ranges", [])),
+                evidence.check_inputs_unchanged(before, proof.get("inputs_after")),
+                _check(
+                    "committed_outputs",
+                    same,
+                    "the output handed over is the one the call returned"
+                    if same
+                    else "the output handed over is not the one whose fingerprint the call returned",
+                ),
+            ] + values
         if role == "timed":
             timed_ids.append(cid)
             bad = [c for c in found if not c["passed"]]
@@ -325,12 +351,24 @@ def run_judge_job(spec: dict) -> dict:
     if again:
         a, first = outputs.get(int(again[0]["id"])), outputs.get(0)
         same = a is not None and first is not None and guards.all_close(first, a, atol, rtol)
-        checks.append(_check("determinism", same, "two runs on the same inputs agree" if same
-                             else "two runs on the same inputs disagree (uninitialized memory or a race?)"))
+        checks.append(
+            _check(
+                "determinism",
+                same,
+                "two runs on the same inputs agree"
+                if same
+                else "two runs on the same inputs disagree (uninitialized memory or a race?)",
+            )
+        )
     mark = _phase(result, "determinism", mark)
     if timed_ids:
-        checks.append(_check("timed_outputs", not timed_bad, timed_bad[0] if timed_bad
-                             else f"timed calls {timed_ids}, chosen after they returned, pass every check"))
+        checks.append(
+            _check(
+                "timed_outputs",
+                not timed_bad,
+                timed_bad[0] if timed_bad else f"timed calls {timed_ids}, chosen after they returned, pass every check",
+            )
+        )
         _phase(result, "timed_outputs", mark)
     result["precision"] = guards.precision_flags()
     return result

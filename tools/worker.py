@@ -53,18 +53,23 @@ def _job_function(name: str):
     # Imported lazily inside the child so a broken job module cannot take the zygote down.
     if name == "compile":
         from compile_kernels import run_compile_job
+
         return run_compile_job
     if name == "probe":
         from worker_common import run_probe_job
+
         return run_probe_job
     if name in ("inputs", "judge"):
         import verify_kernels
+
         return getattr(verify_kernels, f"run_{name}_job")
     if name == "evaluate":
         from controller import run_evaluate_job
+
         return run_evaluate_job
     if name == "inline_build":
         from executor import run_inline_build_job
+
         return run_inline_build_job
     raise ValueError(f"unknown job {name!r}")
 
@@ -137,7 +142,7 @@ def run_job(name: str, spec_path: str, result_path: str) -> int:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _die_with_parent() -> None:
@@ -455,6 +460,7 @@ def serve() -> None:
         import torch  # noqa: F401
         import torch.utils.cpp_extension  # noqa: F401
 
+        # isort: split
         import guards
 
     boot = {"import_s": round(time.perf_counter() - began, 3), "bytecode": "kept" if kept else "installed"}
@@ -518,14 +524,35 @@ def serve() -> None:
                 req = json.loads(line)
                 if req["job"] == "service":
                     started = isinstance(req.get("service"), dict) and services.prewarm(
-                        req["service"], [stdin, out.fileno(), *results])
-                    out.write(json.dumps({"id": req["id"], "status": "ok", "returncode": 0, "signal": None,
-                                          "result": {"prewarming": bool(started)}}) + "\n")
+                        req["service"], [stdin, out.fileno(), *results]
+                    )
+                    out.write(
+                        json.dumps(
+                            {
+                                "id": req["id"],
+                                "status": "ok",
+                                "returncode": 0,
+                                "signal": None,
+                                "result": {"prewarming": bool(started)},
+                            }
+                        )
+                        + "\n"
+                    )
                     continue
                 if req["job"] in ("warm", "warm-compiler"):  # nothing waits yet (a session has just
                     # opened; a bench slot is about to score many references)
-                    out.write(json.dumps({"id": req["id"], "status": "ok", "returncode": 0, "signal": None,
-                                          "result": _warm_all(req["job"] == "warm-compiler")}) + "\n")
+                    out.write(
+                        json.dumps(
+                            {
+                                "id": req["id"],
+                                "status": "ok",
+                                "returncode": 0,
+                                "signal": None,
+                                "result": _warm_all(req["job"] == "warm-compiler"),
+                            }
+                        )
+                        + "\n"
+                    )
                     continue
                 # The first op under a dispatch mode imports ~800 modules (seconds on a cold
                 # machine); paid once here, it stays out of every forked candidate job. It is
@@ -581,8 +608,12 @@ def serve() -> None:
                     answer["result"] = json.loads(data)
                 except ValueError:
                     answer["status"] = "crash"
-            services.returned(pid, clean=answer["status"] == "ok" and isinstance(answer["result"], dict)
-                              and not answer["result"].get("service_broken"))
+            services.returned(
+                pid,
+                clean=answer["status"] == "ok"
+                and isinstance(answer["result"], dict)
+                and not answer["result"].get("service_broken"),
+            )
             sweep_orphans(running, services.pids())
             finished = True
             answer["id"] = req_id

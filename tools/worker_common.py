@@ -92,14 +92,19 @@ def python_threads() -> int:
 
 def trim_exception(exc: BaseException, limit: int = 1500) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
-    return text if len(text) <= limit else text[: limit // 2] + "\n…\n" + text[-limit // 2:]
+    return text if len(text) <= limit else text[: limit // 2] + "\n…\n" + text[-limit // 2 :]
 
 
 def run_probe_job(spec: dict) -> dict:
     """What this worker's torch sees: versions, and the GPU when the spec asks about cuda."""
-    info: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda,
-                            "cuda_available": False, "gpu": None, "capability": None,
-                            "python": sys.version.split()[0]}
+    info: dict[str, Any] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cuda_available": False,
+        "gpu": None,
+        "capability": None,
+        "python": sys.version.split()[0],
+    }
     if spec.get("device") == "cuda" and torch.cuda.is_available():
         info["cuda_available"] = True
         info["gpu"] = torch.cuda.get_device_name(0)

@@ -55,8 +55,10 @@ def headline_rows(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
         ("geomean vs torch.compile (failures as 1.0)", _geo(g["compile"]["failures_as_one"]), ""),
         ("geomean vs eager (correct only)", _geo(g["eager"]["correct_only"]), ""),
         ("geomean vs eager (failures as 1.0)", _geo(g["eager"]["failures_as_one"]), ""),
-        ("geomean vs faster of both (correct only)", _geo(g["best"]["correct_only"]), ""),
-        ("geomean vs faster of both (failures as 1.0)", _geo(g["best"]["failures_as_one"]), ""),
+        ("faster than the best baseline by >5%", _pct(o.get("faster_than_best")), ""),
+        ("geomean vs the best baseline (correct only)", _geo(g["best"]["correct_only"]), ""),
+        ("geomean vs the best baseline (failures as 1.0)", _geo(g["best"]["failures_as_one"]), ""),
+        ("fraction of peak, median over correct tasks", _pct((o.get("fraction_of_peak") or {}).get("median")), ""),
     ]
 
 
@@ -71,8 +73,11 @@ def level_rows(summary: dict[str, Any]) -> list[list[str]]:
                 _pct(m["pass_rate"]),
                 _pct(m["faster_than_eager"]),
                 _pct(m["faster_than_compile"]),
+                _pct(m.get("faster_than_best")),
                 *[_pct(fp[f"{p:g}"]) for p in FAST_P],
                 _x(m["geomean"]["compile"]["correct_only"]["value"]),
+                _x(m["geomean"]["best"]["correct_only"]["value"]),
+                _pct((m.get("fraction_of_peak") or {}).get("median")),
                 " ".join(f"{k}:{v}" for k, v in m["rewards"].items() if v),
             ]
         )
@@ -85,11 +90,27 @@ LEVEL_HEAD = [
     "pass",
     ">5% vs eager",
     ">5% vs compile",
+    ">5% vs best",
     *[f"fast_{p:g}" for p in FAST_P],
     "geomean vs compile",
+    "geomean vs best",
+    "of peak (median)",
     "rewards",
 ]
-TASK_HEAD = ["task", "status", "reward", "vs eager", "vs compile", "samples", "wall s", "cost $", "note"]
+TASK_HEAD = [
+    "task",
+    "status",
+    "reward",
+    "vs eager",
+    "vs compile",
+    "vs best",
+    "best baseline",
+    "of peak",
+    "samples",
+    "wall s",
+    "cost $",
+    "note",
+]
 
 
 def task_rows(records: Sequence[dict[str, Any]]) -> list[list[str]]:
@@ -102,6 +123,9 @@ def task_rows(records: Sequence[dict[str, Any]]) -> list[list[str]]:
                 str(r.get("reward")),
                 _x(r.get("speedup_vs_eager")) if r.get("correct") else "",
                 _x(r.get("speedup_vs_compile")) if r.get("correct") else "",
+                _x(speedup(r, "best")) if r.get("correct") else "",
+                str(r.get("best_baseline") or "") if r.get("correct") else "",
+                _pct(r.get("fraction_of_peak")) if r.get("correct") and r.get("fraction_of_peak") is not None else "",
                 f"{r.get('n_correct', 0)}/{r.get('n_samples', 0)}",
                 f"{r['wall_s']:.1f}" if isinstance(r.get("wall_s"), (int, float)) else "",
                 f"{r['cost_usd']:.3f}" if isinstance(r.get("cost_usd"), (int, float)) else "",
@@ -135,6 +159,49 @@ def _identity_lines(summary: dict[str, Any]) -> list[str]:
     ]
 
 
+BASELINE_WORDS = {
+    "eager": "eager PyTorch",
+    "compile": "torch.compile (default mode)",
+    "autotune": "torch.compile max-autotune without CUDA graphs",
+    "graphs": "torch.compile reduce-overhead (CUDA-graph replay)",
+}
+
+
+def definitions(summary: dict[str, Any]) -> list[str]:
+    """What each number means, so that a reader can set it beside a published figure."""
+    settings = summary.get("settings", {})
+    timed = summary.get("baselines") or ["eager", "compile"]
+    reward_on = settings.get("reward_baseline") or "paper"
+    policy = settings.get("policy") or "strict"
+    return [
+        "baselines timed, each in the same interleaved window as the kernel: "
+        + "; ".join(BASELINE_WORDS.get(b, b) for b in timed),
+        "speedup: a baseline's time over the kernel's, the median of per-round paired ratios (device time "
+        "of one call, fresh inputs each call); 'best' is the fastest baseline timed for that task",
+        "geomean: the geometric mean of per-task speedups with a bootstrap 95% interval over tasks; "
+        "'correct only' leaves failed tasks out, 'failures as 1.0' counts each as no speedup",
+        "pass rate and '>5%' shares: over every selected task, failures and tasks whose reference did not run "
+        "included in the denominator; a '>5%' share counts tasks whose median speedup is above 1.05 (the "
+        "reward asks more: the whole 95% interval above 1.05)",
+        "reward: -1 incorrect, 1 correct, 2 more than 5% faster than eager, 3 more than 5% faster than eager and "
+        + (
+            "the best baseline (--reward-baseline best)"
+            if reward_on == "best"
+            else "default torch.compile (the paper's reward)"
+        )
+        + ", decided on the speedups' intervals",
+        f"policy {policy}: "
+        + (
+            "every tensor op in forward must run in the candidate's own kernels (torch ops are refused)"
+            if policy == "strict"
+            else "torch ops are allowed next to the candidate's kernels, which must do part of the work"
+        ),
+        "fraction of peak: the task's speed-of-light time (the larger of the reference's FLOPs over the "
+        "device's peak FLOP/s for its dtype and the bytes it must at least move over the memory bandwidth) "
+        "over the kernel's time; peaks from a table of known GPUs, or measured on the machine",
+    ]
+
+
 def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
     o = summary["overall"]
     parts = [
@@ -149,6 +216,10 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]]) 
         "## Per level",
         "",
         _md_table(LEVEL_HEAD, level_rows(summary)),
+        "",
+        "## Definitions",
+        "",
+        *[f"- {line}" for line in definitions(summary)],
         "",
         "## Cost and time per task",
         "",
@@ -216,6 +287,10 @@ def plots(summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[st
     out["fast_p"] = _png(fig)
     plt.close(fig)
 
+    drawn_roofline = roofline_plot(plt, records)
+    if drawn_roofline is not None:
+        out["roofline"] = drawn_roofline
+
     fig, ax = plt.subplots(figsize=(5, 3))
     dist = summary["overall"]["rewards"]
     keys = [k for k in ("-1", "1", "2", "3", "none") if k != "none" or dist.get(k)]
@@ -227,6 +302,50 @@ def plots(summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[st
     out["rewards"] = _png(fig)
     plt.close(fig)
     return out
+
+
+def roofline_points(records: Sequence[dict[str, Any]], side: str) -> list[tuple[float, float]]:
+    """(FLOP per byte, achieved FLOP/s) of one side for every correct task that does FLOPs."""
+    points = []
+    for r in records:
+        line = r.get("roofline") or {}
+        fraction = (line.get("fractions") or {}).get(side)
+        if not r.get("correct") or not line.get("flops") or not line.get("bytes") or not fraction:
+            continue
+        seconds = float(line["sol_us"]) / float(fraction) * 1e-6
+        points.append((float(line["flops"]) / float(line["bytes"]), float(line["flops"]) / seconds))
+    return points
+
+
+def roofline_plot(plt: Any, records: Sequence[dict[str, Any]]) -> str | None:
+    """The suite on the roofline of its device: the kernels and the best baselines' achieved
+    FLOP/s against arithmetic intensity, under the memory and compute ceilings."""
+    lines = [r["roofline"] for r in records if r.get("correct") and isinstance(r.get("roofline"), dict)]
+    kernels = roofline_points(records, "candidate")
+    if not lines or not kernels:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    # The ceilings of the first task's peaks (one device per run); other dtypes' compute
+    # ceilings drawn beside it.
+    bandwidth = float(lines[0]["bandwidth"])
+    intensities = [p[0] for p in kernels]
+    lo, hi = min(intensities) / 4, max(intensities) * 4
+    xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
+    for peak in sorted({float(line["peak_flops"]) for line in lines}):
+        ax.plot(xs, [min(peak, bandwidth * x) for x in xs], color="#444", lw=1)
+    compile_points = [p for side in ("compile", "autotune", "graphs") for p in roofline_points(records, side)]
+    if compile_points:
+        ax.scatter(*zip(*compile_points), marker="x", color="#999", label="torch.compile baselines")
+    ax.scatter(*zip(*kernels), color="#284", label="kernels")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("achieved FLOP/s")
+    ax.set_title(f"Roofline ({lines[0].get('peak_source')})")
+    ax.legend(fontsize=8)
+    png = _png(fig)
+    plt.close(fig)
+    return png
 
 
 def _html_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -260,6 +379,9 @@ def render_html(summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> s
         + _html_table(["metric", "this run", "paper"], headline_rows(summary))
         + "<h2>Per level</h2>"
         + _html_table(LEVEL_HEAD, level_rows(summary))
+        + "<h2>Definitions</h2><ul>"
+        + "".join(f"<li>{html.escape(line)}</li>" for line in definitions(summary))
+        + "</ul>"
         + f"<h2>Plots</h2>{figures}<h2>Harness warnings to review</h2><ul>{warnings}</ul>"
         + "<h2>Tasks</h2>"
         + _html_table(TASK_HEAD, task_rows(records))

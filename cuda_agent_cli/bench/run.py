@@ -17,6 +17,7 @@ from cuda_agent_cli.bench import store as store_mod
 from cuda_agent_cli.bench.suite import BenchTask, Suite, load_suite, parse_id_ranges
 from cuda_agent_cli.config import POLICIES
 from cuda_agent_cli.errors import BadInput, CudaAgentError, EnvironmentMissing
+from cuda_agent_cli.harness.baselines import check_reward_baseline
 from cuda_agent_cli.machine import pick_device
 
 SUMMARY = "summary.json"
@@ -46,6 +47,8 @@ class BenchRequest:
     allow_unsafe: bool = False
     # Compile-ahead workers of the local pool; None: default_builders() (on a GPU only).
     compile_ahead: int | None = None
+    # What the reward is decided against: "paper" (eager and default torch.compile) or "best".
+    reward_baseline: str = "paper"
 
 
 @dataclass
@@ -92,6 +95,7 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
         raise BadInput("--model and --solutions are two different modes", "pass one of them")
     if req.policy not in POLICIES:
         raise BadInput(f"unknown policy {req.policy!r}", "use --policy strict or --policy hybrid")
+    check_reward_baseline(req.reward_baseline)
     suite = load_suite(req.suite, req.root, _levels(req.levels), parse_id_ranges(req.tasks))
     device = pick_device(req.device)
     mode = "solutions" if req.solutions is not None else "agent"
@@ -121,6 +125,7 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
         "mode": mode,
         "device": device,
         "policy": req.policy,
+        "reward_baseline": req.reward_baseline,
         "model": req.model,
         "solutions": str(Path(req.solutions).absolute()) if req.solutions else None,
         "trials": req.trials,
@@ -146,6 +151,7 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
                 "sessions": str(out / "agent"),
                 "device": device,
                 "policy": req.policy,
+                "reward_baseline": req.reward_baseline,
                 "trials": req.trials,
                 "atol": req.atol,
                 "rtol": req.rtol,
@@ -185,19 +191,32 @@ def make_scheduler(plan: BenchPlan) -> Any:
     return LocalPool(plan.slots, plan.store.out / "logs", builders=builders, build_gpu=build_gpu)
 
 
-def finish(plan: BenchPlan, interrupted: bool = False) -> BenchOutcome:
-    """summary.json, report.md and report.html over every finished task of the selection."""
-    from cuda_agent_cli.bench.metrics import summarize
+def finish(plan: BenchPlan, interrupted: bool = False, cpu_before: tuple[float, float] | None = None) -> BenchOutcome:
+    """summary.json, report.md and report.html over every finished task of the selection.
+    `cpu_before`: the machine's CPU times when the run started (timeline.cpu_times)."""
+    from cuda_agent_cli.bench.metrics import baselines_timed, summarize
     from cuda_agent_cli.bench.report import write_reports
+    from cuda_agent_cli.bench.timeline import busy_fraction, cpu_times, cpu_utilization
 
     records = store_mod.latest(plan.store.load(), [t.key for t in plan.suite.tasks])
     summary = summarize(records)
+    busy = busy_fraction(records)
     summary.update(
         suite=plan.suite.identity,
         settings=plan.settings,
         finished=len(records),
         selected=len(plan.suite.tasks),
         interrupted=interrupted,
+        baselines=baselines_timed(records),
+        utilization={
+            # The share of the run's wall time each device spent timing (its scoring rounds).
+            "device_timing_share": busy["devices"],
+            "device_timing_share_overall": busy["overall"],
+            "wall_s": busy["wall_s"],
+            # The share of every core's time the machine was busy (this run's builds and
+            # timings, and whatever else ran beside them).
+            "cpu": cpu_utilization(cpu_before, cpu_times()),
+        },
     )
     out = plan.store.out
     tmp = out / (SUMMARY + ".tmp")
@@ -222,18 +241,21 @@ def run_bench(
         if on_record:
             on_record(job, record)
 
+    from cuda_agent_cli.bench.timeline import cpu_times
+
+    cpu_before = cpu_times()
     scheduler = scheduler or make_scheduler(plan)
     try:
         if plan.jobs:
             scheduler.run_jobs(plan.jobs, record_one)
     except KeyboardInterrupt:
-        finish(plan, interrupted=True)
+        finish(plan, interrupted=True, cpu_before=cpu_before)
         raise
     if fatal:
-        finish(plan)
+        finish(plan, cpu_before=cpu_before)
         raise (
             EnvironmentMissing(fatal.get("message") or "the environment is missing something", None)
             if fatal.get("exit") == 3
             else CudaAgentError(fatal.get("message") or "a task could not run")
         )
-    return finish(plan)
+    return finish(plan, cpu_before=cpu_before)

@@ -91,6 +91,8 @@ def _sample_entry(index: int, result: HarnessResult, round_s: float | None = Non
         "reward": result.reward,
         "speedup_vs_eager": t.get("speedup_vs_eager"),
         "speedup_vs_compile": t.get("speedup_vs_compile"),
+        "speedup_vs_best": t.get("speedup_vs_best"),
+        "fraction_of_peak": t.get("fraction_of_peak"),
         "uncertain": t.get("uncertain"),
         "failed_checks": [c.name for c in result.failed_checks()],
         "errors": [e[:300] for e in result.errors][:5],
@@ -104,7 +106,7 @@ def score(folder: Path, job: dict[str, Any]) -> HarnessResult:
     from cuda_agent_cli.harness import profile_path
 
     options: dict[str, Any] = {"device": job.get("device"), "policy": job.get("policy") or "strict"}
-    for key in ("atol", "rtol", "trials"):
+    for key in ("atol", "rtol", "trials", "reward_baseline"):
         if job.get(key) is not None:
             options[key] = job[key]
     with _device_busy(job):
@@ -143,6 +145,12 @@ def _base_record(job: dict[str, Any]) -> dict[str, Any]:
         "reward": -1,
         "speedup_vs_eager": None,
         "speedup_vs_compile": None,
+        "speedup_vs_best": None,
+        "speedup_vs_best_interval": None,
+        "best_baseline": None,
+        "baselines": None,
+        "fraction_of_peak": None,
+        "roofline": None,
         "samples": [],
         "n_samples": 0,
         "n_correct": 0,
@@ -181,12 +189,32 @@ def _settle(
         reward=best.reward,
         speedup_vs_eager=t.get("speedup_vs_eager"),
         speedup_vs_compile=t.get("speedup_vs_compile"),
+        speedup_vs_best=t.get("speedup_vs_best"),
+        speedup_vs_best_interval=t.get("speedup_vs_best_interval"),
+        best_baseline=t.get("best_baseline"),
+        baselines=t.get("baselines"),
+        fraction_of_peak=t.get("fraction_of_peak"),
+        roofline=_roofline_row(t.get("roofline")),
         warnings=list(best.warnings),
         status="correct" if best.correct else "failed",
     )
     if not best.correct:
+        from cuda_agent_cli.harness.driver import POLICY_ONLY
+
         failed = [c.name for c in best.failed_checks()]
         record["error"] = "no sample is correct" + (f" (best failed: {', '.join(failed[:4])})" if failed else "")
+        if POLICY_ONLY in best.errors:
+            record["error"] = f"{POLICY_ONLY}: {', '.join(failed[:4])}"
+            record["rejected_by_policy"] = True
+
+
+def _roofline_row(line: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the report's roofline needs of a result's: the work, the bound and every side's
+    fraction of the speed-of-light time."""
+    if not isinstance(line, dict):
+        return None
+    keys = ("sol_us", "flops", "bytes", "dtype", "intensity", "bound", "peak_flops", "bandwidth", "peak_source")
+    return {**{k: line.get(k) for k in keys}, "fractions": dict(line.get("fractions") or {})}
 
 
 def _run_solutions(job: dict[str, Any], record: dict[str, Any]) -> None:

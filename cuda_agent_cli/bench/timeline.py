@@ -40,3 +40,24 @@ def busy_fraction(
         "devices": {d: round(b / wall, 4) if wall else 0.0 for d, b in busy.items()},
         "overall": round(sum(busy.values()) / (wall * len(busy)), 4) if wall and busy else 0.0,
     }
+
+
+def cpu_times(stat: str = "/proc/stat") -> tuple[float, float] | None:
+    """(busy, total) jiffies of every core together so far (Linux); None where unreadable."""
+    try:
+        with open(stat) as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    values = [float(v) for v in fields[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0.0)  # idle and iowait
+    return sum(values) - idle, sum(values)
+
+
+def cpu_utilization(before: tuple[float, float] | None, after: tuple[float, float] | None) -> float | None:
+    """The share of all cores' time the machine spent busy between two `cpu_times` readings."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return round((after[0] - before[0]) / (after[1] - before[1]), 4)

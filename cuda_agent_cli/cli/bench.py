@@ -11,7 +11,16 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cuda_agent_cli.cli.options import ApiBaseOpt, DeviceOpt, JsonOpt, ModelOpt, PolicyOpt, TrialsOpt, UnsafeOpt
+from cuda_agent_cli.cli.options import (
+    ApiBaseOpt,
+    DeviceOpt,
+    JsonOpt,
+    ModelOpt,
+    PolicyOpt,
+    RewardBaselineOpt,
+    TrialsOpt,
+    UnsafeOpt,
+)
 
 SuiteOpt = Annotated[
     str,
@@ -41,6 +50,15 @@ TimeoutOpt = Annotated[
     Optional[float], typer.Option("--timeout", min=1, help="Wall seconds per task for the agent (agent mode).")
 ]
 GpusOpt = Annotated[Optional[str], typer.Option("--gpus", help="all (default) or 0,1,...: one task per GPU at a time.")]
+BuildersOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--builders",
+        min=0,
+        help="Compile-ahead workers that build queued tasks' candidates while the devices time others "
+        "(default: on a GPU one per GPU, up to a quarter of the cores; 0 on the CPU).",
+    ),
+]
 RayOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -152,8 +170,10 @@ def bench(
     timeout: TimeoutOpt = None,
     device: DeviceOpt = None,
     policy: PolicyOpt = None,
+    reward_baseline: RewardBaselineOpt = None,
     gpus: GpusOpt = None,
     ray: RayOpt = None,
+    builders: BuildersOpt = None,
     rerun_failed: RerunOpt = False,
     trials: TrialsOpt = None,
     unsafe: UnsafeOpt = False,
@@ -177,11 +197,13 @@ def bench(
         timeout=timeout,
         device=device,
         policy=policy or "strict",
+        reward_baseline=reward_baseline or "paper",
         gpus=gpus,
         ray=ray,
         rerun_failed=rerun_failed,
         trials=trials,
         allow_unsafe=unsafe,
+        compile_ahead=builders,
     )
     plan = plan_bench(req)
     scheduler = make_scheduler(plan)

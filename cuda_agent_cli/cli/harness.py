@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from cuda_agent_cli.cli.options import DeviceOpt, JsonOpt, PolicyOpt, TrialsOpt
+from cuda_agent_cli.cli.options import DeviceOpt, JsonOpt, PolicyOpt, RewardBaselineOpt, TrialsOpt
 
 if TYPE_CHECKING:
     from cuda_agent_cli.harness.result import HarnessResult
@@ -37,15 +37,25 @@ def _run(
     rtol: float | None,
     trials: int | None,
     repeat: int = 1,
+    reward_baseline: str | None = None,
 ) -> list["HarnessResult"]:
     from cuda_agent_cli.config import load_config
     from cuda_agent_cli.harness import Harness, open_path
     from cuda_agent_cli.machine import pick_device
 
-    cfg = load_config({"device": device, "policy": policy, "atol": atol, "rtol": rtol})
+    cfg = load_config(
+        {"device": device, "policy": policy, "atol": atol, "rtol": rtol, "reward_baseline": reward_baseline}
+    )
     workspace = open_path(path, ref, candidate)
-    dev = pick_device(cfg.device)
-    harness = Harness(workspace, device=dev, policy=cfg.policy, atol=cfg.atol, rtol=cfg.rtol, trials=trials)
+    harness = Harness(
+        workspace,
+        device=pick_device(cfg.device),
+        policy=cfg.policy,
+        atol=cfg.atol,
+        rtol=cfg.rtol,
+        trials=trials,
+        reward_baseline=cfg.reward_baseline,
+    )
     if not timed:
         return [harness.verify()]
     return [harness.profile() for _ in range(repeat)]
@@ -69,6 +79,9 @@ def _repeat_summary(results: list["HarnessResult"]) -> dict[str, object]:
     if timed:
         for key in ("speedup_vs_eager", "speedup_vs_compile", "candidate_us", "eager_us", "compile_us"):
             out[key] = _spread([float(getattr(t, key)) for t in timed])
+        best = [t.speedup_vs_best for t in timed if t.speedup_vs_best is not None]
+        if len(best) == len(timed):
+            out["speedup_vs_best"] = _spread([float(b) for b in best])
     return out
 
 
@@ -103,7 +116,25 @@ def _print_human(result: "HarnessResult", what: str) -> None:
         typer.echo(
             f"  {'torch.compile':<14}{t.compile_us:>12.2f}{t.speedup_vs_compile:>15.2f}x{cv[0]:>10.2f}-{cv[1]:.2f}x"
         )
+        for side, label in (("autotune", "max-autotune"), ("graphs", "CUDA graphs")):
+            row = t.baselines.get(side)
+            if isinstance(row, dict) and "us" in row:
+                iv = row.get("interval") or [row["speedup"], row["speedup"]]
+                typer.echo(f"  {label:<14}{row['us']:>12.2f}{row['speedup']:>15.2f}x{iv[0]:>10.2f}-{iv[1]:.2f}x")
         typer.echo(f"  {'kernel':<14}{t.candidate_us:>12.2f}")
+        if t.best_baseline and t.speedup_vs_best is not None:
+            bv = t.speedup_vs_best_interval or (t.speedup_vs_best, t.speedup_vs_best)
+            typer.echo(
+                f"  vs the best baseline ({t.best_baseline}): {t.speedup_vs_best:.2f}x ({bv[0]:.2f}-{bv[1]:.2f}x)"
+                + ("; the reward is decided on it" if t.reward_baseline == "best" else "")
+            )
+        if t.roofline and t.fraction_of_peak is not None:
+            line = t.roofline
+            typer.echo(
+                f"  roofline: speed of light {line['sol_us']:.2f} us ({line['bound']}-bound, {line['flops']:,} FLOP, "
+                f"{line['bytes']:,} bytes, peaks: {line['peak_source']}); the kernel reaches "
+                f"{t.fraction_of_peak:.1%} of it"
+            )
         typer.echo(f"  method: {t.method}")
         if t.uncertain:
             typer.echo("  uncertain: an interval straddles the 5% threshold, so the reward may be one off")
@@ -159,7 +190,10 @@ def profile(
     rtol: RtolOpt = None,
     trials: TrialsOpt = None,
     repeat: RepeatOpt = 1,
+    reward_baseline: RewardBaselineOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Verify, then time the candidate beside eager PyTorch and torch.compile; prints the reward."""
-    _report(_run(True, path, ref, candidate, device, policy, atol, rtol, trials, repeat), as_json, "profile")
+    """Verify, then time the candidate beside eager PyTorch and the torch.compile baselines (default,
+    max-autotune, CUDA graphs on CUDA); prints the reward."""
+    results = _run(True, path, ref, candidate, device, policy, atol, rtol, trials, repeat, reward_baseline)
+    _report(results, as_json, "profile")

@@ -18,6 +18,15 @@ PolicyOpt = Annotated[
     Optional[str],
     typer.Option("--policy", help="strict (default: kernels only) or hybrid (torch ops allowed next to a kernel)."),
 ]
+RewardBaselineOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--reward-baseline",
+        help="What the reward's top step is decided against: paper (default: eager and default "
+        "torch.compile, comparable with the paper) or best (eager and the fastest baseline timed: "
+        "max-autotune, CUDA graphs).",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")]
 MaxTurnsOpt = Annotated[
     Optional[int], typer.Option("--max-turns", help="Stop a session after this many model turns (default 200).")

@@ -186,8 +186,29 @@ def speedup_table(best: HarnessResult | None, device: str) -> Table:
         return table
     table.add_row("eager PyTorch", f"{t.eager_us:.1f} µs", f"{t.speedup_vs_eager:.2f}x")
     table.add_row("torch.compile", f"{t.compile_us:.1f} µs", f"{t.speedup_vs_compile:.2f}x")
+    for side, label in (("autotune", "max-autotune"), ("graphs", "CUDA graphs")):
+        row = t.baselines.get(side)
+        if isinstance(row, dict) and "us" in row:
+            table.add_row(label, f"{row['us']:.1f} µs", f"{row['speedup']:.2f}x")
     table.add_row(Text("kernel", style="bold"), Text(f"{t.candidate_us:.1f} µs", style="bold"), "")
     return table
+
+
+def baseline_line(best: HarnessResult | None) -> str:
+    """Against the best baseline timed, and how close to the hardware's speed of light."""
+    t = best.timings if best else None
+    if t is None:
+        return ""
+    parts = []
+    if t.best_baseline and t.speedup_vs_best is not None:
+        lo, hi = t.speedup_vs_best_interval or (t.speedup_vs_best, t.speedup_vs_best)
+        parts.append(f"vs the best baseline ({t.best_baseline}): {t.speedup_vs_best:.2f}x ({lo:.2f}-{hi:.2f})")
+    if t.roofline and t.fraction_of_peak is not None:
+        parts.append(
+            f"{t.fraction_of_peak:.1%} of the speed-of-light time ({t.roofline['sol_us']:.2f} µs, "
+            f"{t.roofline['bound']}-bound)"
+        )
+    return "; ".join(parts)
 
 
 def shapes_table(shapes: Any) -> Table:
@@ -292,6 +313,9 @@ def render_review(console: Console, outcome: Any, paged: bool = False) -> None:
     console.print()
     console.print(speedup_table(best, outcome.device))
     console.print(Text(reward_line(best), style="bold"), soft_wrap=True)
+    against = baseline_line(best)
+    if against:
+        console.print(Text(against), soft_wrap=True)
     deployment = getattr(outcome, "deployment", None)
     per_call = (
         deployment.summary(best.timings.speedup_vs_eager if best and best.timings else None) if deployment else ""

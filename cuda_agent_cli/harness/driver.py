@@ -15,12 +15,13 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence, cast
 
 from cuda_agent_cli import resources
 from cuda_agent_cli.config import POLICIES
 from cuda_agent_cli.errors import BadInput, EnvironmentMissing, WorkspaceError
-from cuda_agent_cli.harness import scoring
+from cuda_agent_cli.harness import extension_check, reference_check, review, reward, roofline, scoring, wire
+from cuda_agent_cli.harness.baselines import check_reward_baseline, compiled_baselines
 from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_env, shared_pool
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.workspace import Workspace, cache_dir, external_workspace, pair_workspace
@@ -47,6 +48,9 @@ def _nvcc_present(env: dict[str, str]) -> bool:
 TIMED_CHECKS = 3
 DETECT_ONE_IN, DETECT = 5, 0.99
 
+# A candidate refused only because the strict policy forbids the torch ops it uses.
+POLICY_ONLY = "rejected by policy strict (would be judged under hybrid)"
+
 # CPU priority of the inputs job, which runs beside a build and times nothing.
 _BESIDE_BUILD = 10
 
@@ -54,10 +58,22 @@ _BESIDE_BUILD = 10
 class Harness:
     """One workspace's trusted pipeline; cheap to call again and again from a long-lived process."""
 
-    def __init__(self, workspace: Workspace, device: str | None = None, policy: str = "strict",
-                 atol: float = 1e-2, rtol: float = 1e-2, trials: int | None = None,
-                 warmup: int | None = None, timeout: float = 300.0, compile_timeout: float = 900.0,
-                 confine_writes: bool = True, static_checks: bool = True) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        device: str | None = None,
+        policy: str = "strict",
+        atol: float = 1e-2,
+        rtol: float = 1e-2,
+        trials: int | None = None,
+        warmup: int | None = None,
+        timeout: float = 300.0,
+        compile_timeout: float = 900.0,
+        confine_writes: bool = True,
+        static_checks: bool = True,
+        baselines: Sequence[str] | None = None,
+        reward_baseline: str = "paper",
+    ) -> None:
         if policy not in POLICIES:
             raise BadInput(f"unknown policy {policy!r}", "use --policy strict or --policy hybrid")
         if device is not None and device not in DEVICES:
@@ -76,10 +92,13 @@ class Harness:
         self._env, self.pool = _worker(self._cache)
         self.device = device or self._default_device()
         self._check_environment()
+        # The compiled baselines timed beside eager, and what the reward is decided against.
+        self.baselines = compiled_baselines(baselines, self.device)
+        self.reward_baseline = check_reward_baseline(reward_baseline)
         default_trials, default_warmup = DEFAULT_TRIALS[self.device]
         self.trials = int(trials or default_trials)
         self.warmup = int(warmup if warmup is not None else default_warmup)
-        self.last_compile: dict[str, Any] | None = None
+        self.last_compile: wire.CompileResult | None = None
         # Both sides of a CPU comparison run with the same number of threads: half the cores,
         # so that a busy machine does not leave a parallel region waiting on a thread that has
         # no core (torch.compile's OpenMP code took 10 ms instead of 60 µs that way).
@@ -97,9 +116,24 @@ class Harness:
 
         def warm() -> None:
             try:
-                self.pool.wait(self.pool.submit("service", {}, self._scratch() / "ahead", 60, service={
-                    **self._baselines_service(), "prewarm": {"reference": str(self.workspace.reference),
-                                                             "device": self.device, "threads": self.threads}}))
+                self.pool.wait(
+                    self.pool.submit(
+                        "service",
+                        {},
+                        self._scratch() / "ahead",
+                        60,
+                        service={
+                            **self._baselines_service(),
+                            "prewarm": {
+                                "reference": str(self.workspace.reference),
+                                "device": self.device,
+                                "threads": self.threads,
+                                "baselines": list(self.baselines),
+                                "peaks": self._known_peaks(),
+                            },
+                        },
+                    )
+                )
                 # The zygote's own warm-up, which a first round's jobs would otherwise wait for.
                 self.pool.wait(self.pool.submit("warm", {}, self._scratch() / "ahead", 120))
             except Exception:
@@ -123,11 +157,15 @@ class Harness:
         info = self.pool.probe(self.device, self._scratch())
         if self.device == "cuda":
             if not info.get("cuda_available"):
-                raise EnvironmentMissing("--device cuda, but torch sees no CUDA GPU here",
-                                         "run on a machine with an NVIDIA GPU and a CUDA build of torch, or pass --device cpu")
+                raise EnvironmentMissing(
+                    "--device cuda, but torch sees no CUDA GPU here",
+                    "run on a machine with an NVIDIA GPU and a CUDA build of torch, or pass --device cpu",
+                )
             if not _nvcc_present(self._env):
-                raise EnvironmentMissing("--device cuda, but nvcc (the CUDA compiler) was not found",
-                                         "install the CUDA toolkit or set CUDA_HOME")
+                raise EnvironmentMissing(
+                    "--device cuda, but nvcc (the CUDA compiler) was not found",
+                    "install the CUDA toolkit or set CUDA_HOME",
+                )
         elif shutil.which("c++", path=self._env.get("PATH")) is None:
             raise EnvironmentMissing("no C++ compiler (c++) was found", "install g++ (e.g. apt-get install g++)")
 
@@ -138,8 +176,14 @@ class Harness:
     # -- helpers ----------------------------------------------------------------------------
 
     def _new_result(self) -> HarnessResult:
-        return HarnessResult(compiled=False, correct=False, reward=-1, device=self.device,
-                             policy=self.policy, environment=self.environment())
+        return HarnessResult(
+            compiled=False,
+            correct=False,
+            reward=-1,
+            device=self.device,
+            policy=self.policy,
+            environment=self.environment(),
+        )
 
     def _run(self, job: str, spec: dict[str, Any], run_dir: Path, timeout: float | None = None) -> JobOutcome:
         return self.pool.run(job, spec, run_dir / job, timeout or self.timeout)
@@ -148,8 +192,9 @@ class Harness:
         if not self.workspace.locked:
             return
         problems = self.workspace.lock_violations()
-        result.checks.append(Check("lock", not problems, "; ".join(problems) if problems
-                                   else "locked files match their recorded hashes"))
+        result.checks.append(
+            Check("lock", not problems, "; ".join(problems) if problems else "locked files match their recorded hashes")
+        )
         if problems:
             result.errors.append("lock violation: " + "; ".join(problems))
 
@@ -172,8 +217,12 @@ class Harness:
         for f in findings:
             if f.severity != "error":
                 result.warnings.append(f.to_detail())
-        result.checks.append(Check("static", not errors, "; ".join(f.to_detail() for f in errors[:6])
-                                   if errors else "no forbidden constructs found"))
+        detail = "; ".join(f.to_detail() for f in errors[:6]) if errors else "no forbidden constructs found"
+        if errors and self.policy == "strict":
+            hybrid = static_check.errors(static_check.check_sources(model_new, self._cpp_sources(), "hybrid"))
+            if not hybrid:
+                detail += f" ({POLICY_ONLY})"
+        result.checks.append(Check("static", not errors, detail))
         return not errors
 
     # -- compile ----------------------------------------------------------------------------
@@ -202,15 +251,19 @@ class Harness:
             snapshot = run_dir / "inline-build" / "model_new.py"
             snapshot.parent.mkdir(parents=True, exist_ok=True)
             snapshot.write_text(self.workspace.candidate.read_text(errors="replace"))
-            spec = {
-                "device": self.device, "candidate": str(snapshot),
+            spec: dict[str, Any] = {
+                "device": self.device,
+                "candidate": str(snapshot),
                 "extensions_dir": str(self.workspace.build_dir / f"inline-{self.device}"),
-                "out_dir": str(run_dir / "inline-build" / "out"), "writable": [],
+                "out_dir": str(run_dir / "inline-build" / "out"),
+                "writable": [],
                 "confine_writes": self.confine_writes,
             }
             Path(spec["out_dir"]).mkdir(parents=True, exist_ok=True)
-            return (self.pool.submit("inline_build", spec, run_dir / "inline-build" / "job", self.compile_timeout),
-                    time.perf_counter())
+            return (
+                self.pool.submit("inline_build", spec, run_dir / "inline-build" / "job", self.compile_timeout),
+                time.perf_counter(),
+            )
         spec = {
             "device": self.device,
             "build_dir": str(self.workspace.build_dir / self.device),
@@ -229,14 +282,15 @@ class Harness:
         outcome = self.pool.wait(ticket)
         # The build's own time: other jobs may have been collected first while it ran.
         reported = (outcome.result or {}).get("seconds")
-        result.stage_seconds["compile"] = float(reported) if isinstance(reported, (int, float)) \
-            else time.perf_counter() - start
+        result.stage_seconds["compile"] = (
+            float(reported) if isinstance(reported, (int, float)) else time.perf_counter() - start
+        )
         if not outcome.ok:
             detail = outcome.describe_failure()
             result.checks.append(Check("compile", False, detail))
             result.errors.append(detail)
             return None
-        info = outcome.result or {}
+        info = cast("wire.CompileResult", outcome.result or {})
         self.last_compile = info
         result.compile_log = info.get("log")
         if not info.get("ok"):
@@ -245,12 +299,24 @@ class Harness:
             return None
         result.compiled = True
         if self.workspace.kind == "kernelbench":
-            result.checks.append(Check("compile", True, f"model_new.py built its extension with load_inline "
-                                       f"({result.stage_seconds.get('compile', 0.0):.1f} s)"))
+            result.checks.append(
+                Check(
+                    "compile",
+                    True,
+                    f"model_new.py built its extension with load_inline "
+                    f"({result.stage_seconds.get('compile', 0.0):.1f} s)",
+                )
+            )
             return None
         rebuilt = [r for r in info.get("rebuilt", []) if not r.endswith(".so")]
-        result.checks.append(Check("compile", True, f"built cuda_extension ({len(rebuilt)} object(s) rebuilt"
-                                   f"{': ' + ', '.join(rebuilt) if rebuilt else ''})"))
+        result.checks.append(
+            Check(
+                "compile",
+                True,
+                f"built cuda_extension ({len(rebuilt)} object(s) rebuilt"
+                f"{': ' + ', '.join(rebuilt) if rebuilt else ''})",
+            )
+        )
         return info.get("module_dir")
 
     # -- verify / profile -------------------------------------------------------------------
@@ -310,16 +376,27 @@ class Harness:
             d.mkdir(mode=0o700)
         go = run_dir / "go.json"
         spec: dict[str, Any] = {
-            "device": self.device, "policy": self.policy, "candidate": str(snapshot),
+            "device": self.device,
+            "policy": self.policy,
+            "candidate": str(snapshot),
             "reference": str(self.workspace.reference),
-            "inputs_dir": str(dirs["tensors_in"]), "out_dir": str(dirs["tensors_cand"]),
-            "n": SEEDS, "seeds": seeds, "timed_sets": list(range(SEEDS, n_sets)),
+            "inputs_dir": str(dirs["tensors_in"]),
+            "out_dir": str(dirs["tensors_cand"]),
+            "n": SEEDS,
+            "seeds": seeds,
+            "timed_sets": list(range(SEEDS, n_sets)),
             "extensions_dir": str(self.workspace.build_dir / f"inline-{self.device}"),
             "writable": [str(run_dir / "evaluate")],
-            "confine_writes": self.confine_writes, "threads": self.threads,
-            "checks": TIMED_CHECKS, "one_in": DETECT_ONE_IN, "detect": DETECT,
-            "call_timeout": self.timeout, "go_file": str(go),
+            "confine_writes": self.confine_writes,
+            "threads": self.threads,
+            "checks": TIMED_CHECKS,
+            "one_in": DETECT_ONE_IN,
+            "detect": DETECT,
+            "call_timeout": self.timeout,
+            "go_file": str(go),
             "go_timeout": self.compile_timeout + 60,
+            "baselines": list(self.baselines),
+            "peaks": self._known_peaks(),
         }
         evaluating, inputs = self._build_and_prepare(result, run_dir, spec)
         if evaluating is None:
@@ -333,18 +410,24 @@ class Harness:
             result.checks.append(Check(name, False, detail))
             result.errors.append(detail)
             return self._finish(result)
-        info = outcome.result or {}
+        info = cast("wire.EvaluateResult", outcome.result or {})
         if info.get("stage") == "not_compiled":
             return self._finish(result)
-        claims = info.get("claims") or {}
+        claims: wire.Claims = info.get("claims") or {}
         for c in claims.get("checks", []):
             result.checks.append(Check(c["name"], bool(c["passed"]), str(c["detail"])))
             if c["name"] == "compile" and not c["passed"]:
                 result.compiled = False
-        if (self.workspace.kind == "kernelbench" and result.compiled and info.get("stage") != "import"
-                and not any(c.name == "compile" for c in result.checks)):
-            result.checks.insert(len(result.checks) - len(claims.get("checks", [])),
-                                 Check("compile", True, "model_new.py built its extension with load_inline"))
+        if (
+            self.workspace.kind == "kernelbench"
+            and result.compiled
+            and info.get("stage") != "import"
+            and not any(c.name == "compile" for c in result.checks)
+        ):
+            result.checks.insert(
+                len(result.checks) - len(claims.get("checks", [])),
+                Check("compile", True, "model_new.py built its extension with load_inline"),
+            )
         # Recorded where it took effect; `cuda-agent doctor` says when the kernel cannot do it.
         confinement = str(claims.get("write_confinement") or "")
         if confinement.startswith("Landlock"):
@@ -353,17 +436,25 @@ class Harness:
         if filtered.startswith("seccomp"):
             result.checks.append(Check("process_filter", True, filtered))
         if info.get("baselines_failed"):
-            raise WorkspaceError(f"timing the reference failed: {info.get('error', '')}",
-                                 "make sure the reference runs on this device")
+            raise WorkspaceError(
+                f"timing the reference failed: {info.get('error', '')}", "make sure the reference runs on this device"
+            )
         if info.get("channel_error") and not any(c.name == "crash" and not c.passed for c in result.checks):
             if info.get("timed_out"):
-                result.checks.append(Check("timeout", False, f"the candidate process ran past its time limit "
-                                           f"({self.timeout:.0f} s for one request) and was killed"))
+                result.checks.append(
+                    Check(
+                        "timeout",
+                        False,
+                        f"the candidate process ran past its time limit "
+                        f"({self.timeout:.0f} s for one request) and was killed",
+                    )
+                )
             else:
                 how = (info.get("exits") or {}).get("candidate", "ended")
                 tail = " | ".join(outcome.log_tail.strip().splitlines()[-4:])
-                result.checks.append(Check("crash", False, f"the candidate process {how}"
-                                           + (f": {tail}" if tail else "")))
+                result.checks.append(
+                    Check("crash", False, f"the candidate process {how}" + (f": {tail}" if tail else ""))
+                )
         if info.get("strays"):
             result.checks.append(Check("processes", False, str(info.get("error", ""))))
         if info.get("forged_times"):
@@ -375,59 +466,112 @@ class Harness:
                 result.checks.append(Check("crash", False, str(info["error"])))
             return self._finish(result)
 
-        calls = [{**c, "role": "verify"} for c in info["verify_calls"][:-1]]
+        calls: list[wire.JudgedCall] = [{**c, "role": "verify"} for c in info["verify_calls"][:-1]]
         calls.append({**info["verify_calls"][-1], "role": "again"})
         calls += [{**c, "role": "timed"} for c in info.get("checked_calls") or []]
         start = time.perf_counter()
-        judge = self._run("judge", {"reference": str(self.workspace.reference), "device": self.device,
-                                    "inputs_dir": str(dirs["tensors_in"]), "cand_dir": str(dirs["tensors_cand"]),
-                                    "n": SEEDS, "seeds": seeds, "atol": self.atol, "rtol": self.rtol,
-                                    "calls": calls, "commits": info.get("commits") or {},
-                                    "fingerprints": (inputs.result or {}).get("fingerprints") or [],
-                                    "plan": spec.get("plan")}, run_dir)
+        judge = self._run(
+            "judge",
+            {
+                "reference": str(self.workspace.reference),
+                "device": self.device,
+                "inputs_dir": str(dirs["tensors_in"]),
+                "cand_dir": str(dirs["tensors_cand"]),
+                "n": SEEDS,
+                "seeds": seeds,
+                "atol": self.atol,
+                "rtol": self.rtol,
+                "calls": calls,
+                "commits": info.get("commits") or {},
+                "fingerprints": inputs.get("fingerprints") or [],
+                "plan": spec.get("plan"),
+            },
+            run_dir,
+        )
         result.stage_seconds["judge"] = time.perf_counter() - start
         self._record_phases(result, "judge", judge.result)
-        if judge.ok and (judge.result or {}).get("reference_error"):
-            raise WorkspaceError(f"the reference model failed on its own inputs: {judge.result['reference_error']}",
-                                 "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs")
+        verdict = cast("wire.JudgeResult", judge.result or {})
+        if judge.ok and verdict.get("reference_error"):
+            raise WorkspaceError(
+                f"the reference model failed on its own inputs: {verdict['reference_error']}",
+                "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs",
+            )
         if not judge.ok:
             result.checks.append(Check("crash", False, f"judging the outputs failed: {judge.describe_failure()}"))
             return self._finish(result)
-        for c in (judge.result or {}).get("checks", []):
+        for c in verdict.get("checks", []):
             result.checks.append(Check(c["name"], c["passed"], c["detail"]))
 
         kernel_sources = list(self._cpp_sources().values()) + [model_new]
-        result.checks.append(scoring.extension_kernel_check(
-            self.device, int(claims.get("ext_calls", 0)), info.get("cuda_kernels"),
-            scoring.kernel_names_in_sources(kernel_sources), info.get("cuda_kernels_error"),
-            ext_shares=[float(x) for x in claims.get("ext_shares") or [] if isinstance(x, (int, float))],
-            policy=self.policy, library_calls=scoring.library_calls_in_sources(kernel_sources)))
+        result.checks.append(
+            extension_check.extension_kernel_check(
+                self.device,
+                int(claims.get("ext_calls", 0)),
+                info.get("cuda_kernels"),
+                extension_check.kernel_names_in_sources(kernel_sources),
+                info.get("cuda_kernels_error"),
+                ext_shares=[float(x) for x in claims.get("ext_shares") or [] if isinstance(x, (int, float))],
+                policy=self.policy,
+                library_calls=extension_check.library_calls_in_sources(kernel_sources),
+            )
+        )
 
         if timed and not result.failed_checks():
-            self._time(result, info, claims, int((inputs.result or {}).get("input_bytes", 0)))
+            self._time(result, info, claims, int(inputs.get("input_bytes", 0)))
         return self._finish(result, timed)
 
-    def _build_and_prepare(self, result: HarnessResult, run_dir: Path,
-                           spec: dict[str, Any]) -> tuple[Ticket | None, JobOutcome]:
+    def _build_and_prepare(
+        self, result: HarnessResult, run_dir: Path, spec: dict[str, Any]
+    ) -> tuple[Ticket | None, wire.InputsResult]:
         """Build the extension while the inputs are made and (profile) the baselines prepare;
-        returns the submitted evaluation (None: nothing to evaluate) and the inputs job."""
+        returns the submitted evaluation (None: nothing to evaluate) and the input sets made."""
         timed = bool(spec["timed_sets"])
         # The build is submitted first: a fresh worker finishes its own warm-up beside it.
         compiling = self._submit_compile(result, run_dir)
         # The warm baselines get going at once (a no-op when they are warm already).
-        prewarm = self.pool.submit("service", {}, run_dir / "service", 60, service={
-            **self._baselines_service(), "prewarm": {"reference": spec["reference"], "device": self.device,
-                                                     "threads": self.threads}}) if timed else None
+        prewarm = (
+            self.pool.submit(
+                "service",
+                {},
+                run_dir / "service",
+                60,
+                service={
+                    **self._baselines_service(),
+                    "prewarm": {
+                        "reference": spec["reference"],
+                        "device": self.device,
+                        "threads": self.threads,
+                        "baselines": spec["baselines"],
+                        "peaks": spec["peaks"],
+                    },
+                },
+            )
+            if timed
+            else None
+        )
         # The sets are written by several jobs side by side (two on a small machine, up to one a
         # set on a large one): on a warm round making them is a long pole.
         n_sets = len(spec["seeds"])
         jobs = max(2, min(n_sets, (os.cpu_count() or 2) // 2))
         halves = [list(range(k, n_sets, jobs)) for k in range(jobs)]
-        tickets = [self.pool.submit("inputs", {"reference": spec["reference"], "device": self.device,
-                                               "seeds": spec["seeds"], "models": spec["n"], "indices": part,
-                                               "out_dir": spec["inputs_dir"]},
-                                    run_dir / f"inputs{k}", self.timeout, nice=_BESIDE_BUILD if compiling else 0)
-                   for k, part in enumerate(halves) if part]
+        tickets = [
+            self.pool.submit(
+                "inputs",
+                {
+                    "reference": spec["reference"],
+                    "device": self.device,
+                    "seeds": spec["seeds"],
+                    "models": spec["n"],
+                    "indices": part,
+                    "out_dir": spec["inputs_dir"],
+                },
+                run_dir / f"inputs{k}",
+                self.timeout,
+                nice=_BESIDE_BUILD if compiling else 0,
+            )
+            for k, part in enumerate(halves)
+            if part
+        ]
         evaluating: Ticket | None = None
         go = Path(spec["go_file"])
         module_dir = None
@@ -437,20 +581,32 @@ class Harness:
             inputs = _merge_inputs([self.pool.wait(t) for t in tickets])
             result.phase_seconds["inputs.job"] = inputs.seconds
             if not inputs.ok:
-                raise WorkspaceError(f"the reference {self.workspace.reference} could not produce inputs: "
-                                     f"{inputs.describe_failure()}", "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs")
-            if "error" in (inputs.result or {}):
-                raise WorkspaceError(inputs.result["error"], "a reference needs class Model, get_inputs() and optionally get_init_inputs()")
+                raise WorkspaceError(
+                    f"the reference {self.workspace.reference} could not produce inputs: {inputs.describe_failure()}",
+                    "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs",
+                )
+            answer = inputs.result or {}
+            if "error" in answer:
+                raise WorkspaceError(
+                    answer["error"],
+                    "a reference needs class Model, get_inputs() and optionally get_init_inputs()",
+                )
+            made = cast("wire.InputsResult", answer)
             if timed:
-                spec["timing"] = self._timing_plan(int((inputs.result or {}).get("input_bytes", 0)))
+                spec["timing"] = self._timing_plan(int(made.get("input_bytes", 0)))
             # How every call draws each input leaf anew, tried on the reference by the inputs job.
-            spec["plan"] = (inputs.result or {}).get("plan")
+            spec["plan"] = made.get("plan")
             # Submitted now: on a profile the baselines (torch.compile included) prepare while the
             # extension still builds; the candidate's process starts only once `go` exists.
-            evaluating = self.pool.submit("evaluate", spec, run_dir / "evaluate",
-                                          self.timeout * 3 + self.compile_timeout
-                                          + (self.compile_timeout if self.workspace.kind == "kernelbench" else 0),
-                                          service=self._baselines_service() if timed else None)
+            evaluating = self.pool.submit(
+                "evaluate",
+                spec,
+                run_dir / "evaluate",
+                self.timeout * 3
+                + self.compile_timeout
+                + (self.compile_timeout if self.workspace.kind == "kernelbench" else 0),
+                service=self._baselines_service() if timed else None,
+            )
             module_dir = self._collect_compile(result, compiling)
             compiling = None
         finally:
@@ -461,14 +617,14 @@ class Harness:
             os.replace(tmp, go)
         if not result.compiled:
             self.pool.wait(evaluating)
-            return None, inputs
-        return evaluating, inputs
+            return None, made
+        return evaluating, made
 
     def _baselines_service(self) -> dict[str, str]:
         """The worker keeps eager and torch.compile warm between the rounds of one reference:
         the key is everything the baselines' process is made from."""
         digest = hashlib.sha256(self.workspace.reference.read_bytes())
-        digest.update(json.dumps([self.device, self.threads]).encode())
+        digest.update(json.dumps([self.device, self.threads, list(self.baselines)]).encode())
         return {"key": digest.hexdigest(), "log": str(self._cache / "worker" / "baselines-service.log")}
 
     def _timing_plan(self, input_bytes: int) -> dict[str, int]:
@@ -489,6 +645,10 @@ class Harness:
 
     def _finish(self, result: HarnessResult, timed: bool = False) -> HarnessResult:
         failed = result.failed_checks()
+        if failed and all(c.name == "torch_ops" or POLICY_ONLY in c.detail for c in failed):
+            # Only the policy refused it: torch ops where strict forbids them (a bench report
+            # tells such a task from one that is wrong).
+            result.errors.insert(0, POLICY_ONLY)
         result.correct = result.compiled and not failed and any(c.name == "correctness" for c in result.checks)
         for c in failed:
             line = f"{c.name}: {c.detail.splitlines()[0] if c.detail else ''}"
@@ -498,7 +658,8 @@ class Harness:
             result.reward = -1
         elif result.timings is not None:
             t = result.timings
-            result.reward = scoring.reward_for_intervals(t.speedup_vs_eager_interval, t.speedup_vs_compile_interval)
+            against = t.speedup_vs_best_interval if t.reward_baseline == "best" else t.speedup_vs_compile_interval
+            result.reward = reward.reward_for_intervals(t.speedup_vs_eager_interval, against)
             if (result.timing_detail or {}).get("reward_held"):
                 result.reward = min(result.reward, 1)
         else:
@@ -507,82 +668,186 @@ class Harness:
 
     # -- timing -----------------------------------------------------------------------------
 
-    def _time(self, result: HarnessResult, info: dict[str, Any], claims: dict[str, Any], input_bytes: int) -> None:
-        window = info.get("timing") or {}
-        blocks = window.get("blocks") or {}
-        if not blocks.get("candidate"):
+    def _time(self, result: HarnessResult, info: wire.EvaluateResult, claims: wire.Claims, input_bytes: int) -> None:
+        window = info.get("timing")
+        if not window or not (window.get("blocks") or {}).get("candidate"):
             result.checks.append(Check("crash", False, "the candidate produced no timings"))
             return
-        base_info = info.get("baselines_info") or {}
-        if "compile_error" in base_info:
-            result.warnings.append("torch.compile baseline unavailable, eager time used instead: "
-                                   f"{str(base_info['compile_error'])[:200]}")
+        blocks = window["blocks"]
+        base_info = info.get("baselines_info")
+        if base_info and "compile_error" in base_info:
+            result.warnings.append(
+                f"torch.compile baseline unavailable, eager time used instead: {str(base_info['compile_error'])[:200]}"
+            )
         stats = scoring.side_by_side(blocks)
         skipped = stats.detail.get("skipped_work") or []
         if skipped:
-            result.checks.append(Check("harness_integrity", False, "part of the harness's work around each call was "
-                                       f"skipped in the candidate's process: {'; '.join(skipped)}"))
+            result.checks.append(
+                Check(
+                    "harness_integrity",
+                    False,
+                    "part of the harness's work around each call was "
+                    f"skipped in the candidate's process: {'; '.join(skipped)}",
+                )
+            )
         # Whether this round's baselines came from the warm service (rounds: how many it has timed).
-        result.timing_detail = {**stats.detail, "baselines": window.get("baselines_ready") or {},
-                                "pinned_cpu": window.get("pinned_cpu"),
-                                "trusted_retries": window.get("trusted_retries") or [],
-                                "trusted_device_ratios": _device_ratios(blocks)}
-        method = timing_method(self.device, int(window.get("trials", 0)), int(window.get("warmup", 0)),
-                               int(window.get("block", 0)), self.threads)
-        detection = info.get("detection") or {}
-        if detection.get("checked"):
-            checked = (f"{detection['checked']} of {detection['timed']} timed calls checked, chosen after they "
-                       f"returned (a kernel wrong on one call in {detection['one_in']} is caught with probability "
-                       f"{detection['probability']:.3f})")
+        result.timing_detail = {
+            **stats.detail,
+            "baselines": window.get("baselines_ready") or {},
+            "pinned_cpu": window.get("pinned_cpu"),
+            "trusted_retries": window.get("trusted_retries") or [],
+            "trusted_device_ratios": _device_ratios(blocks),
+        }
+        method = timing_method(
+            self.device,
+            int(window.get("trials", 0)),
+            int(window.get("warmup", 0)),
+            int(window.get("block", 0)),
+            self.threads,
+        )
+        detection = info.get("detection")
+        if detection and detection.get("checked"):
+            checked = (
+                f"{detection['checked']} of {detection['timed']} timed calls checked, chosen after they "
+                f"returned (a kernel wrong on one call in {detection['one_in']} is caught with probability "
+                f"{detection['probability']:.3f})"
+            )
             head, sep, tail = method.rpartition("; median of")
             method = f"{head}; {checked}{sep}{tail}" if sep else f"{method}; {checked}"
             result.timing_detail["detection"] = detection
-        result.timings = Timings(stats.eager_us, stats.compile_us, stats.candidate_us,
-                                 stats.speedup_vs_eager, stats.speedup_vs_compile, method, stats.trials,
-                                 speedup_vs_eager_interval=stats.eager_interval,
-                                 speedup_vs_compile_interval=stats.compile_interval,
-                                 uncertain=scoring.uncertain(stats.eager_interval, stats.compile_interval))
+        result.timings = Timings(
+            stats.eager_us,
+            stats.compile_us,
+            stats.candidate_us,
+            stats.speedup_vs_eager,
+            stats.speedup_vs_compile,
+            method,
+            stats.trials,
+            speedup_vs_eager_interval=stats.eager_interval,
+            speedup_vs_compile_interval=stats.compile_interval,
+            uncertain=reward.uncertain(stats.eager_interval, self._reward_versus(stats).interval),
+            baselines={
+                side: {
+                    "us": round(v.us, 3),
+                    "speedup": round(v.speedup, 4),
+                    "interval": [round(x, 4) for x in v.interval],
+                }
+                for side, v in stats.versus.items()
+            },
+            best_baseline=stats.best,
+            speedup_vs_best=stats.versus[stats.best].speedup,
+            speedup_vs_best_interval=stats.versus[stats.best].interval,
+            reward_baseline=self.reward_baseline,
+            **self._roofline(result, stats, base_info),
+        )
+        errors: dict[str, str] = (base_info.get("baseline_errors") or {}) if base_info else {}
+        for side, why in errors.items():
+            if side != "compile":  # said above, with eager standing in
+                result.warnings.append(
+                    f"{scoring.BASELINE_NAMES.get(side, side)} baseline unavailable, not timed: {str(why)[:200]}"
+                )
         gap = float(stats.detail.get("idle_gap_us") or 0.0)
-        escaped = sum(1 for b in blocks["candidate"] for t, e in zip(scoring.call_times(b, gap), b["events_us"]) if t != e)
+        escaped = sum(
+            1 for b in blocks["candidate"] for t, e in zip(scoring.call_times(b, gap), b["events_us"]) if t != e
+        )
         if escaped:
-            result.warnings.append(f"speedup_review: in {escaped} timed call(s) the device stayed busy well past the "
-                                   "kernel's own events (work on another stream?); the time until it was idle was used")
+            result.warnings.append(
+                f"speedup_review: in {escaped} timed call(s) the device stayed busy well past the "
+                "kernel's own events (work on another stream?); the time until it was idle was used"
+            )
         # Where the harness's clock had to overrule the kernel's claims, or cannot check them at
         # all, the claims decide nothing: the result is uncertain and its reward held at 1.
         held: list[str] = []
         if stats.clamped_blocks * 2 >= len(blocks["candidate"]):
-            held.append(f"the kernel's own clock read less than the harness's clock allows in {stats.clamped_blocks} "
-                        f"of {len(blocks['candidate'])} blocks; the harness's bound was used")
+            held.append(
+                f"the kernel's own clock read less than the harness's clock allows in {stats.clamped_blocks} "
+                f"of {len(blocks['candidate'])} blocks; the harness's bound was used"
+            )
         if stats.detail.get("null_stalled"):
-            held.append("the candidate's process took far longer around calls that ran none of its code than the "
-                        "baselines' processes did; the baselines' overhead was used")
+            held.append(
+                "the candidate's process took far longer around calls that ran none of its code than the "
+                "baselines' processes did; the baselines' overhead was used"
+            )
         if stats.detail.get("below_resolution"):
-            held.append(f"the harness's clock does not resolve this kernel: {stats.detail.get('outside_us')} us a call "
-                        f"beyond the harness's own work, against {stats.detail.get('resolution_us')} us it cannot tell "
-                        "apart, so the kernel's own claims cannot be checked")
+            held.append(
+                f"the harness's clock does not resolve this kernel: {stats.detail.get('outside_us')} us a call "
+                f"beyond the harness's own work, against {stats.detail.get('resolution_us')} us it cannot tell "
+                "apart, so the kernel's own claims cannot be checked"
+            )
         for why in held:
             result.warnings.append(f"timing_bound: {why}; the reward is held at 1")
         if held:
             result.timing_detail["reward_held"] = True
             result.timings = dataclasses.replace(result.timings, uncertain=True)
-        if base_info.get("recompiles_in_window"):
-            result.warnings.append(f"torch.compile recompiled {base_info['recompiles_in_window']} time(s) while timed: "
-                                   "its time may include compilation")
+        if base_info and base_info.get("recompiles_in_window"):
+            result.warnings.append(
+                f"torch.compile recompiled {base_info['recompiles_in_window']} time(s) while timed: "
+                "its time may include compilation"
+            )
         for label, cores in (("before", window.get("load_before")), ("during", window.get("load_during"))):
             if isinstance(cores, (int, float)) and cores > _LOAD_WARNING_CORES:
-                result.warnings.append(f"machine_load: other processes kept {cores:.1f} core(s) busy {label} the "
-                                       "timing window; the numbers may be off")
+                result.warnings.append(
+                    f"machine_load: other processes kept {cores:.1f} core(s) busy {label} the "
+                    "timing window; the numbers may be off"
+                )
         bandwidth = claims.get("bandwidth")
         floor = (input_bytes / bandwidth * 1e6) if bandwidth and input_bytes else None
-        result.warnings.extend(scoring.review_warnings(
-            stats.speedup_vs_eager, stats.speedup_vs_compile, stats.candidate_us, floor))
+        result.warnings.extend(
+            review.review_warnings(stats.speedup_vs_eager, stats.speedup_vs_compile, stats.candidate_us, floor)
+        )
+
+    def _reward_versus(self, stats: scoring.SideBySide) -> scoring.Versus:
+        """The baseline the reward's top step is decided against: default torch.compile (the
+        paper's), or with --reward-baseline best the fastest baseline timed."""
+        return stats.versus[stats.best if self.reward_baseline == "best" else "compile"]
+
+    def _roofline(
+        self, result: HarnessResult, stats: scoring.SideBySide, base_info: wire.BaselinesInfo | None
+    ) -> dict[str, Any]:
+        """The speed-of-light time and each side's fraction of it, where the baselines' process
+        measured the reference's work; the machine's measured peaks are kept for later rounds."""
+        peaks = base_info.get("peaks") if base_info else None
+        work = base_info.get("work") if base_info else None
+        if peaks and not self._known_peaks():
+            self._peaks_file().parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._peaks_file().with_suffix(".tmp")
+            tmp.write_text(json.dumps(peaks))
+            os.replace(tmp, self._peaks_file())
+        if not work or not work.get("flops") and not work.get("bytes"):
+            return {}
+        measured = cast("dict[str, float] | None", peaks or self._known_peaks())
+        peak = roofline.device_peak(result.environment.get("gpu"), str(work.get("dtype")), measured)
+        if peak is None:
+            return {}
+        times = {side: v.us for side, v in stats.versus.items()}
+        times["candidate"] = stats.candidate_us
+        line = roofline.roofline(work, peak, times)
+        return {"roofline": line, "fraction_of_peak": line["fractions"].get("candidate")}
+
+    def _peaks_file(self) -> Path:
+        import platform
+
+        key = hashlib.sha256(json.dumps([self.device, platform.node(), os.cpu_count()]).encode()).hexdigest()[:16]
+        return self._cache / "machine" / f"peaks-{key}.json"
+
+    def _known_peaks(self) -> dict[str, float] | None:
+        """This machine's measured peaks, once a baselines' process has measured them."""
+        try:
+            data = json.loads(self._peaks_file().read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and data.get("bandwidth") else None
 
 
-def _device_ratios(blocks: dict[str, list[dict[str, Any]]]) -> list[float]:
+def _device_ratios(blocks: wire.SideBlocks) -> list[float]:
     """How disturbed the device was while the baselines were timed (CUDA), for the record: each
     of their blocks' lead-ins and flushes against their calibrated times (the larger median)."""
-    return [float(b["device_ratio"]) for side in ("eager", "compile", "base_null") for b in blocks.get(side) or []
-            if isinstance(b.get("device_ratio"), (int, float))]
+    return [
+        float(b["device_ratio"])
+        for side in (*scoring.BASELINES, "base_null")
+        for b in blocks.get(side) or []
+        if isinstance(b.get("device_ratio"), (int, float))
+    ]
 
 
 def _merge_inputs(outcomes: list[JobOutcome]) -> JobOutcome:
@@ -605,16 +870,18 @@ def _merge_inputs(outcomes: list[JobOutcome]) -> JobOutcome:
 def _worker(cache: Path) -> tuple[dict[str, str], WorkerPool]:
     """The environment of the harness's processes and the worker every Harness of this process
     shares for `cache`."""
-    env = clean_env({
-        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-        "TRITON_CACHE_DIR": str(cache / "triton"),
-        # The torch.compile baseline builds beside the extension's build: a pool of one
-        # compiler process per core (each importing torch) would starve nvcc.
-        "TORCHINDUCTOR_COMPILE_THREADS": "1",
-        # Where the worker keeps torch's bytecode when torch was installed without it
-        # (tools/worker.py, keep_bytecode).
-        "CUDA_AGENT_BYTECODE_DIR": str(cache / "bytecode"),
-    })
+    env = clean_env(
+        {
+            "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+            "TRITON_CACHE_DIR": str(cache / "triton"),
+            # The torch.compile baseline builds beside the extension's build: a pool of one
+            # compiler process per core (each importing torch) would starve nvcc.
+            "TORCHINDUCTOR_COMPILE_THREADS": "1",
+            # Where the worker keeps torch's bytecode when torch was installed without it
+            # (tools/worker.py, keep_bytecode).
+            "CUDA_AGENT_BYTECODE_DIR": str(cache / "bytecode"),
+        }
+    )
     return env, shared_pool(resources.tools_dir(), env, cache / "worker" / "worker.log")
 
 
@@ -636,21 +903,26 @@ def warm_worker() -> dict[str, Any]:
 def timing_method(device: str, trials: int, warmup: int, block: int, threads: int | None) -> str:
     side = f"eager, torch.compile and the kernel interleaved in blocks of {block}, bounded by the harness's clock"
     if device == "cuda":  # the flush and the lead-in are tools/timing.py's FLUSH_BYTES and LEAD_US
-        return (f"cuda-events+device-sync+l2flush(256MB)+no-persisting-l2+fresh-inputs+lead-in(300us); {side}; "
-                f"median of {trials} after {warmup} warm-up")
+        return (
+            f"cuda-events+device-sync+l2flush(256MB)+no-persisting-l2+fresh-inputs+lead-in(300us); {side}; "
+            f"median of {trials} after {warmup} warm-up"
+        )
     # One thread: each call is timed by its thread's CPU time (tools/timing.py, Caller).
     clock = "thread-cpu-time" if threads == 1 else "perf_counter"
     # The sweep through 1.5x the last-level cache before calls whose inputs take half the L2 or
     # more: tools/timing.py's CPU_FLUSH_FACTOR and Caller.flush_from.
-    return (f"{clock}+fresh-inputs+fixed-malloc-threshold+llc-sweep(inputs from half the L2), {threads} thread(s) "
-            f"each side; {side}; "
-            f"median of {trials} after {warmup} warm-up")
+    return (
+        f"{clock}+fresh-inputs+fixed-malloc-threshold+llc-sweep(inputs from half the L2), {threads} thread(s) "
+        f"each side; {side}; "
+        f"median of {trials} after {warmup} warm-up"
+    )
 
 
 # -- entry points for `cuda-agent verify|profile` -------------------------------------------------
 
+
 def _validate_reference(ws: Workspace) -> None:
-    problems = scoring.reference_problems(ws.reference.read_text(errors="replace"), ws.reference.name)
+    problems = reference_check.reference_problems(ws.reference.read_text(errors="replace"), ws.reference.name)
     if problems:
         raise WorkspaceError(problems[0], "a reference needs class Model and get_inputs() (KernelBench convention)")
 
@@ -669,11 +941,13 @@ def open_path(path: Path | None = None, ref: Path | None = None, candidate: Path
     return ws
 
 
-def verify_path(path: Path | None = None, *, ref: Path | None = None, candidate: Path | None = None,
-                **options: Any) -> HarnessResult:
+def verify_path(
+    path: Path | None = None, *, ref: Path | None = None, candidate: Path | None = None, **options: Any
+) -> HarnessResult:
     return Harness(open_path(path, ref, candidate), **options).verify()
 
 
-def profile_path(path: Path | None = None, *, ref: Path | None = None, candidate: Path | None = None,
-                 **options: Any) -> HarnessResult:
+def profile_path(
+    path: Path | None = None, *, ref: Path | None = None, candidate: Path | None = None, **options: Any
+) -> HarnessResult:
     return Harness(open_path(path, ref, candidate), **options).profile()

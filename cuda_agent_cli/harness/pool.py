@@ -27,9 +27,21 @@ from cuda_agent_cli.errors import EnvironmentMissing
 # Only these survive from the user's environment: no PYTHONPATH, LD_PRELOAD, API keys, proxies.
 # LD_LIBRARY_PATH stays: on many clusters it is how the CUDA driver and libraries are found.
 _KEEP_ENV = (
-    "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ",
-    "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-    "TORCH_CUDA_ARCH_LIST", "XDG_CACHE_HOME", "LD_LIBRARY_PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "TZ",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "TORCH_CUDA_ARCH_LIST",
+    "XDG_CACHE_HOME",
+    "LD_LIBRARY_PATH",
 )
 _SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
@@ -135,14 +147,14 @@ class WorkerPool:
     tools_dir: Path
     env: dict[str, str]
     log_path: Path
-    _proc: subprocess.Popen | None = None
+    _proc: subprocess.Popen[bytes] | None = None
     _buffer: bytes = b""
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     _lock: threading.RLock = field(default_factory=threading.RLock)
-    _answers: dict[Any, dict] = field(default_factory=dict)
+    _answers: dict[Any, dict[str, Any]] = field(default_factory=dict)
     # Bumped whenever the zygote is replaced: tickets of an older one can never be answered.
     _generation: int = 0
-    probes: dict[str, dict] = field(default_factory=dict)
+    probes: dict[str, dict[str, Any]] = field(default_factory=dict)
     # How the latest zygote start went: seconds, and its own import and warm-up times.
     boot: dict[str, Any] = field(default_factory=dict)
 
@@ -152,8 +164,12 @@ class WorkerPool:
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-E", "-B", "-P", str(self.tools_dir / "worker.py")],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=self.env,
-                cwd=str(self.log_path.parent), start_new_session=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=self.env,
+                cwd=str(self.log_path.parent),
+                start_new_session=True,
             )
         finally:
             log.close()
@@ -189,8 +205,15 @@ class WorkerPool:
         """Run one job in a fresh forked process; never raises for what the job itself does."""
         return self.wait(self.submit(job, spec, job_dir, timeout))
 
-    def submit(self, job: str, spec: dict[str, Any], job_dir: Path, timeout: float, nice: int = 0,
-               service: dict[str, str] | None = None) -> "Ticket":
+    def submit(
+        self,
+        job: str,
+        spec: dict[str, Any],
+        job_dir: Path,
+        timeout: float,
+        nice: int = 0,
+        service: dict[str, Any] | None = None,
+    ) -> "Ticket":
         """Start a job and return at once; `wait(ticket)` collects it. Jobs may overlap; `nice`
         lowers the job's CPU priority (for work that runs beside a build); `service` asks the
         worker to lend an evaluation the baselines service of that key (tools/worker.py)."""
@@ -201,8 +224,14 @@ class WorkerPool:
             spec_path, log_path = job_dir / "spec.json", job_dir / "log.txt"
             spec_path.write_text(json.dumps(spec))
             req_id = next(self._ids)
-            request = {"id": req_id, "job": job, "spec": str(spec_path), "log": str(log_path),
-                       "timeout": timeout, "nice": int(nice)}
+            request = {
+                "id": req_id,
+                "job": job,
+                "spec": str(spec_path),
+                "log": str(log_path),
+                "timeout": timeout,
+                "nice": int(nice),
+            }
             if service:
                 request["service"] = service
             ticket = Ticket(req_id, job, log_path, timeout, time.perf_counter(), self._generation)
@@ -240,10 +269,17 @@ class WorkerPool:
             if result is not None and not isinstance(result, dict):
                 result = None
             status = answer["status"] if result is not None or answer["status"] != "ok" else "crash"
-            return JobOutcome(ticket.job, status, result, _tail(ticket.log_path), answer.get("signal"),
-                              answer.get("returncode"), seconds)
+            return JobOutcome(
+                ticket.job,
+                status,
+                result,
+                _tail(ticket.log_path),
+                answer.get("signal"),
+                answer.get("returncode"),
+                seconds,
+            )
 
-    def _read_answer(self, ticket: "Ticket") -> dict | None:
+    def _read_answer(self, ticket: "Ticket") -> dict[str, Any] | None:
         # Answers to other submitted jobs are kept for their own wait(); an answer to an
         # abandoned request (e.g. after Ctrl-C) is never collected and does no harm.
         deadline = ticket.started + ticket.timeout + 60
@@ -254,12 +290,12 @@ class WorkerPool:
                 return None
             if line is None:
                 return None
-            answer = json.loads(line)
+            answer: dict[str, Any] = json.loads(line)
             if answer.get("id") == ticket.id:
                 return answer
             self._answers[answer.get("id")] = answer
 
-    def probe(self, device: str, scratch: Path) -> dict:
+    def probe(self, device: str, scratch: Path) -> dict[str, Any]:
         """Torch version and, for cuda, the GPU, as a forked worker sees them (cached)."""
         if device not in self.probes:
             outcome = self.run("probe", {"device": device}, scratch / f"probe-{device}", timeout=120)
@@ -289,7 +325,7 @@ class WorkerPool:
                 proc.stdout.close()
 
 
-_POOLS: dict[tuple, WorkerPool] = {}
+_POOLS: dict[tuple[str, tuple[tuple[str, str], ...]], WorkerPool] = {}
 _POOLS_LOCK = threading.Lock()
 
 

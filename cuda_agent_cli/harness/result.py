@@ -30,12 +30,36 @@ class Timings:
     speedup_vs_eager_interval: tuple[float, float] | None = None
     speedup_vs_compile_interval: tuple[float, float] | None = None
     uncertain: bool = False
+    # Every baseline timed (eager, compile, autotune, graphs): {"us", "speedup", "interval"},
+    # and the fastest of them with the speedup against it.
+    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    best_baseline: str | None = None
+    speedup_vs_best: float | None = None
+    speedup_vs_best_interval: tuple[float, float] | None = None
+    # The speed-of-light time and each side's fraction of it (harness/roofline.py), and the
+    # candidate's fraction on its own.
+    roofline: dict[str, Any] | None = None
+    fraction_of_peak: float | None = None
+    reward_baseline: str = "paper"  # what the reward was decided against: "paper" or "best"
 
     def to_json(self) -> dict[str, Any]:
         def interval(iv: tuple[float, float] | None, point: float) -> list[float]:
             lo, hi = iv if iv is not None else (point, point)
             return [round(lo, 4), round(hi, 4)]
 
+        best = {}
+        if self.best_baseline is not None and self.speedup_vs_best is not None:
+            best = {
+                "best_baseline": self.best_baseline,
+                "speedup_vs_best": round(self.speedup_vs_best, 4),
+                "speedup_vs_best_interval": interval(self.speedup_vs_best_interval, self.speedup_vs_best),
+            }
+        extra: dict[str, Any] = {"reward_baseline": self.reward_baseline}
+        if self.baselines:
+            extra["baselines"] = self.baselines
+        if self.roofline is not None:
+            extra["roofline"] = self.roofline
+            extra["fraction_of_peak"] = self.fraction_of_peak
         return {
             "eager_us": round(self.eager_us, 3),
             "compile_us": round(self.compile_us, 3),
@@ -47,6 +71,8 @@ class Timings:
             "speedup_vs_eager_interval": interval(self.speedup_vs_eager_interval, self.speedup_vs_eager),
             "speedup_vs_compile_interval": interval(self.speedup_vs_compile_interval, self.speedup_vs_compile),
             "uncertain": self.uncertain,
+            **best,
+            **extra,
         }
 
     @classmethod
@@ -55,10 +81,25 @@ class Timings:
             value = data.get(key)
             return (float(value[0]), float(value[1])) if isinstance(value, (list, tuple)) and len(value) == 2 else None
 
-        return cls(float(data["eager_us"]), float(data["compile_us"]), float(data["candidate_us"]),
-                   float(data["speedup_vs_eager"]), float(data["speedup_vs_compile"]), str(data.get("method", "")),
-                   int(data.get("trials", 0)), interval("speedup_vs_eager_interval"),
-                   interval("speedup_vs_compile_interval"), bool(data.get("uncertain", False)))
+        return cls(
+            float(data["eager_us"]),
+            float(data["compile_us"]),
+            float(data["candidate_us"]),
+            float(data["speedup_vs_eager"]),
+            float(data["speedup_vs_compile"]),
+            str(data.get("method", "")),
+            int(data.get("trials", 0)),
+            interval("speedup_vs_eager_interval"),
+            interval("speedup_vs_compile_interval"),
+            bool(data.get("uncertain", False)),
+            baselines=dict(data.get("baselines") or {}),
+            best_baseline=data.get("best_baseline"),
+            speedup_vs_best=float(data["speedup_vs_best"]) if data.get("speedup_vs_best") is not None else None,
+            speedup_vs_best_interval=interval("speedup_vs_best_interval"),
+            roofline=data.get("roofline") if isinstance(data.get("roofline"), dict) else None,
+            fraction_of_peak=float(data["fraction_of_peak"]) if data.get("fraction_of_peak") is not None else None,
+            reward_baseline=str(data.get("reward_baseline") or "paper"),
+        )
 
 
 @dataclass
@@ -100,13 +141,20 @@ class HarnessResult:
     def from_json(cls, data: dict[str, Any]) -> "HarnessResult":
         """The inverse of to_json (transcripts, bench results, the manifest keep this object)."""
         timings = data.get("timings")
-        return cls(compiled=bool(data.get("compiled")), correct=bool(data.get("correct")), reward=data.get("reward"),
-                   device=str(data.get("device", "")), policy=str(data.get("policy", "")),
-                   errors=list(data.get("errors") or []), warnings=list(data.get("warnings") or []),
-                   checks=[Check(str(c["name"]), bool(c["passed"]), str(c.get("detail", "")))
-                           for c in data.get("checks") or []],
-                   timings=Timings.from_json(timings) if isinstance(timings, dict) else None,
-                   environment=dict(data.get("environment") or {}))
+        return cls(
+            compiled=bool(data.get("compiled")),
+            correct=bool(data.get("correct")),
+            reward=data.get("reward"),
+            device=str(data.get("device", "")),
+            policy=str(data.get("policy", "")),
+            errors=list(data.get("errors") or []),
+            warnings=list(data.get("warnings") or []),
+            checks=[
+                Check(str(c["name"]), bool(c["passed"]), str(c.get("detail", ""))) for c in data.get("checks") or []
+            ],
+            timings=Timings.from_json(timings) if isinstance(timings, dict) else None,
+            environment=dict(data.get("environment") or {}),
+        )
 
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
@@ -136,6 +184,20 @@ class HarnessResult:
                 f"{ev[0]:.2f}-{ev[1]:.2f}) | torch.compile {t.compile_us:.1f} us ({t.speedup_vs_compile:.2f}x, "
                 f"{cv[0]:.2f}-{cv[1]:.2f}){' | uncertain' if t.uncertain else ''} | {t.method}"
             )
+            extra = [
+                f"{name} {row['us']:.1f} us ({row['speedup']:.2f}x)"
+                for name, row in t.baselines.items()
+                if name not in ("eager", "compile") and isinstance(row, dict) and "us" in row
+            ]
+            if t.best_baseline and t.speedup_vs_best is not None:
+                extra.append(f"vs best ({t.best_baseline}) {t.speedup_vs_best:.2f}x")
+            if t.fraction_of_peak is not None and t.roofline:
+                extra.append(
+                    f"{t.fraction_of_peak:.1%} of the speed-of-light time ({t.roofline['sol_us']:.2f} us, "
+                    f"{t.roofline['bound']}-bound)"
+                )
+            if extra:
+                lines.append(" | ".join(extra))
         if self.stage_seconds:
             lines.append("stages: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.stage_seconds.items()))
         return "\n".join(lines)

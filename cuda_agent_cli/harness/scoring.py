@@ -1,61 +1,46 @@
-"""Pure functions that turn raw measurements into verdicts: reward, speedups, review warnings."""
+"""The side-by-side window's raw blocks turned into times and speedups with their intervals.
+
+The candidate's own clock is its claim: the harness's clock bounds it from outside, calibrated
+by null blocks of the candidate's process and believed no further than the baselines' process
+allows (docs/security.md). The reward, review flags and the extension check live beside this
+(reward.py, review.py, extension_check.py).
+"""
 
 from __future__ import annotations
 
-import ast
 import math
-import random
-import re
 import statistics
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
-from cuda_agent_cli.harness.result import Check
+from cuda_agent_cli.harness import wire
 
-MARGIN = 0.05  # "faster" means more than 5% faster (the paper's rule)
-REVIEW_SPEEDUP = 10.0
+# bootstrap_medians, percentile_interval (check, writeback) and reward_in_words (cli, tui) are
+# imported from here elsewhere in the package; they live in bootstrap.py and reward.py.
+from cuda_agent_cli.harness.bootstrap import bootstrap_medians as bootstrap_medians
+from cuda_agent_cli.harness.bootstrap import paired_ratio
+from cuda_agent_cli.harness.bootstrap import percentile_interval as percentile_interval
+from cuda_agent_cli.harness.reward import reward_in_words as reward_in_words
 
-
-def reward_for(correct: bool, speedup_vs_eager: float | None, speedup_vs_compile: float | None) -> int | None:
-    """-1 when not correct; None when correct but untimed; else 3, 2 or 1 (the paper's reward)."""
-    if not correct:
-        return -1
-    if speedup_vs_eager is None:
-        return None
-    faster_eager = speedup_vs_eager > 1 + MARGIN
-    faster_compile = speedup_vs_compile is not None and speedup_vs_compile > 1 + MARGIN
-    if faster_eager and faster_compile:
-        return 3
-    if faster_eager:
-        return 2
-    return 1
-
-
-def reward_for_intervals(eager: tuple[float, float] | None, compile_: tuple[float, float] | None) -> int:
-    """The paper's reward for a correct, timed kernel, decided on the ratios' intervals: 3 needs
-    the whole interval above 1.05 against both baselines, 2 against eager; else 1."""
-    faster_eager = eager is not None and eager[0] > 1 + MARGIN
-    faster_compile = compile_ is not None and compile_[0] > 1 + MARGIN
-    if faster_eager and faster_compile:
-        return 3
-    if faster_eager:
-        return 2
-    return 1
+# The trusted sides of a window, in their order: eager, then the compiled baselines
+# (tools/executor.py, COMPILED_SIDES). torch.compile's default mode is the paper's baseline.
+BASELINES = ("eager", "compile", "autotune", "graphs")
+BASELINE_NAMES = {
+    "eager": "eager",
+    "compile": "torch.compile",
+    "autotune": "torch.compile max-autotune",
+    "graphs": "CUDA graphs",
+}
 
 
-def reward_in_words(reward: int | None) -> str:
-    """One line that says what a reward means."""
-    return {
-        3: "faster than both eager and torch.compile by more than 5%",
-        2: "faster than eager by more than 5%, not than torch.compile",
-        1: "correct, but not more than 5% faster than eager",
-        -1: "did not compile or was not correct",
-    }.get(reward if reward is not None else 0, "correct (not timed)")
+@dataclass(frozen=True)
+class Versus:
+    """One baseline's time (µs, the median over the rounds) and the candidate's speedup against
+    it with its 95% interval."""
 
-
-def uncertain(*intervals: tuple[float, float] | None) -> bool:
-    """Whether an interval straddles the reward threshold (1.05): the reward may be off by one."""
-    return any(iv is not None and iv[0] <= 1 + MARGIN < iv[1] for iv in intervals)
+    us: float
+    speedup: float
+    interval: tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -67,6 +52,9 @@ class SideBySide:
     speedup_vs_compile: float
     eager_interval: tuple[float, float]
     compile_interval: tuple[float, float]
+    # Every baseline timed in the window (eager and compile included), and the fastest of them.
+    versus: dict[str, Versus]
+    best: str
     trials: int
     clamped_blocks: int
     overhead_us: float
@@ -74,7 +62,6 @@ class SideBySide:
     detail: dict[str, Any]
 
 
-BOOTSTRAP_RESAMPLES = 2000
 BOUND_SLACK = 1.5
 # What the harness's clock cannot resolve per call, as a share of the harness's own overhead per
 # call: the same process makes its null and its real calls, yet their time around the call
@@ -126,209 +113,474 @@ SKIPPED_NULL_SHARE = 0.6
 SKIPPED_REAL_SHARE = 0.8
 
 
-def _overhead_and_wander(overheads: Sequence[float]) -> tuple[float, float]:
+@dataclass(frozen=True)
+class Overhead:
+    """What the harness's clock adds per call around some calls (µs): typically and how much it
+    wanders."""
+
+    typical: float
+    wander: float
+
+
+def overhead_of(overheads: Sequence[float]) -> Overhead:
     """The typical overhead per call of some null blocks (their median, not below 0) and how
     much it wanders (three times their median deviation; 0 for a single block)."""
-    overhead = max(0.0, statistics.median(overheads))
-    wander = 3.0 * statistics.median([abs(x - overhead) for x in overheads]) if len(overheads) > 1 else 0.0
-    return overhead, wander
+    typical = max(0.0, statistics.median(overheads))
+    wander = 3.0 * statistics.median([abs(x - typical) for x in overheads]) if len(overheads) > 1 else 0.0
+    return Overhead(typical, wander)
 
 
-def _idle_gap(side: Sequence[dict[str, Any]]) -> float | None:
+def _idle_gap(side: Sequence[wire.Block]) -> float | None:
     """The median over a side's calls of how long the device stayed busy past their events
     (None without calls)."""
     gaps = [w - e for b in side for e, w in zip(b["events_us"], b.get("walls_us") or b["events_us"])]
     return statistics.median(gaps) if gaps else None
 
 
-def _per_call_block(b: dict[str, Any]) -> float:
+def _per_call_block(b: wire.Block) -> float:
     """A block's time from the harness's clock, per call (µs)."""
     n = max(1, int(b.get("n") or len(b["events_us"])))
     return float(b.get("block_us", sum(b["events_us"]))) / n
 
 
-def _per_call_cpu(b: dict[str, Any]) -> float:
+def _per_call_cpu(b: wire.Block) -> float:
     """A block's time on the candidate process's CPU-time clock, per call (µs)."""
     return float(b["cpu_us"]) / max(1, int(b.get("n") or len(b["events_us"])))
 
 
-def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> SideBySide:
-    """Times and ratios from one window of interleaved blocks (tools/controller.py).
+def _trusted(blocks: wire.SideBlocks) -> list[wire.Block]:
+    """The baselines' blocks (eager and the compiled ones), made in a process no candidate code
+    ran in."""
+    return [b for side in BASELINES for b in blocks.get(side) or []]
 
-    Baseline blocks are trusted: their time is the median of their own events. The candidate's
-    events are its process's claim; the harness's clock timed each block from outside, and
-    `(block / calls - overhead - max(wander, BOUND_RESOLUTION * overhead)) / BOUND_SLACK` bounds
-    the candidate's mean call time from below, where the overhead (fresh inputs, the flush, the op guard, the
-    synchronizes, the evidence, the round trip) is the median per call that the null blocks of
-    the candidate's own process showed beyond their events (the baseline blocks' when there are
-    none), and the wander three times its median deviation. A call's claim is its
-    events, or the time until the device was idle when work escaped them; a block's time is
-    the median of its claims, unless the mean claim is below the bound: then the bound. Where
-    every block carries the candidate process's CPU time (`cpu_us`: the CPU with one thread),
-    the bound is drawn from that clock instead, with CPU_BOUND_RESOLUTION. Each
-    ratio is the median over the rounds of the round's baseline block time over its candidate
-    block time, with a bootstrap 95% interval over the rounds.
-    """
-    cand = blocks["candidate"]
-    eager = blocks["eager"]
-    comp = blocks.get("compile") or eager
-    trusted = [b for side in ("eager", "compile") for b in blocks.get(side) or []]
-    # What the harness's clock adds per call around the candidate's calls, typically and how
-    # much it wanders: from the null blocks of the candidate's own process (the same calls around
-    # a stand-in), else from the trusted sides.
-    calibration = [b for b in blocks.get("null") or [] if b["events_us"]] or [b for b in trusted if b["events_us"]]
-    overheads = [_per_call_block(b) - statistics.fmean(b["events_us"]) for b in calibration]
-    overhead, wander = _overhead_and_wander(overheads) if overheads else (0.0, 0.0)
-    # The trusted measure of that overhead: the same null blocks made in the baselines' process,
-    # where no candidate code ever ran, else the baselines' own calls.
-    trusted_timed = ([b for b in blocks.get("base_null") or [] if b["events_us"] and "block_us" in b]
-                     or [b for b in trusted if b["events_us"] and "block_us" in b])
-    trusted_overheads = [_per_call_block(b) - statistics.fmean(b["events_us"]) for b in trusted_timed]
-    most_overhead = most_wander = most_cpu_overhead = float("inf")
-    base = 0.0
-    if trusted_overheads:
-        base, base_wander = _overhead_and_wander(trusted_overheads)
-        most_overhead = NULL_TRUST * base + NULL_TRUST_US
-        # The CPU-time bound against the wall-clock overhead of the baselines' own null blocks,
-        # where their CPU-time clock could not be read (replaced below where it could): an honest
-        # candidate's CPU time measured 0.97-1.02 times that.
-        most_cpu_overhead = (NULL_TRUST_WALL if blocks.get("base_null") else NULL_TRUST) * base + NULL_TRUST_US
-        most_wander = max(2.0 * base_wander, 0.5 * base) + NULL_TRUST_US
-    null_capped = overhead > most_overhead or wander > most_wander
-    null_stalled = overhead > NULL_FLAG * most_overhead or wander > NULL_FLAG * most_wander
-    overhead, wander = min(overhead, most_overhead), min(wander, most_wander)
+
+def _around_block(b: wire.Block) -> float:
+    """The harness's clock's time per call beyond a block's own events (µs)."""
+    return _per_call_block(b) - statistics.fmean(b["events_us"])
+
+
+def _around_cpu(b: wire.Block) -> float:
+    """The process's CPU time per call beyond a block's own events (µs)."""
+    return _per_call_cpu(b) - statistics.fmean(b["events_us"])
+
+
+# -- 1. calibration: the candidate process's own overhead ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What the harness's clock adds per call around the candidate's calls, as the null blocks of
+    its own process show it (the same calls around a stand-in), else the trusted sides' blocks;
+    nothing caps it yet."""
+
+    wall: Overhead  # on the controller's clock
+    # On the candidate process's CPU-time clock, where every candidate block and some null
+    # blocks carry it (the CPU with one thread); None elsewhere: the wall clock bounds them.
+    cpu: Overhead | None
     # How long the device stays busy past a call's events (the lead-in and the flush before it,
-    # still running when the call's clock starts): a trusted call's, or less where the null
-    # blocks of the candidate's process show less. That process does more on the host before
-    # each call's clock starts (the op guard, the evidence), so less of what runs ahead is left
-    # by then; taking the trusted gap there subtracted 80 us of an unjoined stream's hidden
-    # 291 us on the H200. A process that makes its null calls look slower only gets the trusted
-    # gap.
+    # still running when the call's clock starts).
+    idle_gap: float
+
+
+def calibrate(blocks: wire.SideBlocks) -> Calibration:
+    """The candidate process's overhead per call on each clock, and the device's idle gap."""
+    cand = blocks["candidate"]
+    trusted = _trusted(blocks)
+    null = blocks.get("null") or []
+    calibration = [b for b in null if b["events_us"]] or [b for b in trusted if b["events_us"]]
+    overheads = [_around_block(b) for b in calibration]
+    wall = overhead_of(overheads) if overheads else Overhead(0.0, 0.0)
+    # A trusted call's idle gap, or less where the null blocks of the candidate's process show
+    # less. That process does more on the host before each call's clock starts (the op guard,
+    # the evidence), so less of what runs ahead is left by then; taking the trusted gap there
+    # subtracted 80 us of an unjoined stream's hidden 291 us on the H200. A process that makes
+    # its null calls look slower only gets the trusted gap.
     idle_gap = _idle_gap(trusted)
-    null_gap = _idle_gap([b for b in blocks.get("null") or [] if b["events_us"]])
+    null_gap = _idle_gap([b for b in null if b["events_us"]])
     if trusted and null_gap is not None:
         idle_gap = min(idle_gap or 0.0, max(0.0, null_gap))
-    idle_gap = idle_gap or 0.0
     # On the CPU with one thread the candidate's process is timed by its CPU-time clock instead
     # (tools/controller.py): it bounds a call's time from below just as the wall clock does,
     # since all of a call's work is this process's, but other programs taking the core do not
     # inflate it, and it wanders little enough that the allowance for what the wall clock
     # cannot resolve is not needed: a loaded machine no longer overrules an honest claim, and a
     # lying one is held closer to its work.
-    cpu_null = [b for b in blocks.get("null") or [] if b["events_us"] and "cpu_us" in b]
-    cpu_bounds = bool(cpu_null) and all("cpu_us" in b for b in cand)
-    cpu_overhead = cpu_wander = 0.0
-    trusted_cpu: float | None = None
-    trusted_cpu_wander = 0.0
+    cpu_null = [b for b in null if b["events_us"] and "cpu_us" in b]
+    cpu = None
+    if cpu_null and all("cpu_us" in b for b in cand):
+        cpu = overhead_of([_around_cpu(b) for b in cpu_null])
+    return Calibration(wall, cpu, idle_gap or 0.0)
+
+
+# -- 2. the trusted bounds: how much of that overhead is believed ----------------------------------
+
+
+@dataclass(frozen=True)
+class TrustedBounds:
+    """The most overhead and wander believed of the candidate's process on each clock, from the
+    same work in the baselines' process, where no candidate code ever ran (unbounded without
+    trusted blocks)."""
+
+    wall: Overhead | None  # the baselines' process's own, on the controller's clock
+    most_overhead: float
+    most_wander: float
+    # The baselines' null blocks on that process's own CPU-time clock (with the CPU-time bound).
+    cpu: Overhead | None
+    most_cpu_overhead: float
+    most_cpu_wander: float
+
+
+def trusted_bounds(blocks: wire.SideBlocks, cpu_clock: bool) -> TrustedBounds:
+    """What the baselines' process shows around the same calls: its null blocks, else its own
+    calls; on the CPU-time clock (`cpu_clock`) its null blocks on that clock where it was read."""
+    trusted = _trusted(blocks)
+    base_null = blocks.get("base_null") or []
+    timed = [b for b in base_null if b["events_us"] and "block_us" in b] or [
+        b for b in trusted if b["events_us"] and "block_us" in b
+    ]
+    overheads = [_around_block(b) for b in timed]
+    wall: Overhead | None = None
+    most_overhead = most_wander = most_cpu_overhead = float("inf")
+    if overheads:
+        wall = overhead_of(overheads)
+        most_overhead = NULL_TRUST * wall.typical + NULL_TRUST_US
+        # The CPU-time bound against the wall-clock overhead of the baselines' own null blocks,
+        # where their CPU-time clock could not be read (replaced below where it could): an honest
+        # candidate's CPU time measured 0.97-1.02 times that.
+        most_cpu_overhead = (NULL_TRUST_WALL if base_null else NULL_TRUST) * wall.typical + NULL_TRUST_US
+        most_wander = max(2.0 * wall.wander, 0.5 * wall.typical) + NULL_TRUST_US
+    # Against the baselines' process's null blocks on its own CPU-time clock, the same work on
+    # the same clock; else against the trusted sides' wall-clock overhead, which is at least
+    # their CPU time's.
+    cpu: Overhead | None = None
+    most_cpu_wander = most_wander
+    base_cpu = [_around_cpu(b) for b in base_null if b["events_us"] and "cpu_us" in b] if cpu_clock else []
+    if base_cpu:
+        cpu = overhead_of(base_cpu)
+        most_cpu_overhead = NULL_TRUST_SAME * cpu.typical + NULL_TRUST_US
+        most_cpu_wander = max(2.0 * cpu.wander, CPU_WANDER_SHARE * cpu.typical) + NULL_TRUST_US
+    return TrustedBounds(wall, most_overhead, most_wander, cpu, most_cpu_overhead, most_cpu_wander)
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The clock the candidate's blocks are bounded on, and the overhead per call believed on it."""
+
+    cpu: bool  # the candidate process's CPU-time clock, else the controller's
+    overhead: float
+    wander: float
+
+    @property
+    def resolution(self) -> float:
+        """What this clock cannot tell apart per call: the wander, or a share of the overhead."""
+        return max(self.wander, (CPU_BOUND_RESOLUTION if self.cpu else BOUND_RESOLUTION) * self.overhead)
+
+    def per_call(self, b: wire.Block) -> float | None:
+        """A candidate block's time per call on this clock (None: the block was not timed on it)."""
+        if self.cpu:
+            return _per_call_cpu(b)
+        return _per_call_block(b) if "block_us" in b else None
+
+
+@dataclass(frozen=True)
+class Believed:
+    """The candidate process's overhead as believed: its own, capped by the trusted bounds."""
+
+    wall: Overhead
+    cpu: Overhead | None
+    capped: bool  # its null blocks showed more than is believed, on the clock that bounds it
+    stalled: bool  # NULL_FLAG times more: a process stalling on purpose
+
+    @property
+    def clock(self) -> Clock:
+        """The clock that bounds the candidate's blocks: its process's CPU time where that was
+        calibrated, else the controller's."""
+        if self.cpu is not None:
+            return Clock(True, self.cpu.typical, self.cpu.wander)
+        return Clock(False, self.wall.typical, self.wall.wander)
+
+
+def believe(calibration: Calibration, trusted: TrustedBounds) -> Believed:
+    """Cap the candidate process's own overhead by what the trusted bounds allow, and say whether
+    they had to (on the clock that bounds its blocks)."""
+    own, most, most_wander = calibration.wall, trusted.most_overhead, trusted.most_wander
+    if calibration.cpu is not None:
+        own, most, most_wander = calibration.cpu, trusted.most_cpu_overhead, trusted.most_cpu_wander
+    capped = own.typical > most or own.wander > most_wander
+    stalled = own.typical > NULL_FLAG * most or own.wander > NULL_FLAG * most_wander
+    wall = Overhead(
+        min(calibration.wall.typical, trusted.most_overhead), min(calibration.wall.wander, trusted.most_wander)
+    )
+    cpu = None
+    if calibration.cpu is not None:
+        cpu = Overhead(
+            min(calibration.cpu.typical, trusted.most_cpu_overhead),
+            min(calibration.cpu.wander, trusted.most_cpu_wander),
+        )
+    return Believed(wall, cpu, capped, stalled)
+
+
+def skipped_work(calibration: Calibration, trusted: TrustedBounds, believed: Believed, around: float) -> list[str]:
+    """On the CPU-time clock: where the candidate's process did less harness work around its
+    null calls than the baselines' process does around the same calls, or around its timed
+    calls (`around` a call) than around its own null calls."""
     skipped: list[str] = []
-    if cpu_bounds:
-        cpu_overhead, cpu_wander = _overhead_and_wander([_per_call_cpu(b) - statistics.fmean(b["events_us"])
-                                                         for b in cpu_null])
-        # Against the baselines' process's null blocks on its own CPU-time clock, the same work
-        # on the same clock; else against the trusted sides' wall-clock overhead, which is at
-        # least their CPU time's.
-        base_cpu = [_per_call_cpu(b) - statistics.fmean(b["events_us"])
-                    for b in blocks.get("base_null") or [] if b["events_us"] and "cpu_us" in b]
-        most_cpu_wander = most_wander
-        if base_cpu:
-            trusted_cpu, trusted_cpu_wander = _overhead_and_wander(base_cpu)
-            most_cpu_overhead = NULL_TRUST_SAME * trusted_cpu + NULL_TRUST_US
-            most_cpu_wander = max(2.0 * trusted_cpu_wander, CPU_WANDER_SHARE * trusted_cpu) + NULL_TRUST_US
-        null_capped = cpu_overhead > most_cpu_overhead or cpu_wander > most_cpu_wander
-        null_stalled = cpu_overhead > NULL_FLAG * most_cpu_overhead or cpu_wander > NULL_FLAG * most_cpu_wander
-        around_null = cpu_overhead
-        if trusted_cpu is not None and cpu_overhead < SKIPPED_NULL_SHARE * trusted_cpu - NULL_TRUST_US:
-            skipped.append(f"its process spent {cpu_overhead:.0f} us of harness work around each call that ran none "
-                           f"of its code, where the baselines' process spent {trusted_cpu:.0f} us")
-        cpu_overhead, cpu_wander = min(cpu_overhead, most_cpu_overhead), min(cpu_wander, most_cpu_wander)
-        around = statistics.median([_per_call_cpu(b) - statistics.fmean(b["events_us"]) for b in cand])
-        if around < SKIPPED_REAL_SHARE * cpu_overhead - NULL_TRUST_US:
-            skipped.append(f"its process spent {around:.0f} us of harness work around each timed call, where it "
-                           f"spent {cpu_overhead:.0f} us around each call that ran none of its code")
-    # Discounted by BOUND_SLACK, so noise never overrules an honest claim, while a claim
-    # several times too small always is.
+    if calibration.cpu is None or believed.cpu is None:
+        return skipped
+    own = calibration.cpu.typical
+    if trusted.cpu is not None and own < SKIPPED_NULL_SHARE * trusted.cpu.typical - NULL_TRUST_US:
+        skipped.append(
+            f"its process spent {own:.0f} us of harness work around each call that ran none "
+            f"of its code, where the baselines' process spent {trusted.cpu.typical:.0f} us"
+        )
+    if around < SKIPPED_REAL_SHARE * believed.cpu.typical - NULL_TRUST_US:
+        skipped.append(
+            f"its process spent {around:.0f} us of harness work around each timed call, where it "
+            f"spent {believed.cpu.typical:.0f} us around each call that ran none of its code"
+        )
+    return skipped
+
+
+# -- 3. the per-block bounds and the blocks held to them -------------------------------------------
+
+
+def block_bounds(cand: Sequence[wire.Block], clock: Clock) -> list[float]:
+    """Each candidate block's bound on its mean call time: its time per call on the clock, less
+    the believed overhead and what the clock cannot resolve, discounted by BOUND_SLACK so noise
+    never overrules an honest claim, while a claim several times too small always is (0 for a
+    block the clock did not time). No block's bound is above the median block's: the host stalls
+    now and then for a few hundred µs (a collection, an interrupt), in real and null blocks
+    alike, and a stall in a real block is not the kernel's work. Work a kernel hides from its
+    claims is in every block, so the median bound still holds a forged claim to it."""
     bounds = []
     for b in cand:
-        bound = ((_per_call_block(b) - overhead - max(wander, BOUND_RESOLUTION * overhead)) / BOUND_SLACK
-                 if "block_us" in b else 0.0)
-        if cpu_bounds:
-            bound = (_per_call_cpu(b) - cpu_overhead - max(cpu_wander, CPU_BOUND_RESOLUTION * cpu_overhead)) / BOUND_SLACK
-        bounds.append(bound)
-    # A block is held to no more than the median block's bound: the host stalls now and then
-    # for a few hundred µs (a collection, an interrupt), in real and null blocks alike, and a
-    # stall in a real block is not the kernel's work. Work a kernel hides from its claims is in
-    # every block, so the median bound still holds a forged claim to it.
+        seen = clock.per_call(b)
+        bounds.append((seen - clock.overhead - clock.resolution) / BOUND_SLACK if seen is not None else 0.0)
     typical = statistics.median(bounds) if bounds else 0.0
-    bounds = [min(bound, typical) for bound in bounds]
-    # What the harness's clock says a call took beyond its own work, and what it cannot tell
-    # apart. Below RESOLVED times that, the bound cannot hold a forged claim at all: the clock
-    # does not resolve the kernel, and its claims cannot be checked.
-    if cpu_bounds:
-        outside = statistics.median([_per_call_cpu(b) for b in cand]) - cpu_overhead
-        resolution = max(cpu_wander, CPU_BOUND_RESOLUTION * cpu_overhead)
-    else:
-        outside = (statistics.median([_per_call_block(b) for b in cand if "block_us" in b]) - overhead
-                   if any("block_us" in b for b in cand) else float("inf"))
-        resolution = max(wander, BOUND_RESOLUTION * overhead)
-    below_resolution = outside < RESOLVED * resolution
+    return [min(bound, typical) for bound in bounds]
+
+
+@dataclass(frozen=True)
+class HeldBlocks:
+    """The candidate's blocks as believed: their claims, or their bounds where claims fell below."""
+
+    times: list[float]  # each candidate block's time per call (µs)
+    held: list[int]  # the blocks whose claims fell below their bound, which was used instead
+
+
+def hold_to_bounds(cand: Sequence[wire.Block], bounds: Sequence[float], idle_gap: float) -> HeldBlocks:
+    """A block's time is the median of its calls' claims, unless their mean is below the block's
+    bound: then the bound. No call is believed below MIN_CALL_US."""
     held: list[int] = []
-    cand_times: list[float] = []
+    times: list[float] = []
     for i, (b, bound) in enumerate(zip(cand, bounds)):
         claims = call_times(b, idle_gap)
         claimed = statistics.median(claims)
         if bound > statistics.fmean(claims) * 1.02 + 0.5:
             held.append(i)
             claimed = max(claimed, bound)
-        cand_times.append(max(claimed, MIN_CALL_US))
-    clamped = len(held)
-    eager_times = [statistics.median(b["events_us"]) for b in eager]
-    comp_times = [statistics.median(b["events_us"]) for b in comp]
-    rounds = min(len(cand_times), len(eager_times), len(comp_times))
-    eager_times, comp_times, cand_times = eager_times[:rounds], comp_times[:rounds], cand_times[:rounds]
+        times.append(max(claimed, MIN_CALL_US))
+    return HeldBlocks(times, held)
 
-    # Each round's ratio pairs blocks timed next to each other, so whatever slowed the machine
-    # during that round (a neighbour on the host, a burst on the other core) slows both sides
-    # of it and cancels; a ratio of medians taken across the window would carry it instead.
-    e_rounds = [paired_ratio(e, k) for e, k in zip(eager_times, cand_times)]
-    c_rounds = [paired_ratio(c, k) for c, k in zip(comp_times, cand_times)]
-    e_samples = bootstrap_medians(e_rounds, seed)
-    c_samples = bootstrap_medians(c_rounds, seed)
-    cand_us = statistics.median(cand_times)
 
-    def med(side: list[dict[str, Any]], key: str) -> float | None:
-        values = [v for b in side for v in b.get(key) or []]
-        return round(statistics.median(values), 2) if values else None
+# -- 4. the resolution: whether the clock can check the kernel's claims at all ---------------------
 
-    def per_call(side: list[dict[str, Any]]) -> dict[str, Any]:
-        found = {"events_us": med(side, "events_us"), "device_idle_us": med(side, "walls_us"),
-                 "block_per_call_us": round(statistics.median([_per_call_block(b) for b in side]), 2)}
-        if all("cpu_us" in b for b in side):
-            found["cpu_per_call_us"] = round(statistics.median([_per_call_cpu(b) for b in side]), 2)
-        return found
 
-    detail: dict[str, Any] = {
-        name: per_call(side)
-        for name, side in (("eager", eager), ("compile", comp), ("candidate", cand),
-                           ("null", blocks.get("null") or []), ("base_null", blocks.get("base_null") or [])) if side}
-    detail.update(overhead_us=round(overhead, 2), wander_us=round(wander, 2), idle_gap_us=round(idle_gap, 2),
-                  clamped_blocks=clamped, candidate_blocks=len(cand), null_capped=null_capped, null_stalled=null_stalled,
-                  block_bounds_us=[round(x, 1) for x in bounds], held_blocks=held,
-                  outside_us=round(outside, 2) if math.isfinite(outside) else None,
-                  resolution_us=round(resolution, 2), below_resolution=below_resolution,
-                  trusted_overhead_us=round(base, 2), skipped_work=skipped)
-    if cpu_bounds:
+@dataclass(frozen=True)
+class Resolution:
+    """Whether the harness's clock can check the kernel's claims: what it sees against what it
+    cannot tell apart."""
+
+    outside: float  # the clock's time per call beyond the believed overhead (inf: no block timed on it)
+    resolution: float  # what the clock cannot tell apart per call
+
+    @property
+    def below(self) -> bool:
+        """Below RESOLVED times the resolution, the bound cannot hold a forged claim at all: the
+        clock does not resolve the kernel, and its claims cannot be checked."""
+        return self.outside < RESOLVED * self.resolution
+
+
+def resolve(cand: Sequence[wire.Block], clock: Clock) -> Resolution:
+    """What the clock says a call took beyond the harness's own work, and what it cannot tell apart."""
+    seen = [t for t in (clock.per_call(b) for b in cand) if t is not None]
+    outside = statistics.median(seen) - clock.overhead if seen else float("inf")
+    return Resolution(outside, clock.resolution)
+
+
+# -- 5. the paired ratios and their bootstrap ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ratios:
+    """Each side's time (the median over the rounds) and the speedups with their intervals."""
+
+    rounds: int  # rounds every side has a block in
+    candidate_us: float
+    versus: dict[str, Versus]  # by baseline, in BASELINES order
+
+    @property
+    def best(self) -> str:
+        """The fastest baseline (the lowest median time; eager on a tie)."""
+        return min(self.versus, key=lambda side: (self.versus[side].us, BASELINES.index(side)))
+
+
+def paired_ratios(baselines: dict[str, Sequence[wire.Block]], cand_times: Sequence[float], seed: int) -> Ratios:
+    """Each round's ratio pairs blocks timed next to each other, so whatever slowed the machine
+    during that round (a neighbour on the host, a burst on the other core) slows both sides of
+    it and cancels; a ratio of medians taken across the window would carry it instead. A speedup
+    is the median of its rounds' ratios, its interval a bootstrap over the rounds. The baselines'
+    blocks are trusted: their time is the median of their own events."""
+    times = {side: [statistics.median(b["events_us"]) for b in blocks] for side, blocks in baselines.items()}
+    rounds = min([len(cand_times), *(len(t) for t in times.values())])
+    cand = list(cand_times[:rounds])
+    versus: dict[str, Versus] = {}
+    for side, side_times in times.items():
+        per_round = [paired_ratio(b, k) for b, k in zip(side_times[:rounds], cand)]
+        versus[side] = Versus(
+            us=statistics.median(side_times[:rounds]),
+            speedup=statistics.median(per_round),
+            interval=percentile_interval(bootstrap_medians(per_round, seed)),
+        )
+    return Ratios(rounds=rounds, candidate_us=statistics.median(cand), versus=versus)
+
+
+# -- the window ------------------------------------------------------------------------------------
+
+
+def side_by_side(blocks: wire.SideBlocks, seed: int = 0) -> SideBySide:
+    """Times and ratios from one window of interleaved blocks (tools/controller.py).
+
+    Baseline blocks are trusted: their time is the median of their own events. The candidate's
+    events are its process's claim; the harness's clock timed each block from outside, and
+    `(block / calls - overhead - max(wander, BOUND_RESOLUTION * overhead)) / BOUND_SLACK` bounds
+    the candidate's mean call time from below, where the overhead (fresh inputs, the flush, the
+    op guard, the synchronizes, the evidence, the round trip) is the median per call that the
+    null blocks of the candidate's own process showed beyond their events (the baseline blocks'
+    when there are none), and the wander three times its median deviation. A call's claim is
+    its events, or the time until the device was idle when work escaped them; a block's time is
+    the median of its claims, unless the mean claim is below the bound: then the bound. Where
+    every block carries the candidate process's CPU time (`cpu_us`: the CPU with one thread),
+    the bound is drawn from that clock instead, with CPU_BOUND_RESOLUTION. Each ratio is the
+    median over the rounds of the round's baseline block time over its candidate block time,
+    with a bootstrap 95% interval over the rounds.
+
+    The steps: `calibrate` the candidate process's overhead, believe it only as far as the
+    `trusted_bounds` allow (`believe`), bound each block and hold those whose claims fall below
+    (`block_bounds`, `hold_to_bounds`), say whether the clock resolves the kernel at all
+    (`resolve`), and pair the rounds' blocks into ratios with their bootstrap (`paired_ratios`).
+    """
+    cand = blocks["candidate"]
+    eager = blocks["eager"]
+    calibration = calibrate(blocks)
+    trusted = trusted_bounds(blocks, cpu_clock=calibration.cpu is not None)
+    believed = believe(calibration, trusted)
+    # On the CPU-time clock: the harness work around the candidate's timed calls, against its
+    # null calls' and the baselines' process's.
+    around: float | None = None
+    skipped: list[str] = []
+    if calibration.cpu is not None:
+        around = statistics.median([_around_cpu(b) for b in cand])
+        skipped = skipped_work(calibration, trusted, believed, around)
+    clock = believed.clock
+    bounds = block_bounds(cand, clock)
+    resolution = resolve(cand, clock)
+    held = hold_to_bounds(cand, bounds, calibration.idle_gap)
+    # Where torch.compile could not be used, eager stands in for it (the result says so).
+    timed = {side: blocks.get(side) or [] for side in BASELINES}
+    timed["compile"] = timed["compile"] or eager
+    ratios = paired_ratios({side: b for side, b in timed.items() if b}, held.times, seed)
+    detail = _detail(blocks, calibration, trusted, believed, bounds, held, resolution, skipped, around)
+    e, c = ratios.versus["eager"], ratios.versus["compile"]
+    return SideBySide(
+        eager_us=e.us,
+        compile_us=c.us,
+        candidate_us=ratios.candidate_us,
+        speedup_vs_eager=e.speedup,
+        speedup_vs_compile=c.speedup,
+        eager_interval=e.interval,
+        compile_interval=c.interval,
+        versus=ratios.versus,
+        best=ratios.best,
+        trials=sum(b["n"] for b in cand[: ratios.rounds]),
+        clamped_blocks=len(held.held),
+        overhead_us=believed.wall.typical,
+        detail=detail,
+    )
+
+
+def _median_of(side: Sequence[wire.Block], key: Literal["events_us", "walls_us"]) -> float | None:
+    values = [v for b in side for v in b.get(key) or []]
+    return round(statistics.median(values), 2) if values else None
+
+
+def _side_record(side: Sequence[wire.Block]) -> dict[str, Any]:
+    """Where one side's time per call went, as medians (µs)."""
+    found = {
+        "events_us": _median_of(side, "events_us"),
+        "device_idle_us": _median_of(side, "walls_us"),
+        "block_per_call_us": round(statistics.median([_per_call_block(b) for b in side]), 2),
+    }
+    if all("cpu_us" in b for b in side):
+        found["cpu_per_call_us"] = round(statistics.median([_per_call_cpu(b) for b in side]), 2)
+    return found
+
+
+def _detail(
+    blocks: wire.SideBlocks,
+    calibration: Calibration,
+    trusted: TrustedBounds,
+    believed: Believed,
+    bounds: Sequence[float],
+    held: HeldBlocks,
+    resolution: Resolution,
+    skipped: list[str],
+    around: float | None,
+) -> dict[str, Any]:
+    """The window's record (SideBySide.detail): each side's medians, then every step's numbers."""
+    cand, eager = blocks["candidate"], blocks["eager"]
+    sides = (
+        ("eager", eager),
+        ("compile", blocks.get("compile") or eager),
+        ("autotune", blocks.get("autotune") or []),
+        ("graphs", blocks.get("graphs") or []),
+        ("candidate", cand),
+        ("null", blocks.get("null") or []),
+        ("base_null", blocks.get("base_null") or []),
+    )
+    detail: dict[str, Any] = {name: _side_record(side) for name, side in sides if side}
+    detail.update(
+        overhead_us=round(believed.wall.typical, 2),
+        wander_us=round(believed.wall.wander, 2),
+        idle_gap_us=round(calibration.idle_gap, 2),
+        clamped_blocks=len(held.held),
+        candidate_blocks=len(cand),
+        null_capped=believed.capped,
+        null_stalled=believed.stalled,
+        block_bounds_us=[round(x, 1) for x in bounds],
+        held_blocks=held.held,
+        outside_us=round(resolution.outside, 2) if math.isfinite(resolution.outside) else None,
+        resolution_us=round(resolution.resolution, 2),
+        below_resolution=resolution.below,
+        trusted_overhead_us=round(trusted.wall.typical if trusted.wall else 0.0, 2),
+        skipped_work=skipped,
+    )
+    if calibration.cpu is not None and believed.cpu is not None and around is not None:
         # Around each call, before any cap: its timed calls, its null calls (what the skipped-work
         # rule compares; benchmarks/harness_work.py).
-        detail.update(cpu_overhead_us=round(cpu_overhead, 2), cpu_wander_us=round(cpu_wander, 2),
-                      candidate_cpu_per_call_us=round(statistics.median([_per_call_cpu(b) for b in cand]), 2),
-                      cpu_around_timed_us=round(around, 2), cpu_around_null_us=round(around_null, 2))
-        if trusted_cpu is not None:
-            detail.update(trusted_cpu_overhead_us=round(trusted_cpu, 2), trusted_cpu_wander_us=round(trusted_cpu_wander, 2))
-    return SideBySide(
-        eager_us=statistics.median(eager_times), compile_us=statistics.median(comp_times), candidate_us=cand_us,
-        speedup_vs_eager=statistics.median(e_rounds), speedup_vs_compile=statistics.median(c_rounds),
-        eager_interval=percentile_interval(e_samples), compile_interval=percentile_interval(c_samples),
-        trials=sum(b["n"] for b in cand[:rounds]), clamped_blocks=clamped, overhead_us=overhead, detail=detail)
+        detail.update(
+            cpu_overhead_us=round(believed.cpu.typical, 2),
+            cpu_wander_us=round(believed.cpu.wander, 2),
+            candidate_cpu_per_call_us=round(statistics.median([_per_call_cpu(b) for b in cand]), 2),
+            cpu_around_timed_us=round(around, 2),
+            cpu_around_null_us=round(calibration.cpu.typical, 2),
+        )
+        if trusted.cpu is not None:
+            detail.update(
+                trusted_cpu_overhead_us=round(trusted.cpu.typical, 2),
+                trusted_cpu_wander_us=round(trusted.cpu.wander, 2),
+            )
+    return detail
 
 
 # A call whose device stays busy this much longer than its own stream's events ran work the
@@ -336,12 +588,7 @@ def side_by_side(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> Side
 ESCAPE_RATIO, ESCAPE_SLACK_US = 1.5, 50.0
 
 
-def paired_ratio(base: float, kernel: float) -> float:
-    """One round's speedup: its baseline block's time over its candidate block's."""
-    return base / kernel if kernel > 0 else float("inf")
-
-
-def call_times(block: dict[str, Any], idle_gap: float = 0.0) -> list[float]:
+def call_times(block: wire.Block, idle_gap: float = 0.0) -> list[float]:
     """Each call's time: its events, or the time until the device was idle (less the gap a
     trusted call shows) when work escaped them."""
     walls = block.get("walls_us") or []
@@ -350,141 +597,3 @@ def call_times(block: dict[str, Any], idle_gap: float = 0.0) -> list[float]:
         wall = (walls[i] if i < len(walls) else event) - idle_gap
         out.append(wall if wall > ESCAPE_RATIO * event + ESCAPE_SLACK_US else event)
     return out
-
-
-def bootstrap_medians(ratios: Sequence[float], seed: int = 0) -> list[float]:
-    """The median of `ratios` resampled with replacement, BOOTSTRAP_RESAMPLES times (the same
-    seed draws the same rounds for any list of that length)."""
-    rng = random.Random(seed)
-    n = len(ratios)
-    out = []
-    for _ in range(BOOTSTRAP_RESAMPLES):
-        pick = [rng.randrange(n) for _ in range(n)]
-        out.append(statistics.median([ratios[i] for i in pick]))
-    return out
-
-
-def percentile_interval(samples: Sequence[float], level: float = 0.95) -> tuple[float, float]:
-    ordered = sorted(samples)
-    if not ordered:
-        return (float("nan"), float("nan"))
-    lo = ordered[int((1 - level) / 2 * (len(ordered) - 1))]
-    hi = ordered[int((1 + level) / 2 * (len(ordered) - 1))]
-    return (float(lo), float(hi))
-
-
-def relative_spread(values: list[float]) -> float:
-    """(max - min) / median: how far repeated measurements of one thing disagree."""
-    mid = statistics.median(values)
-    return (max(values) - min(values)) / mid if mid else 0.0
-
-
-_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
-_GLOBAL_FN = re.compile(r"__global__\s+[^;{()]*?\b(\w+)\s*\(")
-
-
-# The library calls strict allows (docs/security.md): a GEMM through cuBLAS or cuBLASLt, a
-# convolution through cuDNN. A candidate that makes one launches the library's kernels, not its own.
-_LIBRARY_CALL = re.compile(r"\bcublas(?:Lt)?\w*(?:[Gg]emm|Matmul)\w*\s*\(|\bat::cuda::blas::gemm\w*|"
-                           r"\bcudnnConvolution(?:Forward|BiasActivationForward)\s*\(")
-# Kernels those libraries launch, as a profiler names them.
-_LIBRARY_KERNEL = re.compile(r"gemm|cutlass|xmma|cublas|cudnn|conv|implicit_convolve|wgrad|dgrad|nchw|nhwc",
-                             re.IGNORECASE)
-
-
-def library_calls_in_sources(sources: list[str]) -> bool:
-    """Whether the sources call a GEMM or a convolution of the libraries strict allows."""
-    return any(_LIBRARY_CALL.search(text) for text in sources)
-
-
-def kernel_names_in_sources(sources: list[str]) -> set[str]:
-    """Names of the __global__ functions defined in CUDA sources (kernels a profiler can see)."""
-    names: set[str] = set()
-    for text in sources:
-        for m in _GLOBAL_FN.finditer(_LAUNCH_BOUNDS.sub(" ", text)):
-            if m.group(1) not in {"void", "static", "inline"}:
-                names.add(m.group(1))
-    return names
-
-
-# On the CPU, the share of forward's time that must be spent inside the extension's functions.
-# Under hybrid, torch may do the work beside a call that does nothing. Under strict no torch
-# compute can run beside the kernel (the op guard sees it), and forward's own allocations pass
-# through that guard, which can cost more than a small kernel: entering the extension is enough.
-EXTENSION_SHARE = {"strict": 0.0, "hybrid": 0.05}
-
-
-def extension_kernel_check(device: str, ext_calls: int, profiled: list[str] | None,
-                           source_kernels: set[str], profiler_error: str | None = None, *,
-                           ext_shares: Sequence[float] = (), policy: str = "strict",
-                           library_calls: bool = False) -> Check:
-    """Did code from the built extension actually do the work of the candidate's calls?
-
-    CPU: the extension's functions were wrapped before model_new.py was imported; they must be
-    entered, and under hybrid forward must spend a share of its time inside them (5%;
-    the median over the calls, so one call slowed by the machine does not decide): one call to
-    a function that does nothing is not a kernel. CUDA: the profiler must show at
-    least one kernel defined in the candidate's sources, or, where the sources call a GEMM of
-    cuBLAS/cuBLASLt or a convolution of cuDNN (what strict allows), a kernel of that library
-    launched by an entered extension function.
-    """
-    if device != "cuda":
-        if ext_calls <= 0:
-            return Check("extension_kernel", False,
-                         "no function of the compiled extension ran during forward: call your kernel from ModelNew.forward")
-        share = statistics.median(ext_shares) if ext_shares else 1.0
-        need = EXTENSION_SHARE.get(policy, EXTENSION_SHARE["strict"])
-        detail = (f"extension functions entered {ext_calls} time(s), {share:.0%} of forward's time spent in them")
-        if share < need:
-            return Check("extension_kernel", False, f"{detail}; at least {need:.0%} is needed under {policy}: the "
-                         "extension must do the work, not only be called")
-        return Check("extension_kernel", True, detail)
-    if profiled is None:
-        return Check("extension_kernel", False, f"the profiler could not run: {profiler_error or 'unknown error'}")
-    ran = sorted({k for k in source_kernels if any(re.search(rf"\b{re.escape(k)}\b", p) for p in profiled)})
-    if ran:
-        return Check("extension_kernel", True, f"extension kernels ran: {', '.join(ran[:5])}")
-    if library_calls and ext_calls > 0:
-        library = [p for p in profiled if _LIBRARY_KERNEL.search(p)]
-        if library:
-            return Check("extension_kernel", True, f"the extension's library GEMM/convolution ran: {library[0][:80]}")
-    seen = ", ".join(p[:60] for p in profiled[:4]) or "no GPU kernels at all"
-    return Check("extension_kernel", False,
-                 f"none of your __global__ kernels ({', '.join(sorted(source_kernels)[:5]) or 'none found'}) ran during "
-                 f"forward; the profiler saw: {seen}")
-
-
-def review_warnings(speedup_vs_eager: float, speedup_vs_compile: float, candidate_us: float,
-                    floor_us: float | None) -> list[str]:
-    """Results too good to trust without a look: flagged for review, not failed."""
-    out: list[str] = []
-    best = max(speedup_vs_eager, speedup_vs_compile)
-    if best > REVIEW_SPEEDUP:
-        out.append(f"speedup_review: {best:.1f}x is beyond {REVIEW_SPEEDUP:.0f}x; check the kernel does all the work")
-    if floor_us is not None and candidate_us < 0.8 * floor_us:
-        out.append(f"speedup_review: {candidate_us:.1f} us is below the memory roofline floor of {floor_us:.1f} us "
-                   "for reading the inputs once")
-    return out
-
-
-def reference_problems(source: str, filename: str = "model.py") -> list[str]:
-    """What a reference file lacks for the harness (class Model, get_inputs), read from its AST."""
-    try:
-        tree = ast.parse(source, filename=filename)
-    except SyntaxError as exc:
-        return [f"{filename} line {exc.lineno}: {exc.msg}"]
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-    problems = []
-    if "Model" not in names:
-        problems.append(f"{filename} defines no class Model")
-    if "get_inputs" not in names:
-        problems.append(f"{filename} defines no get_inputs()")
-    return problems

@@ -20,8 +20,16 @@ from cuda_agent_cli.harness.static_python import PythonChecker
 from cuda_agent_cli.harness.static_python_names import ALLOWED_IMPORTS
 from cuda_agent_cli.harness.static_rules import Finding, Severity
 
-__all__ = ["ALLOWED_IMPORTS", "POLICIES", "Finding", "Severity", "check_cpp", "check_sources", "errors",
-           "strip_cpp_comments_and_strings"]
+__all__ = [
+    "ALLOWED_IMPORTS",
+    "POLICIES",
+    "Finding",
+    "Severity",
+    "check_cpp",
+    "check_sources",
+    "errors",
+    "strip_cpp_comments_and_strings",
+]
 
 
 def check_sources(model_new_source: str, cpp_sources: dict[str, str], policy: str) -> list[Finding]:

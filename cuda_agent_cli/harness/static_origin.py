@@ -16,12 +16,47 @@ from typing import Callable, Iterable
 # imported module; UNKNOWN cannot be traced. Ordered: combining takes the worst.
 FRESH, PARAM, UNKNOWN, IMPORTED = 0, 1, 2, 3
 # Methods that put their arguments into the receiver (a list, a dict, a set, a deque).
-MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "appendleft",
-                       "extendleft", "push", "put", "__setitem__", "__iadd__"})
+MUTATORS = frozenset(
+    {
+        "append",
+        "extend",
+        "insert",
+        "update",
+        "setdefault",
+        "add",
+        "appendleft",
+        "extendleft",
+        "push",
+        "put",
+        "__setitem__",
+        "__iadd__",
+    }
+)
 # Callables whose result is built from their arguments: the result is as foreign as they are.
-PASS_THROUGH_BUILTINS = frozenset({"next", "iter", "reversed", "sorted", "max", "min", "list",
-                                    "tuple", "dict", "set", "frozenset", "type", "super", "getattr",
-                                    "filter", "map", "zip", "enumerate", "id", "object"})
+PASS_THROUGH_BUILTINS = frozenset(
+    {
+        "next",
+        "iter",
+        "reversed",
+        "sorted",
+        "max",
+        "min",
+        "list",
+        "tuple",
+        "dict",
+        "set",
+        "frozenset",
+        "type",
+        "super",
+        "getattr",
+        "filter",
+        "map",
+        "zip",
+        "enumerate",
+        "id",
+        "object",
+    }
+)
 
 
 class OriginAnalysis:
@@ -42,15 +77,23 @@ class OriginAnalysis:
 
     def _collect_bindings(self, tree: ast.Module) -> None:
         """Every value each plain name, and each attribute name on any object, is bound to."""
+
         def bind(target: ast.expr, value: ast.expr | None) -> None:
             if isinstance(target, ast.Name):
                 self.bindings.setdefault(target.id, []).append(value)
             elif isinstance(target, (ast.Tuple, ast.List)):
-                pairs = value.elts if isinstance(value, (ast.Tuple, ast.List)) and \
-                    len(value.elts) == len(target.elts) else None
+                pairs = (
+                    value.elts
+                    if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+                    else None
+                )
                 for i, elt in enumerate(target.elts):
-                    bind(elt, pairs[i] if pairs else (ast.Subscript(value=value, slice=ast.Constant(i))
-                                                      if value is not None else None))
+                    bind(
+                        elt,
+                        pairs[i]
+                        if pairs
+                        else (ast.Subscript(value=value, slice=ast.Constant(i)) if value is not None else None),
+                    )
             elif isinstance(target, ast.Starred):
                 bind(target.value, value)
             elif isinstance(target, ast.Attribute) and value is not None:
@@ -78,9 +121,9 @@ class OriginAnalysis:
                         self.self_names.add(a.arg)
                     else:
                         self.params.add(a.arg)
-                for a in (args.vararg, args.kwarg):
-                    if a is not None:
-                        self.params.add(a.arg)
+                for rest in (args.vararg, args.kwarg):
+                    if rest is not None:
+                        self.params.add(rest.arg)
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
@@ -99,16 +142,15 @@ class OriginAnalysis:
                 attr = node.args[1]
                 if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
                     self.attr_bindings.setdefault(attr.value, []).append(node.args[2])
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr in MUTATORS:
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
                 for arg in [*node.args, *[k.value for k in node.keywords]]:
                     hold(node.func.value, arg)
             elif isinstance(node, ast.ClassDef):
-                for item in node.body:  # class attributes are read as self.<name> and Class.<name>
-                    if isinstance(item, (ast.Assign, ast.AnnAssign)) and item.value is not None:
-                        for t in (item.targets if isinstance(item, ast.Assign) else [item.target]):
+                for member in node.body:  # class attributes are read as self.<name> and Class.<name>
+                    if isinstance(member, (ast.Assign, ast.AnnAssign)) and member.value is not None:
+                        for t in member.targets if isinstance(member, ast.Assign) else [member.target]:
                             if isinstance(t, ast.Name):
-                                self.attr_bindings.setdefault(t.id, []).append(item.value)
+                                self.attr_bindings.setdefault(t.id, []).append(member.value)
             elif isinstance(node, (ast.Global, ast.Nonlocal)):
                 for n in node.names:
                     self.bindings.setdefault(n, [])
@@ -204,8 +246,11 @@ class OriginAnalysis:
                 return self._combine(_returns(self.functions[func.id]), depth)
             if func.id in PASS_THROUGH_BUILTINS or func.id not in self.bindings:
                 return max(FRESH, self._combine(args, depth))
-            return self._combine([*_lambda_bodies(self.bindings[func.id]), *args], depth) \
-                if all(isinstance(v, ast.Lambda) for v in self.bindings[func.id]) else UNKNOWN
+            return (
+                self._combine([*_lambda_bodies(self.bindings[func.id]), *args], depth)
+                if all(isinstance(v, ast.Lambda) for v in self.bindings[func.id])
+                else UNKNOWN
+            )
         if isinstance(func, ast.Lambda):
             return self.origin(func.body, depth)
         if isinstance(func, ast.Attribute):
@@ -247,8 +292,7 @@ class OriginAnalysis:
         self._origin_cache[key] = FRESH
         # What a property or a class's __getattr__ hands back is read as `<obj>.<attr>` too.
         computed = [m for m in self._methods(attr) if _is_property(m)] + self._methods("__getattr__")
-        result = max(self._combine(self.attr_bindings.get(attr, []), depth),
-                     self._combine(_returns(computed), depth))
+        result = max(self._combine(self.attr_bindings.get(attr, []), depth), self._combine(_returns(computed), depth))
         self._origin_cache[key] = result
         return result
 
@@ -278,8 +322,11 @@ def _lambda_bodies(values: list[ast.expr | None]) -> list[ast.AST]:
 
 def _is_property(fn: ast.AST) -> bool:
     decorators = getattr(fn, "decorator_list", [])
-    return any((isinstance(d, ast.Name) and d.id in ("property", "cached_property")) or
-               (isinstance(d, ast.Attribute) and d.attr in ("cached_property", "getter")) for d in decorators)
+    return any(
+        (isinstance(d, ast.Name) and d.id in ("property", "cached_property"))
+        or (isinstance(d, ast.Attribute) and d.attr in ("cached_property", "getter"))
+        for d in decorators
+    )
 
 
 def _is_name(node: ast.AST, name: str) -> bool:

@@ -25,21 +25,20 @@ import string
 
 from cuda_agent_cli.harness.static_origin import FRESH, IMPORTED, UNKNOWN, OriginAnalysis
 from cuda_agent_cli.harness.static_python_names import (
-    DTYPE_NAME,
-    NN_CONTAINERS,
-    TORCH_VALUES,
     ALLOWED_IMPORTS,
-    HYBRID_IMPORTS,
     ATTR_BUILTINS,
     BANNED_IMPORTS,
     BUILD_FLAG_KWARGS,
+    DTYPE_NAME,
     DYNAMIC_BUILTINS,
     FILE_BUILTINS,
     HARMLESS_SYS,
     HOOK_METHODS,
+    HYBRID_IMPORTS,
     INJECTING_FLAGS,
     INTROSPECTION_IN_FORMAT,
     LINKABLE,
+    NN_CONTAINERS,
     NO_VALUE_BUILTINS,
     NUMPY_BRIDGES,
     PRECISION_ATTRS,
@@ -57,10 +56,11 @@ from cuda_agent_cli.harness.static_python_names import (
     TORCH_LOADERS,
     TORCH_OPS_LIBRARIES,
     TORCH_UTILS_ALLOWED,
+    TORCH_VALUES,
 )
 from cuda_agent_cli.harness.static_rules import (
-    FRAME_ATTRS,
     DUNDER_ESCAPES,
+    FRAME_ATTRS,
     TENSOR_ALLOWED_METHODS,
     TENSOR_COMPUTE_METHODS,
     Finding,
@@ -126,15 +126,19 @@ class PythonChecker(OriginAnalysis):
         try:
             return self._run()
         except (RecursionError, MemoryError):
-            return [Finding("syntax", "error", "model_new.py is nested too deeply to check; write plain code",
-                            f"{PY_FILE}:0")]
+            return [
+                Finding(
+                    "syntax", "error", "model_new.py is nested too deeply to check; write plain code", f"{PY_FILE}:0"
+                )
+            ]
 
     def _run(self) -> list[Finding]:
         try:
             tree = ast.parse(self.source, filename=PY_FILE)
         except SyntaxError as exc:
-            self.findings.append(Finding("syntax", "error", f"model_new.py does not parse: {exc.msg}",
-                                         f"{PY_FILE}:{exc.lineno or 0}"))
+            self.findings.append(
+                Finding("syntax", "error", f"model_new.py does not parse: {exc.msg}", f"{PY_FILE}:{exc.lineno or 0}")
+            )
             return self.findings
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
@@ -190,9 +194,9 @@ class PythonChecker(OriginAnalysis):
         for _ in range(8):
             changed = False
             for name, value in assigns:
-                target = self.resolve(value)
-                if target and self.aliases.get(name) != target:
-                    self.aliases[name] = target
+                resolved = self.resolve(value)
+                if resolved and self.aliases.get(name) != resolved:
+                    self.aliases[name] = resolved
                     if isinstance(value, ast.Name) and value.id in self.module_aliases:
                         self.module_aliases.add(name)
                     changed = True
@@ -234,25 +238,36 @@ class PythonChecker(OriginAnalysis):
             return True
         if top in HYBRID_IMPORTS:
             if self.policy == "strict":
-                self.add("torch_ops_python", f"import of {module}: {top} computes outside the extension; "
-                         "strict policy needs a hand-written kernel", node)
+                self.add(
+                    "torch_ops_python",
+                    f"import of {module}: {top} computes outside the extension; "
+                    "strict policy needs a hand-written kernel",
+                    node,
+                )
                 return False
             return True
-        self.add("dynamic_code", f"import of {module}: model_new.py may import only torch, cuda_extension "
-                 "and pure helpers (math, typing, dataclasses, functools, ...); anything else runs code "
-                 "the checks cannot see", node)
+        self.add(
+            "dynamic_code",
+            f"import of {module}: model_new.py may import only torch, cuda_extension "
+            "and pure helpers (math, typing, dataclasses, functools, ...); anything else runs code "
+            "the checks cannot see",
+            node,
+        )
         return False
 
     # -- the tree ----------------------------------------------------------------------------
     def _check_tree(self, tree: ast.Module) -> None:
         parents = self.parents
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) and node.handlers:
+            if isinstance(node, (ast.Try, ast.TryStar)) and node.handlers:
                 # Under hybrid, torch may run anyway and what runs decides (extension_kernel): a
                 # try/except around building the extension is left to that, one in forward is not.
                 if self.policy == "strict" or self._in_forward_path(node, parents):
-                    self.add("try_fallback", "try/except in model_new.py can fall back to torch; "
-                             "a failing kernel must fail verification", node)
+                    self.add(
+                        "try_fallback",
+                        "try/except in model_new.py can fall back to torch; a failing kernel must fail verification",
+                        node,
+                    )
             elif isinstance(node, ast.With) or isinstance(node, ast.AsyncWith):
                 for item in node.items:
                     expr = item.context_expr
@@ -285,8 +300,11 @@ class PythonChecker(OriginAnalysis):
         if not text or len(text) > 20000:
             return
         if text in FRAME_ATTRS or text in DUNDER_ESCAPES or (text.startswith("co_") and text.isidentifier()):
-            self.add("dynamic_code", f"the string {text!r} names interpreter internals (frames, code, "
-                     "globals); read only plain attributes", node)
+            self.add(
+                "dynamic_code",
+                f"the string {text!r} names interpreter internals (frames, code, globals); read only plain attributes",
+                node,
+            )
         elif "{" in text and INTROSPECTION_IN_FORMAT.search(text) and _is_format_string(text):
             self.add("dynamic_code", "a format string reads frame or code internals", node)
 
@@ -304,30 +322,56 @@ class PythonChecker(OriginAnalysis):
         if node.id == "Model" and "Model" not in self.local_defs and node.id not in self.aliases:
             self.add("reference_use", "uses the reference class Model", node)
         if node.id in NO_VALUE_BUILTINS and isinstance(node.ctx, ast.Store):
-            self.add("dynamic_code", f"rebinding the builtin {node.id} hides what is called; pick another name",
-                     node)
-        elif node.id in NO_VALUE_BUILTINS and isinstance(node.ctx, ast.Load) and node.id not in self.aliases \
-                and node.id not in self.local_defs and node.id not in self.params \
-                and not (isinstance(parent, ast.Call) and parent.func is node):
-            self.add("dynamic_code", f"{node.id} passed as a value runs with arguments the checks cannot "
-                     f"see; call {node.id}(...) directly with a literal name, or not at all", node)
+            self.add("dynamic_code", f"rebinding the builtin {node.id} hides what is called; pick another name", node)
+        elif (
+            node.id in NO_VALUE_BUILTINS
+            and isinstance(node.ctx, ast.Load)
+            and node.id not in self.aliases
+            and node.id not in self.local_defs
+            and node.id not in self.params
+            and not (isinstance(parent, ast.Call) and parent.func is node)
+        ):
+            self.add(
+                "dynamic_code",
+                f"{node.id} passed as a value runs with arguments the checks cannot "
+                f"see; call {node.id}(...) directly with a literal name, or not at all",
+                node,
+            )
 
     def _check_attribute(self, node: ast.Attribute, parents: dict[ast.AST, ast.AST]) -> None:
         if is_introspection_attr(node.attr):
-            if not (node.attr == "__class__" and isinstance(node.value, ast.Name)
-                    and node.value.id in self.self_names | {"self"}):
-                self.add("dynamic_code", f"access to {node.attr} reaches interpreter internals "
-                         "(frames, code, globals, the class graph)", node)
+            if not (
+                node.attr == "__class__"
+                and isinstance(node.value, ast.Name)
+                and node.value.id in self.self_names | {"self"}
+            ):
+                self.add(
+                    "dynamic_code",
+                    f"access to {node.attr} reaches interpreter internals (frames, code, globals, the class graph)",
+                    node,
+                )
         elif node.attr in NUMPY_BRIDGES and self.policy == "strict":
-            self.add("torch_ops_python", f"{node.attr} hands the tensor to numpy, whose math runs outside "
-                     "the extension; strict policy needs a hand-written kernel", node)
-        if isinstance(node.value, ast.Name) and node.value.id in self.local_classes \
-                and self._methods(node.attr) and not node.attr.startswith("__"):
+            self.add(
+                "torch_ops_python",
+                f"{node.attr} hands the tensor to numpy, whose math runs outside "
+                "the extension; strict policy needs a hand-written kernel",
+                node,
+            )
+        if (
+            isinstance(node.value, ast.Name)
+            and node.value.id in self.local_classes
+            and self._methods(node.attr)
+            and not node.attr.startswith("__")
+        ):
             call = parents.get(node)
             first = call.args[0] if isinstance(call, ast.Call) and call.func is node and call.args else None
             if not (isinstance(first, ast.Name) and first.id in self.self_names):
-                self.add("dynamic_code", f"{node.value.id}.{node.attr} used unbound: a method must run on "
-                         "its own object (call it through self)", node)
+                self.add(
+                    "dynamic_code",
+                    f"{node.value.id}.{node.attr} used unbound: a method must run on "
+                    "its own object (call it through self)",
+                    node,
+                )
         name = self.resolve(node)
         if name is None:
             return
@@ -349,22 +393,37 @@ class PythonChecker(OriginAnalysis):
             return
         parts = name.split(".")
         leaf = parts[-1]
-        judged = (len(parts) == 2 and parts[0] == "torch") or \
-            (len(parts) == 3 and parts[:2] in (["torch", "special"], ["torch", "linalg"], ["torch", "fft"],
-                                               ["torch", "Tensor"])) or \
-            (len(parts) == 4 and parts[:3] == ["torch", "nn", "functional"])
-        if not judged or leaf[:1].isupper() or leaf.startswith("_") or leaf in TORCH_VALUES \
-                or DTYPE_NAME.match(leaf) or _torch_call_allowed(name):
+        judged = (
+            (len(parts) == 2 and parts[0] == "torch")
+            or (
+                len(parts) == 3
+                and parts[:2] in (["torch", "special"], ["torch", "linalg"], ["torch", "fft"], ["torch", "Tensor"])
+            )
+            or (len(parts) == 4 and parts[:3] == ["torch", "nn", "functional"])
+        )
+        if (
+            not judged
+            or leaf[:1].isupper()
+            or leaf.startswith("_")
+            or leaf in TORCH_VALUES
+            or DTYPE_NAME.match(leaf)
+            or _torch_call_allowed(name)
+        ):
             return
-        self.add("torch_ops_python", f"{name} passed around as a value runs a torch op wherever it is "
-                 "called; strict policy needs a custom kernel", node)
+        self.add(
+            "torch_ops_python",
+            f"{name} passed around as a value runs a torch op wherever it is "
+            "called; strict policy needs a custom kernel",
+            node,
+        )
 
     def _judge_reference(self, name: str, node: ast.AST) -> None:
         """Rules for touching a resolved dotted name, whether or not it is called."""
         parts = name.split(".")
         root = parts[0]
-        if name in ("os.environ", "os.environb") or name.startswith(("os.environ.", "sys.argv",
-                                                                    "sys.orig_argv", "sys.flags")):
+        if name in ("os.environ", "os.environb") or name.startswith(
+            ("os.environ.", "sys.argv", "sys.orig_argv", "sys.flags")
+        ):
             self.add("file_env_access", f"{name}: the candidate must not read the environment or argv", node)
             return
         if name.startswith("sys.") and name not in HARMLESS_SYS:
@@ -379,16 +438,26 @@ class PythonChecker(OriginAnalysis):
                 return
             if seg in ("numpy", "np") and root != "numpy":
                 if self.policy == "strict":
-                    self.add("torch_ops_python", f"{name} reaches numpy, whose math runs outside the extension; "
-                             "strict policy needs a hand-written kernel", node)
+                    self.add(
+                        "torch_ops_python",
+                        f"{name} reaches numpy, whose math runs outside the extension; "
+                        "strict policy needs a hand-written kernel",
+                        node,
+                    )
                 return
             if seg in REEXPORTED_MODULES:
-                self.add("dynamic_code", f"{name} reaches the {seg} module through {root}; "
-                         "model_new.py may not use it", node)
+                self.add(
+                    "dynamic_code", f"{name} reaches the {seg} module through {root}; model_new.py may not use it", node
+                )
                 return
         for seg in parts[1:]:
-            if seg.startswith("_") and seg not in SAFE_DUNDERS and root != "cuda_extension" \
-                    and not name.startswith("torch.ops.") and not is_introspection_attr(seg):
+            if (
+                seg.startswith("_")
+                and seg not in SAFE_DUNDERS
+                and root != "cuda_extension"
+                and not name.startswith("torch.ops.")
+                and not is_introspection_attr(seg)
+            ):
                 self.add("dynamic_code", f"{name}: private internals can disable the runtime guards", node)
                 return
         if name.startswith("torch.testing"):
@@ -398,8 +467,11 @@ class PythonChecker(OriginAnalysis):
             self.add("dynamic_code", f"{name}: torch internals can disable the runtime guards", node)
             return
         for prefix, finding, reason in TORCH_LOADERS:
-            if name == prefix or name.startswith(prefix + ".") or \
-                    (prefix.endswith("register_module") and name.startswith(prefix)):
+            if (
+                name == prefix
+                or name.startswith(prefix + ".")
+                or (prefix.endswith("register_module") and name.startswith(prefix))
+            ):
                 if finding == "torch_ops_python" and self.policy != "strict":
                     return
                 self.add(finding, f"{name}: {reason}", node)
@@ -426,16 +498,23 @@ class PythonChecker(OriginAnalysis):
         for target in targets:
             for leaf in _flatten_targets(target):
                 if isinstance(leaf, (ast.Attribute, ast.Subscript)):
-                    self._check_write(leaf, node if hasattr(node, "lineno") else leaf,
-                                      "deletes" if isinstance(node, ast.Delete) else "writes")
+                    self._check_write(
+                        leaf,
+                        node if hasattr(node, "lineno") else leaf,
+                        "deletes" if isinstance(node, ast.Delete) else "writes",
+                    )
 
     def _check_write(self, leaf: ast.Attribute | ast.Subscript, node: ast.AST, verb: str) -> None:
         base = leaf.value
         full = self.resolve(leaf) if isinstance(leaf, ast.Attribute) else None
         owner = self.resolve(base)
         what = f".{leaf.attr}" if isinstance(leaf, ast.Attribute) else "[...]"
-        if full and full.startswith("torch.backends.") and isinstance(leaf, ast.Attribute) \
-                and leaf.attr in PRECISION_ATTRS:
+        if (
+            full
+            and full.startswith("torch.backends.")
+            and isinstance(leaf, ast.Attribute)
+            and leaf.attr in PRECISION_ATTRS
+        ):
             self.add("precision_flags", f"sets {full}; precision flags are fixed by the harness", node)
             return
         if owner and owner.split(".")[0] == "os" and "environ" in owner:
@@ -448,14 +527,26 @@ class PythonChecker(OriginAnalysis):
             return
         where = self.origin(base)
         if where == IMPORTED:
-            self.add("dynamic_code", f"{verb} {what} on an object that comes from an imported module "
-                     "(through a container, a call or a variable): a monkeypatch", node)
+            self.add(
+                "dynamic_code",
+                f"{verb} {what} on an object that comes from an imported module "
+                "(through a container, a call or a variable): a monkeypatch",
+                node,
+            )
         elif isinstance(leaf, ast.Attribute) and where != FRESH:
-            self.add("dynamic_code", f"{verb} {what} on an object whose origin cannot be traced; only "
-                     "attributes of self and of objects created in this file may be assigned", node)
+            self.add(
+                "dynamic_code",
+                f"{verb} {what} on an object whose origin cannot be traced; only "
+                "attributes of self and of objects created in this file may be assigned",
+                node,
+            )
         elif isinstance(leaf, ast.Subscript) and where == UNKNOWN:
-            self.add("dynamic_code", f"{verb} an item of an object whose origin cannot be traced; only "
-                     "tensors and containers created in this file may be written", node)
+            self.add(
+                "dynamic_code",
+                f"{verb} an item of an object whose origin cannot be traced; only "
+                "tensors and containers created in this file may be written",
+                node,
+            )
 
     # -- calls -------------------------------------------------------------------------------
     def _check_call(self, node: ast.Call, parents: dict[ast.AST, ast.AST]) -> None:
@@ -467,11 +558,18 @@ class PythonChecker(OriginAnalysis):
                 self.add("file_env_access", FILE_BUILTINS[func.id], node)
             elif func.id in ATTR_BUILTINS:
                 self._check_getattr(node, func.id)
-        if isinstance(func, ast.Call) and _is_name(func.func, "getattr") and len(func.args) >= 2 \
-                and isinstance(func.args[1], ast.Constant) and isinstance(func.args[1].value, str) \
-                and self.resolve(func) is None:
+        if (
+            isinstance(func, ast.Call)
+            and _is_name(func.func, "getattr")
+            and len(func.args) >= 2
+            and isinstance(func.args[1], ast.Constant)
+            and isinstance(func.args[1].value, str)
+            and self.resolve(func) is None
+        ):
             # getattr(x, "sum")(...) is x.sum(...) spelled to dodge the method check
-            spelled = ast.copy_location(ast.Attribute(value=func.args[0], attr=func.args[1].value, ctx=ast.Load()), func)
+            spelled = ast.copy_location(
+                ast.Attribute(value=func.args[0], attr=func.args[1].value, ctx=ast.Load()), func
+            )
             self._check_method_call(node, spelled, parents)
         name = self.resolve(func)
         if name is None:
@@ -491,22 +589,39 @@ class PythonChecker(OriginAnalysis):
             self.add(kind, f"{name} is not allowed in a candidate", node)
         elif name.startswith(("io.", "pathlib.", "shutil.", "tempfile.")):
             self.add("file_env_access", f"{name}: file access is not allowed in a candidate", node)
-        elif name in ("torch.load", "torch.save", "torch.from_file", "torch.ops.load_library",
-                      "torch.utils.cpp_extension.load_library"):
-            self.add("file_env_access" if name != "torch.ops.load_library" else "dynamic_code",
-                     f"{name} loads or stores files outside the checked build", node)
+        elif name in (
+            "torch.load",
+            "torch.save",
+            "torch.from_file",
+            "torch.ops.load_library",
+            "torch.utils.cpp_extension.load_library",
+        ):
+            self.add(
+                "file_env_access" if name != "torch.ops.load_library" else "dynamic_code",
+                f"{name} loads or stores files outside the checked build",
+                node,
+            )
         elif name in ("torch.compile", "torch.jit.script", "torch.jit.trace") or name.startswith("triton"):
             for kw in node.keywords:
                 if name == "torch.compile" and kw.arg in ("backend", "options"):
-                    self.add("dynamic_code", f"torch.compile {kw.arg}= runs code (or compilers) the checks "
-                             "cannot see; use mode= only", node)
+                    self.add(
+                        "dynamic_code",
+                        f"torch.compile {kw.arg}= runs code (or compilers) the checks cannot see; use mode= only",
+                        node,
+                    )
             if self.policy == "strict":
-                self.add("torch_ops_python", f"{name} generates kernels from torch ops; strict policy "
-                         "needs a hand-written kernel", node)
+                self.add(
+                    "torch_ops_python",
+                    f"{name} generates kernels from torch ops; strict policy needs a hand-written kernel",
+                    node,
+                )
         elif self.policy == "strict" and name.startswith("torch.") and self._in_forward_path(node, parents):
             if not _torch_call_allowed(name):
-                self.add("torch_ops_python", f"{name} is a torch compute op; strict policy needs a custom "
-                         "kernel in forward", node)
+                self.add(
+                    "torch_ops_python",
+                    f"{name} is a torch compute op; strict policy needs a custom kernel in forward",
+                    node,
+                )
         if name == "torch.utils.cpp_extension.load":
             self._check_load_sources(node)
 
@@ -514,17 +629,26 @@ class PythonChecker(OriginAnalysis):
         """A module object handed to native code can be patched from C++ (py::object.attr)."""
         name = self.resolve(func) or ""
         is_ext = name.startswith("cuda_extension.") or (
-            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-            and func.value.id in self.extension_vars)
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in self.extension_vars
+        )
         if not is_ext:
             return
         for arg in [*node.args, *[k.value for k in node.keywords]]:
             if isinstance(arg, ast.Name) and arg.id in self.module_aliases:
-                self.add("dynamic_code", f"passes the module {self.aliases.get(arg.id, arg.id)} to the "
-                         "extension, where C++ can patch it; pass tensors and numbers", node)
+                self.add(
+                    "dynamic_code",
+                    f"passes the module {self.aliases.get(arg.id, arg.id)} to the "
+                    "extension, where C++ can patch it; pass tensors and numbers",
+                    node,
+                )
             elif isinstance(arg, ast.Call) and self.origin(arg) == IMPORTED and self.resolve(arg) is None:
-                self.add("dynamic_code", "passes an object taken from an imported module to the extension; "
-                         "pass tensors and numbers", node)
+                self.add(
+                    "dynamic_code",
+                    "passes an object taken from an imported module to the extension; pass tensors and numbers",
+                    node,
+                )
 
     def _check_method_call(self, node: ast.Call, func: ast.Attribute, parents: dict[ast.AST, ast.AST]) -> None:
         if func.attr in SYNC_METHODS:
@@ -532,27 +656,46 @@ class PythonChecker(OriginAnalysis):
         if func.attr in ("format", "format_map") and not isinstance(func.value, ast.Constant):
             text = _fold(func.value, self.string_values)
             if text is None:
-                self.add("dynamic_code", f".{func.attr}() on a string the checks cannot read can reach "
-                         "attributes by name; format literal strings or use f-strings", node)
+                self.add(
+                    "dynamic_code",
+                    f".{func.attr}() on a string the checks cannot read can reach "
+                    "attributes by name; format literal strings or use f-strings",
+                    node,
+                )
         if self.policy != "strict" or not self._in_forward_path(node, parents):
             return
         if isinstance(func.value, ast.Name) and func.value.id in self.self_names | {"self"}:
             for value in self.attr_bindings.get(func.attr, []):
                 ctor = self.resolve(value.func) if isinstance(value, ast.Call) else None
-                if ctor and ctor.startswith("torch.nn.") and ctor.split(".")[-1][:1].isupper() \
-                        and ctor not in NN_CONTAINERS:
-                    self.add("torch_ops_python", f"self.{func.attr}(...) runs {ctor}, a torch op; strict policy "
-                             "needs a custom kernel (use its parameters in your kernel)", node)
+                if (
+                    ctor
+                    and ctor.startswith("torch.nn.")
+                    and ctor.split(".")[-1][:1].isupper()
+                    and ctor not in NN_CONTAINERS
+                ):
+                    self.add(
+                        "torch_ops_python",
+                        f"self.{func.attr}(...) runs {ctor}, a torch op; strict policy "
+                        "needs a custom kernel (use its parameters in your kernel)",
+                        node,
+                    )
                     break
             return  # otherwise the module's own methods, not tensor methods
         if isinstance(func.value, ast.Name) and func.value.id in ("cls", "super"):
             return
         if func.attr == "numpy":
-            self.add("torch_ops_python", ".numpy() hands the tensor to numpy, whose math (and BLAS) runs "
-                     "outside the extension; strict policy needs a hand-written kernel", node)
+            self.add(
+                "torch_ops_python",
+                ".numpy() hands the tensor to numpy, whose math (and BLAS) runs "
+                "outside the extension; strict policy needs a hand-written kernel",
+                node,
+            )
         elif func.attr in TENSOR_COMPUTE_METHODS and func.attr not in TENSOR_ALLOWED_METHODS:
-            self.add("torch_ops_python", f".{func.attr}() is a tensor compute op; strict policy needs a "
-                     "custom kernel in forward", node)
+            self.add(
+                "torch_ops_python",
+                f".{func.attr}() is a tensor compute op; strict policy needs a custom kernel in forward",
+                node,
+            )
 
     def _check_getattr(self, node: ast.Call, fn: str) -> None:
         if len(node.args) < 2:
@@ -563,8 +706,11 @@ class PythonChecker(OriginAnalysis):
         if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
             bound = _fold(attr, self.string_values)
             shown = f" ({bound!r})" if bound else ""
-            self.add("dynamic_code", f"{fn} with a computed name{shown} hides what is read or written; "
-                     "write the attribute out", node)
+            self.add(
+                "dynamic_code",
+                f"{fn} with a computed name{shown} hides what is read or written; write the attribute out",
+                node,
+            )
             return
         if is_introspection_attr(attr.value):
             self.add("dynamic_code", f"{fn}(..., {attr.value!r}) reaches interpreter internals", node)
@@ -581,15 +727,25 @@ class PythonChecker(OriginAnalysis):
 
     def _check_load_sources(self, node: ast.Call) -> None:
         """load() compiles the files it is given: only kernels/ is checked, so only kernels/ may be."""
-        sources = node.args[1] if len(node.args) > 1 else next(
-            (k.value for k in node.keywords if k.arg == "sources"), None)
+        sources = (
+            node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "sources"), None)
+        )
         if sources is None:
             return
-        texts = [t for t in (_fold(n, self.string_values) for n in ast.walk(sources)
-                             if isinstance(n, (ast.Constant, ast.Name))) if t]
+        texts = [
+            t
+            for t in (
+                _fold(n, self.string_values) for n in ast.walk(sources) if isinstance(n, (ast.Constant, ast.Name))
+            )
+            if t
+        ]
         if not texts or not any("kernels" in t for t in texts) or any(".." in t or "scratch" in t for t in texts):
-            self.add("dynamic_code", "load() sources must be files under kernels/ (the checked sources); "
-                     "write them there or use load_inline with literal strings", node)
+            self.add(
+                "dynamic_code",
+                "load() sources must be files under kernels/ (the checked sources); "
+                "write them there or use load_inline with literal strings",
+                node,
+            )
 
     def _in_forward_path(self, node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
         """True inside any function except `__init__`: code that may run on every call.
@@ -602,8 +758,11 @@ class PythonChecker(OriginAnalysis):
             if isinstance(cur, ast.Lambda):
                 return True
             if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if cur.name in INPUT_HELPERS and isinstance(parents.get(cur), ast.Module) \
-                        and not self._input_helpers_used():
+                if (
+                    cur.name in INPUT_HELPERS
+                    and isinstance(parents.get(cur), ast.Module)
+                    and not self._input_helpers_used()
+                ):
                     return False  # KernelBench's get_inputs(): the harness never calls the candidate's
                 return cur.name != "__init__"
             cur = parents.get(cur)
@@ -628,8 +787,9 @@ class PythonChecker(OriginAnalysis):
             for base in node.bases:
                 name = self.resolve(base)
                 base_id = base.id if isinstance(base, ast.Name) else None
-                if (name and (name == "model.Model" or name.startswith("model."))) or \
-                        (base_id == "Model" and "Model" not in self.local_defs):
+                if (name and (name == "model.Model" or name.startswith("model."))) or (
+                    base_id == "Model" and "Model" not in self.local_defs
+                ):
                     self.add("reference_use", f"class {node.name} subclasses the reference Model", node)
             for kw in node.keywords:
                 if kw.arg == "metaclass":
@@ -640,14 +800,20 @@ class PythonChecker(OriginAnalysis):
                 if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
                     for base in node.bases:
                         if isinstance(base, ast.Name) and base.id == "Model":
-                            self.add("reference_use", "ModelNew subclasses a class named Model "
-                                     "(a copy of the reference)", node)
+                            self.add(
+                                "reference_use",
+                                "ModelNew subclasses a class named Model (a copy of the reference)",
+                                node,
+                            )
 
     def _check_streams(self) -> None:
         if self._stream_sites and not self._has_sync:
-            self.add("streams", "creates or switches CUDA streams without synchronizing; work on a "
-                     "side stream escapes the timed region",
-                     _LineNode(min(self._stream_sites)))
+            self.add(
+                "streams",
+                "creates or switches CUDA streams without synchronizing; work on a "
+                "side stream escapes the timed region",
+                _LineNode(min(self._stream_sites)),
+            )
 
     # -- load_inline -------------------------------------------------------------------------
     def _collect_inline_cpp(self, tree: ast.Module) -> None:
@@ -661,8 +827,12 @@ class PythonChecker(OriginAnalysis):
                 if kw.arg in BUILD_FLAG_KWARGS:
                     self._check_build_flags(kw.value, kw.arg)
                 elif kw.arg == "build_directory":
-                    self.add("dynamic_code", "build_directory points the build at files the harness did not "
-                             "build (a planted library loads unchecked); leave it out", kw.value)
+                    self.add(
+                        "dynamic_code",
+                        "build_directory points the build at files the harness did not "
+                        "build (a planted library loads unchecked); leave it out",
+                        kw.value,
+                    )
                 elif kw.arg in ("functions", "name"):
                     self._check_generated_names(kw.value, kw.arg)
             if node.args:
@@ -673,16 +843,20 @@ class PythonChecker(OriginAnalysis):
                 if kw.arg in ("cpp_sources", "cuda_sources"):
                     text = self._string_of(kw.value, depth=0)
                     if text is None:
-                        self.add("dynamic_code", f"load_inline {kw.arg} is not a literal string, so it "
-                                 "cannot be checked", kw.value)
+                        self.add(
+                            "dynamic_code",
+                            f"load_inline {kw.arg} is not a literal string, so it cannot be checked",
+                            kw.value,
+                        )
                     elif text:
                         self.inline_cpp.append((f"{PY_FILE}:{kw.arg}@{node.lineno}", text))
             for i, arg in enumerate(node.args[1:3]):
                 text = self._string_of(arg, depth=0)
                 label = ("cpp_sources", "cuda_sources")[i]
                 if text is None:
-                    self.add("dynamic_code", f"load_inline {label} is not a literal string, so it "
-                             "cannot be checked", arg)
+                    self.add(
+                        "dynamic_code", f"load_inline {label} is not a literal string, so it cannot be checked", arg
+                    )
                 elif text:
                     self.inline_cpp.append((f"{PY_FILE}:{label}@{node.lineno}", text))
 
@@ -699,15 +873,20 @@ class PythonChecker(OriginAnalysis):
             for v in node.values:
                 doc = _fold(v, self.string_values)
                 if doc is None or any(c in doc for c in '"\\\n'):
-                    self.add("dynamic_code", "load_inline function docstrings go into generated C++: plain "
-                             "literal text without quotes or backslashes", v)
+                    self.add(
+                        "dynamic_code",
+                        "load_inline function docstrings go into generated C++: plain "
+                        "literal text without quotes or backslashes",
+                        v,
+                    )
         else:
             items = [node]
         for item in items:
             text = _fold(item, self.string_values)
             if text is None or not text.isidentifier():
-                self.add("dynamic_code", f"load_inline {what} goes into generated C++: it must be a literal "
-                         "identifier", item)
+                self.add(
+                    "dynamic_code", f"load_inline {what} goes into generated C++: it must be a literal identifier", item
+                )
 
     def _check_build_flags(self, node: ast.AST, kwarg: str) -> None:
         flags = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
@@ -725,16 +904,23 @@ class PythonChecker(OriginAnalysis):
             elif text.startswith("-B") or any(f in text for f in INJECTING_FLAGS):
                 self.add("dynamic_code", f"build flag {text} injects code the checks cannot see", flag)
             elif text.startswith("-L") and (not text[2:].startswith("/") or _writable_place(text[2:])):
-                self.add("dynamic_code", f"library path {text} can hold libraries the checks never read; "
-                         "link from the CUDA and torch installations", flag)
+                self.add(
+                    "dynamic_code",
+                    f"library path {text} can hold libraries the checks never read; "
+                    "link from the CUDA and torch installations",
+                    flag,
+                )
             elif kwarg == "extra_ldflags" and not (LINKABLE.match(text) or text.startswith(("-O", "-L"))):
-                self.add("dynamic_code", f"link flag {text} brings in native code the checks never read; "
-                         "link only the CUDA libraries (-lcublas, -lcudnn, ...)", flag)
+                self.add(
+                    "dynamic_code",
+                    f"link flag {text} brings in native code the checks never read; "
+                    "link only the CUDA libraries (-lcublas, -lcudnn, ...)",
+                    flag,
+                )
             elif kwarg == "extra_include_paths" or text.startswith(("-I", "-isystem", "-iquote")):
                 path = text[2:] if text.startswith("-I") else text
                 if _writable_place(path):
-                    self.add("dynamic_code", f"include path {text} brings in headers the checks never read",
-                             flag)
+                    self.add("dynamic_code", f"include path {text} brings in headers the checks never read", flag)
 
     def _string_of(self, node: ast.AST, depth: int) -> str | None:
         """The literal text of a load_inline source argument, following simple names."""
@@ -743,19 +929,20 @@ class PythonChecker(OriginAnalysis):
         if isinstance(node, ast.Constant):
             return node.value if isinstance(node.value, str) else ("" if node.value is None else None)
         if isinstance(node, (ast.List, ast.Tuple)):
-            parts = [self._string_of(e, depth + 1) for e in node.elts]
-            return None if any(p is None for p in parts) else "\n".join(parts)  # type: ignore[arg-type]
+            texts = [self._string_of(e, depth + 1) for e in node.elts]
+            known = [t for t in texts if t is not None]
+            return "\n".join(known) if len(known) == len(texts) else None
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self._string_of(node.left, depth + 1), self._string_of(node.right, depth + 1)
             return None if left is None or right is None else left + right
         if isinstance(node, ast.JoinedStr):
-            parts = []
+            pieces: list[str] = []
             for v in node.values:
                 if isinstance(v, ast.Constant):
-                    parts.append(str(v.value))
+                    pieces.append(str(v.value))
                 else:
                     return None
-            return "".join(parts)
+            return "".join(pieces)
         if isinstance(node, ast.Name) and node.id in self.string_values:
             return self._string_of(self.string_values[node.id], depth + 1)
         return None
@@ -806,8 +993,11 @@ def _is_format_string(text: str) -> bool:
 def _bind_pairs(target: ast.expr, value: ast.expr) -> list[tuple[str, ast.expr]]:
     if isinstance(target, ast.Name):
         return [(target.id, value)]
-    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
-            and len(target.elts) == len(value.elts):
+    if (
+        isinstance(target, (ast.Tuple, ast.List))
+        and isinstance(value, (ast.Tuple, ast.List))
+        and len(target.elts) == len(value.elts)
+    ):
         pairs: list[tuple[str, ast.expr]] = []
         for t, v in zip(target.elts, value.elts):
             pairs.extend(_bind_pairs(t, v))

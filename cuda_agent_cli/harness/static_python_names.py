@@ -12,11 +12,28 @@ from cuda_agent_cli.harness.static_rules import DUNDER_ESCAPES, FRAME_ATTRS
 # The modules model_new.py may import. torch's own submodules are allowed as a tree; the names
 # reached inside it are judged one by one (_judge_reference). os and sys are importable only
 # for their pure parts (os.path string functions, sys.version_info): every other use is judged.
-ALLOWED_IMPORTS = frozenset({
-    "torch", "cuda_extension", "math", "cmath", "numbers", "typing", "typing_extensions",
-    "dataclasses", "functools", "enum", "abc", "collections", "itertools", "copy", "contextlib",
-    "__future__", "os", "sys",
-})
+ALLOWED_IMPORTS = frozenset(
+    {
+        "torch",
+        "cuda_extension",
+        "math",
+        "cmath",
+        "numbers",
+        "typing",
+        "typing_extensions",
+        "dataclasses",
+        "functools",
+        "enum",
+        "abc",
+        "collections",
+        "itertools",
+        "copy",
+        "contextlib",
+        "__future__",
+        "os",
+        "sys",
+    }
+)
 # Allowed only where torch ops are: numpy and triton compute outside the extension.
 HYBRID_IMPORTS = frozenset({"numpy", "triton"})
 
@@ -71,18 +88,83 @@ BANNED_IMPORTS: tuple[tuple[str, str, str], ...] = (
 
 # Standard-library modules that torch and its submodules re-export as attributes (torch.os,
 # torch.utils.cpp_extension.subprocess, ...): reaching one through torch is importing it.
-REEXPORTED_MODULES = frozenset({
-    "os", "sys", "subprocess", "importlib", "builtins", "inspect", "ctypes", "threading",
-    "_thread", "multiprocessing", "pickle", "marshal", "traceback", "gc", "operator", "_operator",
-    "pydoc", "runpy", "code", "codeop", "shutil", "tempfile", "io", "pathlib", "socket", "glob",
-    "atexit", "weakref", "copyreg", "warnings", "logging", "json", "time", "platform",
-    "sysconfig", "site", "pkgutil", "zipimport", "linecache", "dis", "ast", "asyncio",
-    "concurrent", "queue", "selectors", "types", "posix", "posixpath", "genericpath", "fcntl",
-    "mmap", "resource", "pty", "shlex", "tokenize", "string", "ctypeslib", "f2py", "distutils",
-})
+REEXPORTED_MODULES = frozenset(
+    {
+        "os",
+        "sys",
+        "subprocess",
+        "importlib",
+        "builtins",
+        "inspect",
+        "ctypes",
+        "threading",
+        "_thread",
+        "multiprocessing",
+        "pickle",
+        "marshal",
+        "traceback",
+        "gc",
+        "operator",
+        "_operator",
+        "pydoc",
+        "runpy",
+        "code",
+        "codeop",
+        "shutil",
+        "tempfile",
+        "io",
+        "pathlib",
+        "socket",
+        "glob",
+        "atexit",
+        "weakref",
+        "copyreg",
+        "warnings",
+        "logging",
+        "json",
+        "time",
+        "platform",
+        "sysconfig",
+        "site",
+        "pkgutil",
+        "zipimport",
+        "linecache",
+        "dis",
+        "ast",
+        "asyncio",
+        "concurrent",
+        "queue",
+        "selectors",
+        "types",
+        "posix",
+        "posixpath",
+        "genericpath",
+        "fcntl",
+        "mmap",
+        "resource",
+        "pty",
+        "shlex",
+        "tokenize",
+        "string",
+        "ctypeslib",
+        "f2py",
+        "distutils",
+    }
+)
 # Dunder names that are plain data and safe to read off a module.
-SAFE_DUNDERS = frozenset({"__version__", "__name__", "__doc__", "__file__", "__init__", "__call__",
-                           "__future__", "__qualname__", "__module__"})
+SAFE_DUNDERS = frozenset(
+    {
+        "__version__",
+        "__name__",
+        "__doc__",
+        "__file__",
+        "__init__",
+        "__call__",
+        "__future__",
+        "__qualname__",
+        "__module__",
+    }
+)
 
 # torch subtrees that load or generate code, start processes, or touch files: (prefix, finding,
 # reason). Checked on every resolved name, so `from torch import hub` is caught as well.
@@ -106,8 +188,11 @@ TORCH_LOADERS: tuple[tuple[str, str, str], ...] = (
     ("torch.ops.import_module", "dynamic_code", "imports a Python module by name"),
     ("torch.classes", "dynamic_code", "custom classes load native code outside the checked build"),
     ("torch.utils.cpp_extension.load_library", "dynamic_code", "loads native code outside the checked build"),
-    ("torch.nn.modules.module.register_module", "dynamic_code",
-     "global module hooks run code inside every module, the harness's too"),
+    (
+        "torch.nn.modules.module.register_module",
+        "dynamic_code",
+        "global module hooks run code inside every module, the harness's too",
+    ),
     ("torch.jit.load", "file_env_access", "loads files outside the checked build"),
     ("torch.jit.save", "file_env_access", "writes files"),
     ("torch.jit.CompilationUnit", "dynamic_code", "compiles TorchScript from a string"),
@@ -136,11 +221,21 @@ TORCH_LOADERS: tuple[tuple[str, str, str], ...] = (
 )
 
 # The only os.path functions that are pure string work (used to locate sources for load()).
-PURE_OS_PATH = frozenset({"os.path.join", "os.path.dirname", "os.path.abspath", "os.path.basename",
-                           "os.path.realpath", "os.path.normpath", "os.path.splitext"})
+PURE_OS_PATH = frozenset(
+    {
+        "os.path.join",
+        "os.path.dirname",
+        "os.path.abspath",
+        "os.path.basename",
+        "os.path.realpath",
+        "os.path.normpath",
+        "os.path.splitext",
+    }
+)
 
-HARMLESS_SYS = frozenset({"sys.version_info", "sys.maxsize", "sys.platform", "sys.byteorder",
-                           "sys.float_info", "sys.version"})
+HARMLESS_SYS = frozenset(
+    {"sys.version_info", "sys.maxsize", "sys.platform", "sys.byteorder", "sys.float_info", "sys.version"}
+)
 
 DYNAMIC_BUILTINS = {
     "exec": "exec runs code the static checks cannot see",
@@ -153,49 +248,115 @@ DYNAMIC_BUILTINS = {
     "breakpoint": "debugger hooks run arbitrary code",
     "help": "help() imports any module named to it",
 }
-FILE_BUILTINS = {"open": "file access is not allowed in a candidate",
-                  "input": "reading stdin is not allowed in a candidate"}
+FILE_BUILTINS = {
+    "open": "file access is not allowed in a candidate",
+    "input": "reading stdin is not allowed in a candidate",
+}
 ATTR_BUILTINS = ("getattr", "setattr", "delattr", "hasattr")
 # Builtins that must only ever be called directly by name: passed as a value (functools.reduce(
 # getattr, ...), map(setattr, ...), f = eval) they run with arguments the checks cannot see.
 NO_VALUE_BUILTINS = frozenset({*DYNAMIC_BUILTINS, *FILE_BUILTINS, "getattr", "setattr", "delattr"})
 
 # torch functions ModelNew.forward may call under strict: allocation, metadata, device queries.
-TORCH_ALLOWED_CALLS = frozenset({
-    "torch.empty", "torch.empty_like", "torch.empty_strided", "torch.zeros", "torch.zeros_like",
-    "torch.ones", "torch.ones_like", "torch.full", "torch.full_like", "torch.arange",
-    "torch.tensor", "torch.as_tensor", "torch.Size", "torch.device", "torch.dtype",
-    "torch.is_tensor", "torch.numel", "torch.get_default_dtype", "torch.is_floating_point",
-    "torch.is_complex", "torch.finfo", "torch.iinfo", "torch.no_grad", "torch.inference_mode",
-    "torch.is_grad_enabled", "torch.is_inference_mode_enabled", "torch.enable_grad",
-    "torch.set_grad_enabled", "torch.result_type", "torch.promote_types", "torch.broadcast_shapes",
-    "torch.cuda.current_device", "torch.cuda.current_stream", "torch.cuda.default_stream",
-    "torch.cuda.device", "torch.cuda.is_available", "torch.cuda.device_count",
-    "torch.cuda.synchronize", "torch.cuda.get_device_capability", "torch.cuda.get_device_properties",
-    "torch.cuda.get_device_name", "torch.utils.cpp_extension.load_inline",
-    "torch.utils.cpp_extension.load", "torch.nn.Parameter", "torch.nn.Module",
-})
+TORCH_ALLOWED_CALLS = frozenset(
+    {
+        "torch.empty",
+        "torch.empty_like",
+        "torch.empty_strided",
+        "torch.zeros",
+        "torch.zeros_like",
+        "torch.ones",
+        "torch.ones_like",
+        "torch.full",
+        "torch.full_like",
+        "torch.arange",
+        "torch.tensor",
+        "torch.as_tensor",
+        "torch.Size",
+        "torch.device",
+        "torch.dtype",
+        "torch.is_tensor",
+        "torch.numel",
+        "torch.get_default_dtype",
+        "torch.is_floating_point",
+        "torch.is_complex",
+        "torch.finfo",
+        "torch.iinfo",
+        "torch.no_grad",
+        "torch.inference_mode",
+        "torch.is_grad_enabled",
+        "torch.is_inference_mode_enabled",
+        "torch.enable_grad",
+        "torch.set_grad_enabled",
+        "torch.result_type",
+        "torch.promote_types",
+        "torch.broadcast_shapes",
+        "torch.cuda.current_device",
+        "torch.cuda.current_stream",
+        "torch.cuda.default_stream",
+        "torch.cuda.device",
+        "torch.cuda.is_available",
+        "torch.cuda.device_count",
+        "torch.cuda.synchronize",
+        "torch.cuda.get_device_capability",
+        "torch.cuda.get_device_properties",
+        "torch.cuda.get_device_name",
+        "torch.utils.cpp_extension.load_inline",
+        "torch.utils.cpp_extension.load",
+        "torch.nn.Parameter",
+        "torch.nn.Module",
+    }
+)
 # torch namespaces whose calls never compute (types, parameter containers, init in __init__).
-TORCH_ALLOWED_PREFIXES = ("torch.cuda.", "torch.utils.cpp_extension.", "torch.backends.",
-                           "torch.nn.Module", "torch.nn.ModuleList", "torch.nn.ParameterList",
-                           "torch.nn.ModuleDict", "torch.nn.ParameterDict")
+TORCH_ALLOWED_PREFIXES = (
+    "torch.cuda.",
+    "torch.utils.cpp_extension.",
+    "torch.backends.",
+    "torch.nn.Module",
+    "torch.nn.ModuleList",
+    "torch.nn.ParameterList",
+    "torch.nn.ModuleDict",
+    "torch.nn.ParameterDict",
+)
 # A torch.ops namespace other than these belongs to a custom extension, which is the point.
 TORCH_OPS_LIBRARIES = frozenset({"aten", "prims", "quantized", "_quantized", "torchvision"})
 # Bridges from a tensor to numpy (and so to numpy's BLAS): torch ops under strict.
-NUMPY_BRIDGES = frozenset({"__array__", "__array_interface__", "__array_wrap__", "__array_priority__",
-                            "__dlpack__", "__cuda_array_interface__"})
+NUMPY_BRIDGES = frozenset(
+    {
+        "__array__",
+        "__array_interface__",
+        "__array_wrap__",
+        "__array_priority__",
+        "__dlpack__",
+        "__cuda_array_interface__",
+    }
+)
 
-PRECISION_ATTRS = frozenset({"allow_tf32", "allow_fp16_reduced_precision_reduction",
-                              "allow_bf16_reduced_precision_reduction", "fp32_precision",
-                              "benchmark", "deterministic", "enabled"})
-PRECISION_CALLS = frozenset({"torch.set_float32_matmul_precision", "torch.set_default_dtype",
-                              "torch.use_deterministic_algorithms", "torch.set_flush_denormal",
-                              "torch.set_default_tensor_type"})
+PRECISION_ATTRS = frozenset(
+    {
+        "allow_tf32",
+        "allow_fp16_reduced_precision_reduction",
+        "allow_bf16_reduced_precision_reduction",
+        "fp32_precision",
+        "benchmark",
+        "deterministic",
+        "enabled",
+    }
+)
+PRECISION_CALLS = frozenset(
+    {
+        "torch.set_float32_matmul_precision",
+        "torch.set_default_dtype",
+        "torch.use_deterministic_algorithms",
+        "torch.set_flush_denormal",
+        "torch.set_default_tensor_type",
+    }
+)
 
-STREAM_CREATORS = frozenset({"torch.cuda.Stream", "torch.cuda.ExternalStream", "torch.Stream",
-                              "torch.cuda.streams.Stream"})
-STREAM_SWITCHERS = frozenset({"torch.cuda.stream", "torch.cuda.set_stream",
-                               "torch.cuda.StreamContext"})
+STREAM_CREATORS = frozenset(
+    {"torch.cuda.Stream", "torch.cuda.ExternalStream", "torch.Stream", "torch.cuda.streams.Stream"}
+)
+STREAM_SWITCHERS = frozenset({"torch.cuda.stream", "torch.cuda.set_stream", "torch.cuda.StreamContext"})
 SYNC_NAMES = frozenset({"torch.cuda.synchronize"})
 SYNC_METHODS = frozenset({"synchronize", "wait_stream"})
 # Methods that run code at times other than the checked call (finalizers) or intercept every
@@ -210,30 +371,113 @@ HOOK_METHODS = {
 BUILD_FLAG_KWARGS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
 # Libraries an extension may link: the CUDA math libraries and the C++ runtime.
 # -lNAME, or -l:libNAME.so.N for the versioned files pip's nvidia-* wheels ship.
-LINKABLE = re.compile(r"^-l:?(lib)?(cublas|cublasLt|cudnn|curand|cusparse|cusolver|cufft|cuda|cudart|nvrtc|"
-                      r"stdc\+\+|m|gomp)(\.so(\.\d+)*)?$")
-INTROSPECTION_IN_FORMAT = re.compile(r"\{[^{}]*[.\[](" + "|".join(sorted(FRAME_ATTRS | DUNDER_ESCAPES))
-                                      + r"|co_\w+)\b")
+LINKABLE = re.compile(
+    r"^-l:?(lib)?(cublas|cublasLt|cudnn|curand|cusparse|cusolver|cufft|cuda|cudart|nvrtc|"
+    r"stdc\+\+|m|gomp)(\.so(\.\d+)*)?$"
+)
+INTROSPECTION_IN_FORMAT = re.compile(r"\{[^{}]*[.\[](" + "|".join(sorted(FRAME_ATTRS | DUNDER_ESCAPES)) + r"|co_\w+)\b")
 
 # The one torch.utils subtree a candidate needs; the others load code, start workers or touch files.
 TORCH_UTILS_ALLOWED = frozenset({"cpp_extension"})
 # Names that `from X import name` binds to a module rather than a function or a constant.
-SUBMODULE_NAMES = frozenset({"nn", "functional", "cuda", "utils", "cpp_extension", "backends", "linalg",
-                              "fft", "special", "autograd", "path", "jit", "ops", "init", "amp"})
-INJECTING_FLAGS = ("-include", "-imacros", "-fplugin", "-specs", "--specs", "-wrapper", "-Wl,",
-                    "-Xlinker", "-load", "-ccbin", "--compiler-bindir")
+SUBMODULE_NAMES = frozenset(
+    {
+        "nn",
+        "functional",
+        "cuda",
+        "utils",
+        "cpp_extension",
+        "backends",
+        "linalg",
+        "fft",
+        "special",
+        "autograd",
+        "path",
+        "jit",
+        "ops",
+        "init",
+        "amp",
+    }
+)
+INJECTING_FLAGS = (
+    "-include",
+    "-imacros",
+    "-fplugin",
+    "-specs",
+    "--specs",
+    "-wrapper",
+    "-Wl,",
+    "-Xlinker",
+    "-load",
+    "-ccbin",
+    "--compiler-bindir",
+)
 
 # torch attributes that are data, not functions: dtypes, layouts, memory formats, constants.
-DTYPE_NAME = re.compile(r"^(u?int\d+|float\d*\w*|bfloat16|half|double|long|short|bool|int|complex\d*|"
-                        r"cfloat|cdouble|chalf|q?u?int\d+x?\d*|quint\w+|qint\w+|bits\w+)$")
-TORCH_VALUES = frozenset({"contiguous_format", "channels_last", "channels_last_3d", "preserve_format",
-                          "strided", "sparse_coo", "sparse_csr", "inf", "nan", "pi", "e", "newaxis",
-                          "float32", "version", "cuda", "nn", "utils", "ops", "backends", "jit",
-                          "autograd", "special", "linalg", "fft", "functional", "cpu", "mps", "types",
-                          "random", "distributions", "testing", "library", "overrides", "profiler",
-                          "hub", "fx", "package", "onnx", "export", "compiler", "amp", "futures",
-                          "multiprocessing", "distributed", "serialization", "storage", "classes"})
+DTYPE_NAME = re.compile(
+    r"^(u?int\d+|float\d*\w*|bfloat16|half|double|long|short|bool|int|complex\d*|"
+    r"cfloat|cdouble|chalf|q?u?int\d+x?\d*|quint\w+|qint\w+|bits\w+)$"
+)
+TORCH_VALUES = frozenset(
+    {
+        "contiguous_format",
+        "channels_last",
+        "channels_last_3d",
+        "preserve_format",
+        "strided",
+        "sparse_coo",
+        "sparse_csr",
+        "inf",
+        "nan",
+        "pi",
+        "e",
+        "newaxis",
+        "float32",
+        "version",
+        "cuda",
+        "nn",
+        "utils",
+        "ops",
+        "backends",
+        "jit",
+        "autograd",
+        "special",
+        "linalg",
+        "fft",
+        "functional",
+        "cpu",
+        "mps",
+        "types",
+        "random",
+        "distributions",
+        "testing",
+        "library",
+        "overrides",
+        "profiler",
+        "hub",
+        "fx",
+        "package",
+        "onnx",
+        "export",
+        "compiler",
+        "amp",
+        "futures",
+        "multiprocessing",
+        "distributed",
+        "serialization",
+        "storage",
+        "classes",
+    }
+)
 # nn containers hold modules and parameters; calling them computes nothing by itself.
-NN_CONTAINERS = frozenset({"torch.nn.Module", "torch.nn.ModuleList", "torch.nn.ModuleDict",
-                           "torch.nn.Parameter", "torch.nn.ParameterList", "torch.nn.ParameterDict",
-                           "torch.nn.Identity"})
+NN_CONTAINERS = frozenset(
+    {
+        "torch.nn.Module",
+        "torch.nn.ModuleList",
+        "torch.nn.ModuleDict",
+        "torch.nn.Parameter",
+        "torch.nn.ParameterList",
+        "torch.nn.ParameterDict",
+        "torch.nn.Identity",
+    }
+)

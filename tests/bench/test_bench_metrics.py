@@ -103,3 +103,97 @@ def test_summary_per_level_and_overall():
     assert s["warnings"] == [{"task": "t2NoneNone", "warning": "speedup 40x vs eager: review"}]
     assert s["paper"] == {"pass_rate": 0.988, "faster_than_compile": 0.968, "geomean_vs_compile": 2.11}
     assert math.isclose(o["fast_p"]["eager"]["2"], 1 / 5)
+
+
+def _line(flops, nbytes, fractions, peak=1e12, bandwidth=1e11):
+    sol = max(flops / peak, nbytes / bandwidth) * 1e6
+    return {
+        "sol_us": sol,
+        "flops": flops,
+        "bytes": nbytes,
+        "bound": "compute" if flops / peak > nbytes / bandwidth else "memory",
+        "peak_flops": peak,
+        "bandwidth": bandwidth,
+        "peak_source": "measured",
+        "fractions": fractions,
+    }
+
+
+def test_the_best_baseline_is_every_baseline_timed_and_fraction_of_peak_is_summarized():
+    records = [
+        # max-autotune was faster than default compile: the best baseline is it.
+        rec(
+            1,
+            True,
+            2.0,
+            1.5,
+            3,
+            speedup_vs_best=0.9,
+            best_baseline="autotune",
+            fraction_of_peak=0.4,
+            baselines={"eager": {}, "compile": {}, "autotune": {}},
+        ),
+        rec(
+            1,
+            True,
+            3.0,
+            2.0,
+            3,
+            speedup_vs_best=2.0,
+            best_baseline="compile",
+            fraction_of_peak=0.8,
+            baselines={"eager": {}, "compile": {}, "autotune": {}, "graphs": {}},
+        ),
+        # An older record without the field: the faster of eager and compile.
+        rec(1, True, 1.2, 1.1, 2),
+        rec(1, False, fraction_of_peak=0.99),  # a failed task's fraction is not counted
+    ]
+    assert [m.speedup(r, "best") for r in records] == [0.9, 2.0, 1.1, None]
+    o = m.summarize(records)["overall"]
+    assert o["faster_than_best"] == pytest.approx(2 / 4)
+    assert o["fraction_of_peak"]["median"] == pytest.approx(0.6)
+    assert m.baselines_timed(records) == ["eager", "compile", "autotune", "graphs"]
+
+
+def test_the_report_carries_best_baseline_fraction_of_peak_definitions_and_a_roofline():
+    pytest.importorskip("matplotlib")
+    from cuda_agent_cli.bench import report
+
+    records = [
+        rec(
+            1,
+            True,
+            2.0,
+            1.5,
+            3,
+            speedup_vs_best=0.9,
+            best_baseline="autotune",
+            fraction_of_peak=0.25,
+            roofline=_line(1e9, 1e7, {"candidate": 0.25, "compile": 0.2, "autotune": 0.3}),
+        ),
+        rec(
+            1,
+            True,
+            3.0,
+            2.0,
+            3,
+            speedup_vs_best=2.0,
+            best_baseline="compile",
+            fraction_of_peak=0.5,
+            roofline=_line(1e6, 1e8, {"candidate": 0.5, "compile": 0.25}),
+        ),
+        rec(1, True, 1.5, 1.2, 2, roofline=_line(0, 1e6, {"candidate": 0.9})),  # no FLOPs: not on the plot
+    ]
+    summary = m.summarize(records)
+    summary.update(baselines=["eager", "compile", "autotune"], settings={"policy": "strict", "reward_baseline": "best"})
+    md = report.render_markdown(summary, records)
+    assert "vs best" in md and "best baseline" in md and "of peak" in md
+    assert "| t12.01.5 | correct | 3 | 2.00x | 1.50x | 0.90x | autotune | 25.0% |" in md
+    assert "torch.compile max-autotune without CUDA graphs" in md
+    assert "the best baseline (--reward-baseline best)" in md and "failures as 1.0" in md
+    assert len(report.roofline_points(records, "candidate")) == 2
+    # Achieved FLOP/s = flops / (sol / fraction): the first task, 1e9 FLOP at 1 ms / 0.25.
+    intensity, achieved = report.roofline_points(records, "candidate")[0]
+    assert intensity == pytest.approx(100.0) and achieved == pytest.approx(1e9 / 0.004)
+    assert "roofline" in report.plots(summary, records)
+    assert "<h2>Definitions</h2>" in report.render_html(summary, records)

@@ -397,3 +397,41 @@ def test_cli_verify_json_prints_one_design_object(ws: Workspace, harness_cache: 
     assert proc.returncode == 1
     assert "FAIL correctness" in proc.stdout
     assert proc.stdout.rstrip().splitlines()[-1].startswith("NOT correct, reward -1")
+
+
+def test_profile_times_every_baseline_and_draws_the_roofline(ws: Workspace) -> None:
+    result = Harness(ws, device="cpu", trials=10, warmup=2, baselines=("compile", "autotune")).profile()
+    assert result.correct and result.timings is not None, result.summary()
+    t = result.timings
+    # max-autotune is timed in the same window as eager and default torch.compile.
+    assert set(t.baselines) == {"eager", "compile", "autotune"}, t.baselines
+    assert t.best_baseline == min(t.baselines, key=lambda side: t.baselines[side]["us"])
+    assert t.speedup_vs_best == pytest.approx(t.baselines[t.best_baseline]["speedup"], abs=1e-4)
+    assert t.speedup_vs_best <= min(row["speedup"] for row in t.baselines.values()) + 1e-9
+    # The speed-of-light time of a float32 add: its bytes over the measured bandwidth.
+    line = t.roofline
+    assert line is not None and line["dtype"] == "float32" and line["bound"] == "memory", line
+    assert line["bytes"] > 0 and line["peak_source"] == "measured" and line["sol_us"] > 0
+    assert set(line["fractions"]) == {"eager", "compile", "autotune", "candidate"}
+    assert t.fraction_of_peak == line["fractions"]["candidate"] and 0 < t.fraction_of_peak < 5
+    data = result.to_json()["timings"]
+    for key in ("speedup_vs_best", "speedup_vs_best_interval", "best_baseline", "fraction_of_peak", "baselines"):
+        assert key in data, key
+    assert data["reward_baseline"] == "paper"
+    assert "torch.compile max-autotune" not in " ".join(result.warnings)  # it was made and timed
+    assert "vs best" in result.summary() and "speed-of-light" in result.summary()
+
+
+def test_reward_baseline_best_decides_the_reward_on_the_fastest_baseline(ws: Workspace) -> None:
+    from cuda_agent_cli.harness.reward import reward_for_intervals
+
+    harness = Harness(ws, device="cpu", trials=10, warmup=2, baselines=("compile", "autotune"), reward_baseline="best")
+    result = harness.profile()
+    t = result.timings
+    assert t is not None and t.reward_baseline == "best", result.summary()
+    if not (result.timing_detail or {}).get("reward_held"):
+        assert result.reward == reward_for_intervals(t.speedup_vs_eager_interval, t.speedup_vs_best_interval)
+    with pytest.raises(Exception, match="reward baseline"):
+        Harness(ws, device="cpu", reward_baseline="fastest")
+    with pytest.raises(Exception, match="unknown baseline"):
+        Harness(ws, device="cpu", baselines=("turbo",))

@@ -4,28 +4,16 @@ from __future__ import annotations
 
 from cuda_agent_cli.assets.tools.compiler_errors import trim_compiler_output
 
-from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
-from cuda_agent_cli.harness.scoring import (
+from cuda_agent_cli.harness.extension_check import (
     extension_kernel_check,
     kernel_names_in_sources,
     library_calls_in_sources,
-    reference_problems,
-    relative_spread,
-    review_warnings,
-    reward_for,
-    reward_for_intervals,
-    side_by_side,
-    uncertain,
 )
-
-
-def test_reward_follows_the_papers_rule() -> None:
-    assert reward_for(False, 5.0, 5.0) == -1
-    assert reward_for(True, None, None) is None
-    assert reward_for(True, 1.2, 1.2) == 3
-    assert reward_for(True, 1.2, 1.04) == 2
-    assert reward_for(True, 1.05, 0.5) == 1  # exactly 5% faster is not "more than 5%"
-    assert reward_for(True, 0.5, 0.4) == 1
+from cuda_agent_cli.harness.reference_check import reference_problems
+from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
+from cuda_agent_cli.harness.review import review_warnings
+from cuda_agent_cli.harness.reward import reward_for_intervals, uncertain
+from cuda_agent_cli.harness.scoring import side_by_side
 
 
 def test_review_flags_implausible_speedups_but_not_ordinary_ones() -> None:
@@ -316,10 +304,6 @@ def test_reference_problems_name_what_is_missing() -> None:
     assert reference_problems("def get_inputs(): return []\n") == ["model.py defines no class Model"]
     assert reference_problems("class Model: pass\n") == ["model.py defines no get_inputs()"]
     assert "line 1" in reference_problems("class (:\n")[0]
-
-
-def test_relative_spread() -> None:
-    assert relative_spread([10.0, 10.2, 9.9]) == (10.2 - 9.9) / 10.0
 
 
 GCC_LOG = """[1/3] CXX obj/kernels/bad.o

@@ -1,0 +1,105 @@
+"""Did the extension do the work: the kernels its sources define, the library calls strict
+allows, and the check on what ran during forward (a profiler's kernels on CUDA, the time spent
+inside the extension's functions on the CPU)."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from typing import Sequence
+
+from cuda_agent_cli.harness.result import Check
+
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_GLOBAL_FN = re.compile(r"__global__\s+[^;{()]*?\b(\w+)\s*\(")
+
+
+# The library calls strict allows (docs/security.md): a GEMM through cuBLAS or cuBLASLt, a
+# convolution through cuDNN. A candidate that makes one launches the library's kernels, not its own.
+_LIBRARY_CALL = re.compile(
+    r"\bcublas(?:Lt)?\w*(?:[Gg]emm|Matmul)\w*\s*\(|\bat::cuda::blas::gemm\w*|"
+    r"\bcudnnConvolution(?:Forward|BiasActivationForward)\s*\("
+)
+# Kernels those libraries launch, as a profiler names them.
+_LIBRARY_KERNEL = re.compile(
+    r"gemm|cutlass|xmma|cublas|cudnn|conv|implicit_convolve|wgrad|dgrad|nchw|nhwc", re.IGNORECASE
+)
+
+
+def library_calls_in_sources(sources: list[str]) -> bool:
+    """Whether the sources call a GEMM or a convolution of the libraries strict allows."""
+    return any(_LIBRARY_CALL.search(text) for text in sources)
+
+
+def kernel_names_in_sources(sources: list[str]) -> set[str]:
+    """Names of the __global__ functions defined in CUDA sources (kernels a profiler can see)."""
+    names: set[str] = set()
+    for text in sources:
+        for m in _GLOBAL_FN.finditer(_LAUNCH_BOUNDS.sub(" ", text)):
+            if m.group(1) not in {"void", "static", "inline"}:
+                names.add(m.group(1))
+    return names
+
+
+# On the CPU, the share of forward's time that must be spent inside the extension's functions.
+# Under hybrid, torch may do the work beside a call that does nothing. Under strict no torch
+# compute can run beside the kernel (the op guard sees it), and forward's own allocations pass
+# through that guard, which can cost more than a small kernel: entering the extension is enough.
+EXTENSION_SHARE = {"strict": 0.0, "hybrid": 0.05}
+
+
+def extension_kernel_check(
+    device: str,
+    ext_calls: int,
+    profiled: list[str] | None,
+    source_kernels: set[str],
+    profiler_error: str | None = None,
+    *,
+    ext_shares: Sequence[float] = (),
+    policy: str = "strict",
+    library_calls: bool = False,
+) -> Check:
+    """Did code from the built extension actually do the work of the candidate's calls?
+
+    CPU: the extension's functions were wrapped before model_new.py was imported; they must be
+    entered, and under hybrid forward must spend a share of its time inside them (5%;
+    the median over the calls, so one call slowed by the machine does not decide): one call to
+    a function that does nothing is not a kernel. CUDA: the profiler must show at
+    least one kernel defined in the candidate's sources, or, where the sources call a GEMM of
+    cuBLAS/cuBLASLt or a convolution of cuDNN (what strict allows), a kernel of that library
+    launched by an entered extension function.
+    """
+    if device != "cuda":
+        if ext_calls <= 0:
+            return Check(
+                "extension_kernel",
+                False,
+                "no function of the compiled extension ran during forward: call your kernel from ModelNew.forward",
+            )
+        share = statistics.median(ext_shares) if ext_shares else 1.0
+        need = EXTENSION_SHARE.get(policy, EXTENSION_SHARE["strict"])
+        detail = f"extension functions entered {ext_calls} time(s), {share:.0%} of forward's time spent in them"
+        if share < need:
+            return Check(
+                "extension_kernel",
+                False,
+                f"{detail}; at least {need:.0%} is needed under {policy}: the "
+                "extension must do the work, not only be called",
+            )
+        return Check("extension_kernel", True, detail)
+    if profiled is None:
+        return Check("extension_kernel", False, f"the profiler could not run: {profiler_error or 'unknown error'}")
+    ran = sorted({k for k in source_kernels if any(re.search(rf"\b{re.escape(k)}\b", p) for p in profiled)})
+    if ran:
+        return Check("extension_kernel", True, f"extension kernels ran: {', '.join(ran[:5])}")
+    if library_calls and ext_calls > 0:
+        library = [p for p in profiled if _LIBRARY_KERNEL.search(p)]
+        if library:
+            return Check("extension_kernel", True, f"the extension's library GEMM/convolution ran: {library[0][:80]}")
+    seen = ", ".join(p[:60] for p in profiled[:4]) or "no GPU kernels at all"
+    return Check(
+        "extension_kernel",
+        False,
+        f"none of your __global__ kernels ({', '.join(sorted(source_kernels)[:5]) or 'none found'}) ran during "
+        f"forward; the profiler saw: {seen}",
+    )
