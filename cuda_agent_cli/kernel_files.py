@@ -109,6 +109,11 @@ class KernelFiles:
             if rel.startswith(prefix)
         }
 
+    def sources(self) -> dict[str, str]:
+        """The kernel sources as folder-relative path (`kernels/add.cu`) -> text, model_new.py left
+        out: what the static checks read."""
+        return {rel: text for rel, text in self.texts().items() if rel != CANDIDATE}
+
     def texts(self) -> dict[str, str]:
         """Folder-relative path -> text, model_new.py included."""
         return {rel: data.decode(errors="replace") for rel, data in self.files.items()}

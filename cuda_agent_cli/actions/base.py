@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from cuda_agent_cli.actions.paths import PathRefused
 from cuda_agent_cli.errors import CudaAgentError
-from cuda_agent_cli.model.arguments import Problem, argument_problems
+from cuda_agent_cli.model.arguments import Problem, argument_problems, as_declared
 from cuda_agent_cli.sandbox import Sandbox, SandboxPolicy
 
 OUTPUT_LIMIT = 30_000
@@ -174,7 +174,7 @@ class Toolbox:
         problems = validate(args, action.input_schema)
         if problems:
             return error(f"{name}: invalid arguments: " + "; ".join(problems))
-        args = {k: v for k, v in args.items() if v is not None}
+        args = as_declared(args, action.input_schema)
         if self.ctx.permissions is not None:
             refusal = self.ctx.permissions.check(action, args, self.ctx)
             if refusal:

@@ -100,3 +100,21 @@ def argument_problems(args: Any, schema: dict[str, Any], path: tuple[str | int, 
             if isinstance(spec, dict) and not (value is None and name not in required):
                 found += argument_problems(value, spec, (*path, name))
     return found
+
+
+def as_declared(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """Valid arguments as the tool reads them, with the two leniencies applied: an optional
+    argument given as null is left out, and an integer-valued float given for an integer is
+    that integer."""
+    props: dict[str, Any] = schema.get("properties") or {}
+    out: dict[str, Any] = {}
+    for name, value in args.items():
+        if value is None:
+            continue
+        spec = props.get(name)
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        kinds = kind if isinstance(kind, list) else [kind]
+        if isinstance(value, float) and value.is_integer() and "integer" in kinds and "number" not in kinds:
+            value = int(value)
+        out[name] = value
+    return out
