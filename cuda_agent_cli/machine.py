@@ -13,10 +13,11 @@ import importlib.util
 import os
 import platform
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from cuda_agent_cli.gpu_nodes import query_smi
 
 
 @dataclass(frozen=True)
@@ -98,20 +99,14 @@ def _visible(indices: list[int]) -> list[int]:
 @functools.lru_cache(maxsize=1)
 def _query_gpus() -> tuple[tuple[Gpu, ...], bool]:
     """Every GPU nvidia-smi lists, by its index, and whether nvidia-smi could be asked at all:
-    the one place nvidia-smi is asked which GPUs there are."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
+    asked once a process, for every reader of this machine's GPUs and for `pick_device`."""
+    try:
+        proc = query_smi("index,name,compute_cap", timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return (), False
+    if proc is None:
         # No driver tools: no NVIDIA GPU, unless a container hides them (then torch knows more).
         return (), not Path("/dev/nvidia0").exists()
-    try:
-        proc = subprocess.run(
-            [smi, "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return (), False
     if proc.returncode != 0:
         # "No devices were found" is an answer; a driver mismatch is not.
         return (), "No devices were found" in (proc.stdout + proc.stderr)
