@@ -41,11 +41,11 @@ from cuda_agent_cli.agent.events import (
     ToolStarted,
     UserMessage,
 )
-from cuda_agent_cli.agent.session import CandidateRecord, SessionState, candidate_score
+from cuda_agent_cli.agent.session_store import CandidateRecord, SessionState, candidate_score
 from cuda_agent_cli.agent.transcript import TranscriptWriter
 from cuda_agent_cli.errors import ContextOverflow, CudaAgentError, Interrupted
 from cuda_agent_cli.kernel_files import KernelFiles
-from cuda_agent_cli.model.base import AssistantTurn, ModelPort
+from cuda_agent_cli.model.port import AssistantTurn, ModelPort
 from cuda_agent_cli.model.textproto import tool_index, validate_arguments
 
 HARNESS_TOOLS = ("Compile", "Verify", "Profile")

@@ -1,7 +1,7 @@
 """A bench run: suite -> jobs -> scheduler -> results.jsonl -> summary.json, report.md, report.html.
 
 The orchestration only: loading is suite.py and solutions.py, one task is task_run.py, the
-scheduling is runner.py (or ray_runner.py), metrics.py computes, report.py renders. Nothing
+scheduling is local_pool.py (or ray_runner.py), metrics.py computes, report.py renders. Nothing
 here prints; the CLI gets the events through callbacks.
 """
 
@@ -179,7 +179,7 @@ def make_scheduler(plan: BenchPlan) -> Any:
         from cuda_agent_cli.bench.ray_runner import RayPool
 
         return RayPool(plan.request.ray)
-    from cuda_agent_cli.bench.runner import LocalPool, default_builders, parse_gpus
+    from cuda_agent_cli.bench.local_pool import LocalPool, default_builders, parse_gpus
 
     plan.slots = parse_gpus(plan.request.gpus, plan.device)
     builders = plan.request.compile_ahead

@@ -4,7 +4,7 @@ Tool schemas use a small subset of JSON schema (type, possibly a list of types; 
 maximum; minItems and items; properties, required and additionalProperties), and this checks
 exactly that subset. It finds the problems; each caller words them for its reader: the loop and
 the text protocol as one sentence for the model (`textproto.validate_arguments`), the toolbox as
-its list (`actions.base.validate`).
+its list (`actions.toolbox.validate`).
 
 Two leniencies: an integer-valued float (3.0) is an integer, and an optional argument given as
 null counts as left out (models send both).

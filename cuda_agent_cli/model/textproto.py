@@ -14,7 +14,7 @@ import uuid
 from typing import Any, Sequence
 
 from cuda_agent_cli.model.arguments import Problem, argument_problems
-from cuda_agent_cli.model.base import ToolCall
+from cuda_agent_cli.model.port import ToolCall
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)

@@ -18,7 +18,7 @@ from cuda_agent_cli import preflight
 from cuda_agent_cli.actions import ActionContext, make_toolbox
 from cuda_agent_cli.agent.loop import Limits, run_agent
 from cuda_agent_cli.agent.prompts import build_system_prompt, task_message
-from cuda_agent_cli.agent.session import SessionState, new_session, resume_session
+from cuda_agent_cli.agent.session_store import SessionState, new_session, resume_session
 from cuda_agent_cli.config import Config, Policy, load_config, user_data_dir
 from cuda_agent_cli.errors import BadInput, JobFailed
 from cuda_agent_cli.harness import Harness

@@ -1107,7 +1107,7 @@ class ChatApp(App[int]):
         self._harness("Profile")
 
     def cmd_sessions(self, args: list[str], raw: str) -> None:
-        from cuda_agent_cli.agent.session import list_sessions
+        from cuda_agent_cli.agent.session_store import list_sessions
 
         found = list_sessions(self.runtime.opts.data_dir)[:20]
         if not found:

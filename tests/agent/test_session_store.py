@@ -13,7 +13,7 @@ import pytest
 from agent_toybox import ToyBox, harness_result
 
 from cuda_agent_cli.agent.loop import run_agent
-from cuda_agent_cli.agent.session import (
+from cuda_agent_cli.agent.session_store import (
     SessionNotFound,
     list_sessions,
     load_session,

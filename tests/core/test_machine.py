@@ -29,7 +29,7 @@ def smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_every_reader_shares_one_query(smi, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cuda_agent_cli.bench.runner import visible_gpus
+    from cuda_agent_cli.bench.local_pool import visible_gpus
 
     assert [(g.index, g.name, g.arch) for g in machine.all_gpus()] == [
         (0, "NVIDIA H200", "sm_90"),

@@ -3,7 +3,7 @@ text protocol for the model and by the toolbox as its list."""
 
 from __future__ import annotations
 
-from cuda_agent_cli.actions.base import validate
+from cuda_agent_cli.actions.toolbox import validate
 from cuda_agent_cli.model.arguments import argument_problems, as_declared
 from cuda_agent_cli.model.textproto import validate_arguments
 
