@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any, Collection, Mapping
 
 from cuda_agent_cli.config import Policy
 from cuda_agent_cli.harness.result import HarnessResult
@@ -87,7 +87,7 @@ def binding_files(binding_dir: Path | None) -> dict[str, str]:
 
 def plan_for_session(
     task: Task,
-    files: KernelFiles,
+    files: KernelFiles | Mapping[str, str],
     binding_dir: Path | None,
     device: str,
     policy: Policy,
@@ -99,7 +99,8 @@ def plan_for_session(
     """Every change applying the session's best kernel would make, computed without writing.
     `used`: the task's further calls the kernel will run for (None: all of them); `record`: more
     for the manifest (every call judged and the weighted aggregate; the speedup per call as the
-    user's Python makes it)."""
+    user's Python makes it). `files`: the candidate's, or folder-relative paths and texts to take
+    them from by KernelFiles's rule."""
     from cuda_agent_cli.writeback.fingerprint import class_digest
 
     verified = Verified(
@@ -121,7 +122,7 @@ def plan_for_session(
         class_end=task.class_end,
         display=task.target.display,
         session_id=session_id,
-        candidate=files,
+        candidate=files if isinstance(files, KernelFiles) else KernelFiles.of(files),
         binding_files=binding_files(binding_dir),
         verified=verified,
     )
