@@ -46,7 +46,7 @@ def run_bench(suite: Path, device: str, tasks: str, builders: int | None, work: 
     out = work / "out"
     env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     cmd = [
-        sys.executable, "-m", "cuda_agent_cli", "bench", str(suite), "--solutions", str(suite / "runs"),
+        sys.executable, "-m", "cuda_agent_cli", "bench", "--root", str(suite), "--solutions", str(suite / "runs"),
         "--device", device, "--tasks", tasks, "--out", str(out), "--plain",
     ]  # fmt: skip
     if builders is not None:

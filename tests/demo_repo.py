@@ -3,10 +3,14 @@ tests that need an integrated kernel to check or fix."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def clean_env(tmp: Path, cache: Path) -> dict[str, str]:
@@ -17,6 +21,9 @@ def clean_env(tmp: Path, cache: Path) -> dict[str, str]:
         for k, v in os.environ.items()
         if not k.startswith(("CUDA_AGENT_", "GITHUB_")) and not k.endswith("_API_KEY")
     }
+    # The suite's choice of baselines (tests/conftest.py) holds in the commands it runs too.
+    if "CUDA_AGENT_BASELINES" in os.environ:
+        env["CUDA_AGENT_BASELINES"] = os.environ["CUDA_AGENT_BASELINES"]
     env.update(XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(cache))
     return env
 
@@ -42,3 +49,21 @@ def apply_cpu_demo(tmp: Path, cache: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=900,
     )
+
+
+def shared_cpu_demo(cache: Path, dest: Path) -> dict[str, Any]:
+    """The CPU demo applied once for the whole test run (every test process shares it, the first
+    one makes it while the others wait), copied to `dest`; returns the demo's JSON result. Tests
+    that only need an applied repository take a copy instead of running the demo each."""
+    shared = cache.parent / "shared-cpu-demo"
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made = shared / "result.json"
+        if not made.is_file():
+            proc = apply_cpu_demo(shared, cache)
+            if proc.returncode != 0:
+                raise AssertionError(f"the CPU demo failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+            made.write_text(proc.stdout)
+    shutil.copytree(shared / "demo", dest, symlinks=True)
+    return json.loads(made.read_text())

@@ -321,9 +321,11 @@ def roofline_plot(plt: Any, records: Sequence[dict[str, Any]]) -> str | None:
     """The suite on the roofline of its device: the kernels and the best baselines' achieved
     FLOP/s against arithmetic intensity, under the memory and compute ceilings."""
     lines = [r["roofline"] for r in records if r.get("correct") and isinstance(r.get("roofline"), dict)]
-    kernels = roofline_points(records, "candidate")
-    if not lines or not kernels:
+    if not lines:
         return None
+    kernels = roofline_points(records, "candidate")
+    if not kernels:
+        return _fractions_plot(plt, records)
     fig, ax = plt.subplots(figsize=(6, 3.6))
     # The ceilings of the first task's peaks (one device per run); other dtypes' compute
     # ceilings drawn beside it.
@@ -342,6 +344,33 @@ def roofline_plot(plt: Any, records: Sequence[dict[str, Any]]) -> str | None:
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved FLOP/s")
     ax.set_title(f"Roofline ({lines[0].get('peak_source')})")
+    ax.legend(fontsize=8)
+    png = _png(fig)
+    plt.close(fig)
+    return png
+
+
+def _fractions_plot(plt: Any, records: Sequence[dict[str, Any]]) -> str:
+    """Where no task does FLOPs (elementwise work, reductions: all memory-bound), the roofline is
+    its memory ceiling alone: each task's fraction of the speed-of-light time, kernel beside
+    default torch.compile."""
+    rows = [r for r in records if r.get("correct") and isinstance(r.get("roofline"), dict)][:40]
+    names = [str(r.get("task", "")).split("/")[-1][:18] for r in rows]
+    fractions = [(r["roofline"].get("fractions") or {}) for r in rows]
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.5 * len(rows) + 2), 3.4))
+    xs = list(range(len(rows)))
+    ax.bar([x - 0.2 for x in xs], [f.get("candidate") or 0 for f in fractions], width=0.4, color="#284", label="kernel")
+    ax.bar(
+        [x + 0.2 for x in xs],
+        [f.get("compile") or 0 for f in fractions],
+        width=0.4,
+        color="#999",
+        label="torch.compile",
+    )
+    ax.set_xticks(xs, names, rotation=45, ha="right", fontsize=7)
+    ax.axhline(1.0, color="#444", lw=0.8)
+    ax.set_ylabel("fraction of speed of light")
+    ax.set_title(f"Memory roofline ({rows[0]['roofline'].get('peak_source')})")
     ax.legend(fontsize=8)
     png = _png(fig)
     plt.close(fig)

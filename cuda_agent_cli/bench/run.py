@@ -49,6 +49,8 @@ class BenchRequest:
     compile_ahead: int | None = None
     # What the reward is decided against: "paper" (eager and default torch.compile) or "best".
     reward_baseline: str = "paper"
+    # KernelBench's revised tasks, or the original definitions it keeps as N_Name_OLD.py.
+    task_version: str = "current"
 
 
 @dataclass
@@ -96,7 +98,7 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
     if req.policy not in POLICIES:
         raise BadInput(f"unknown policy {req.policy!r}", "use --policy strict or --policy hybrid")
     check_reward_baseline(req.reward_baseline)
-    suite = load_suite(req.suite, req.root, _levels(req.levels), parse_id_ranges(req.tasks))
+    suite = load_suite(req.suite, req.root, _levels(req.levels), parse_id_ranges(req.tasks), req.task_version)
     device = pick_device(req.device)
     mode = "solutions" if req.solutions is not None else "agent"
     if mode == "agent":

@@ -18,6 +18,10 @@ from typing import Any
 from cuda_agent_cli.errors import BadInput
 
 SUITE_KINDS = ("kernelbench", "folder", "jsonl")
+# KernelBench keeps a task's original definition beside a revised one as N_Name_OLD.py: "current"
+# runs the revised tasks, "original" the original definition wherever one is kept.
+TASK_VERSIONS = ("current", "original")
+_OLD = "_OLD"
 _LEVEL_DIR = re.compile(r"^level_?(\d+)$")
 _TASK_FILE = re.compile(r"^(\d+)_(.+)\.py$")
 
@@ -96,6 +100,7 @@ def _read(path: Path) -> str:
 def _file_task(path: Path, level: int | None, fallback_id: int) -> BenchTask:
     m = _TASK_FILE.match(path.name)
     problem_id, name = (int(m.group(1)), m.group(2)) if m else (fallback_id, path.stem)
+    name = name.removesuffix(_OLD)  # an original version keeps its task's name and key
     source = _read(path)
     stem = f"{problem_id}_{name}"
     key = f"level{level}/{stem}" if level is not None else stem
@@ -112,8 +117,14 @@ def _level_dirs(root: Path) -> dict[int, Path]:
     return found
 
 
-def _task_files(folder: Path) -> list[Path]:
+def _task_files(folder: Path, version: str = "current") -> list[Path]:
     files = [p for p in folder.iterdir() if p.is_file() and p.suffix == ".py" and not p.name.startswith(("_", "."))]
+    originals = {p.name.replace(f"{_OLD}.py", ".py"): p for p in files if p.stem.endswith(_OLD)}
+    files = [p for p in files if not p.stem.endswith(_OLD)]
+    if version == "original":
+        # The original definition in place of the revised one; an original whose revised file
+        # is gone still stands for its task.
+        files = [originals.pop(p.name, p) for p in files] + list(originals.values())
 
     # Numeric order (2 before 10), the way KernelBench numbers its problems.
     def number(name: str) -> int:
@@ -123,28 +134,28 @@ def _task_files(folder: Path) -> list[Path]:
     return sorted(files, key=lambda p: (number(p.name), p.name))
 
 
-def _from_levels(levels: dict[int, Path]) -> list[BenchTask]:
+def _from_levels(levels: dict[int, Path], version: str) -> list[BenchTask]:
     tasks: list[BenchTask] = []
     for level, folder in sorted(levels.items()):
-        for i, f in enumerate(_task_files(folder), 1):
+        for i, f in enumerate(_task_files(folder, version), 1):
             tasks.append(_file_task(f, level, i))
     return tasks
 
 
-def _load_kernelbench(root: Path) -> list[BenchTask]:
+def _load_kernelbench(root: Path, version: str) -> list[BenchTask]:
     for base in (root / "KernelBench", root):
         levels = _level_dirs(base)
         if levels:
-            return _from_levels(levels)
+            return _from_levels(levels, version)
     raise BadInput(f"{root} is not a KernelBench checkout", KERNELBENCH_LAYOUT)
 
 
-def _load_folder(root: Path) -> list[BenchTask]:
+def _load_folder(root: Path, version: str) -> list[BenchTask]:
     levels = _level_dirs(root)
     if levels:
-        tasks = _from_levels(levels)
+        tasks = _from_levels(levels, version)
     else:
-        tasks = [_file_task(f, None, i) for i, f in enumerate(_task_files(root), 1)]
+        tasks = [_file_task(f, None, i) for i, f in enumerate(_task_files(root, version), 1)]
     if not tasks:
         raise BadInput(f"{root} holds no task files", FOLDER_LAYOUT)
     return tasks
@@ -204,10 +215,15 @@ def suite_hash(tasks: list[BenchTask]) -> str:
     return h.hexdigest()
 
 
-def load_suite(kind: str, root: Path, levels: set[int] | None = None, ids: set[int] | None = None) -> Suite:
-    """The suite at `root`, narrowed to `levels` and problem `ids`; its identity covers all of it."""
+def load_suite(
+    kind: str, root: Path, levels: set[int] | None = None, ids: set[int] | None = None, version: str = "current"
+) -> Suite:
+    """The suite at `root`, narrowed to `levels` and problem `ids`; its identity covers all of it.
+    `version`: the revised tasks ("current") or their original definitions ("original")."""
     if kind not in SUITE_KINDS:
         raise BadInput(f"unknown suite {kind!r}", "use --suite kernelbench, folder or jsonl")
+    if version not in TASK_VERSIONS:
+        raise BadInput(f"unknown task version {version!r}", "use --task-version current or --task-version original")
     root = Path(root).expanduser().absolute()
     if not root.exists():
         raise BadInput(
@@ -219,7 +235,7 @@ def load_suite(kind: str, root: Path, levels: set[int] | None = None, ids: set[i
     elif not root.is_dir():
         raise BadInput(f"{root} is not a directory", KERNELBENCH_LAYOUT if kind == "kernelbench" else FOLDER_LAYOUT)
     else:
-        everything = _load_kernelbench(root) if kind == "kernelbench" else _load_folder(root)
+        everything = _load_kernelbench(root, version) if kind == "kernelbench" else _load_folder(root, version)
     chosen = [t for t in everything if (levels is None or t.level in levels) and (ids is None or t.problem_id in ids)]
     if not chosen:
         have = sorted({t.level for t in everything if t.level is not None})
@@ -230,6 +246,7 @@ def load_suite(kind: str, root: Path, levels: set[int] | None = None, ids: set[i
     identity = {
         "kind": kind,
         "root": str(root),
+        "task_version": version,
         "git": git_commit(root),
         "tasks_sha256": suite_hash(everything),
         "tasks": len(everything),

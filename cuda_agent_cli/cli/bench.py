@@ -50,6 +50,14 @@ TimeoutOpt = Annotated[
     Optional[float], typer.Option("--timeout", min=1, help="Wall seconds per task for the agent (agent mode).")
 ]
 GpusOpt = Annotated[Optional[str], typer.Option("--gpus", help="all (default) or 0,1,...: one task per GPU at a time.")]
+TaskVersionOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--task-version",
+        help="current (default: KernelBench's revised tasks) or original (the original definitions it keeps "
+        "as N_Name_OLD.py, where a task was revised).",
+    ),
+]
 BuildersOpt = Annotated[
     Optional[int],
     typer.Option(
@@ -174,6 +182,7 @@ def bench(
     gpus: GpusOpt = None,
     ray: RayOpt = None,
     builders: BuildersOpt = None,
+    task_version: TaskVersionOpt = None,
     rerun_failed: RerunOpt = False,
     trials: TrialsOpt = None,
     unsafe: UnsafeOpt = False,
@@ -204,6 +213,7 @@ def bench(
         trials=trials,
         allow_unsafe=unsafe,
         compile_ahead=builders,
+        task_version=task_version or "current",
     )
     plan = plan_bench(req)
     scheduler = make_scheduler(plan)

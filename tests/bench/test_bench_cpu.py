@@ -141,8 +141,19 @@ def test_metrics_match_the_verdicts_worked_out_by_hand(scored):
             "2": (1 / 8 if s > 2 else 0.0),
         }
     assert summary["levels"]["level2"]["geomean"]["eager"]["correct_only"]["value"] is None
-    best = min(relu["speedup_vs_eager"], relu["speedup_vs_compile"])
+    # The best baseline is the fastest of every baseline timed (max-autotune among them).
+    best = relu["speedup_vs_best"]
+    assert best <= min(relu["speedup_vs_eager"], relu["speedup_vs_compile"]) + 1e-3
+    assert relu["best_baseline"] in relu["baselines"] and set(relu["baselines"]) >= {"eager", "compile"}
     assert o["geomean"]["best"]["correct_only"]["value"] == pytest.approx(best)
+    # The reference's work on the roofline: a relu moves bytes and does no FLOPs as counted.
+    assert (
+        relu["roofline"]["bound"] == "memory"
+        and 0 < relu["fraction_of_peak"] == relu["roofline"]["fractions"]["candidate"]
+    )
+    assert summary["baselines"][:2] == ["eager", "compile"]
+    use = summary["utilization"]
+    assert 0 < use["device_timing_share"]["cpu"] <= 1 and (use["cpu"] is None or 0 < use["cpu"] <= 1)
     # pass@1: 0.5 for ReLU (one of two samples), 0 for the rest; pass@2: 1 for ReLU.
     assert o["pass_at_k"] == {"1": pytest.approx(0.5 / 8), "2": pytest.approx(1 / 8)}
     assert [w["warning"] for w in summary["warnings"]] == relu["warnings"]
@@ -156,7 +167,9 @@ def test_reports_show_our_numbers_beside_the_paper(scored):
     assert "| pass rate | 12.5% | 98.8% |" in md
     assert "96.8%" in md and "2.11x" in md and "level2/1_ReluScale" in md
     page = (out / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 3 and "<script" not in page and "http" not in page
+    # Speedups per level, fast_p, the suite on its (memory) roofline, rewards.
+    assert page.count("data:image/png;base64,") == 4 and "<script" not in page and "http" not in page
+    assert "## Definitions" in md and "vs best" in md
 
 
 def test_rerun_failed_redoes_only_the_failures(scored):

@@ -197,3 +197,14 @@ def test_the_report_carries_best_baseline_fraction_of_peak_definitions_and_a_roo
     assert intensity == pytest.approx(100.0) and achieved == pytest.approx(1e9 / 0.004)
     assert "roofline" in report.plots(summary, records)
     assert "<h2>Definitions</h2>" in report.render_html(summary, records)
+
+
+def test_a_suite_without_flops_gets_its_memory_roofline():
+    pytest.importorskip("matplotlib")
+    from cuda_agent_cli.bench import report
+
+    records = [rec(1, True, 1.5, 1.2, 2, roofline=_line(0, 1e6, {"candidate": 0.9, "compile": 0.5}))]
+    assert report.roofline_points(records, "candidate") == []
+    assert "roofline" in report.plots(m.summarize(records), records)
+    # No task measured on the roofline: no plot.
+    assert "roofline" not in report.plots(m.summarize([rec(1, True, 1.5, 1.2, 2)]), [rec(1, True, 1.5, 1.2, 2)])

@@ -185,3 +185,22 @@ def test_candidate_folder_is_rewritten_only_where_it_changed(tmp_path: Path):
     assert not (folder / "kernels" / "left_over.cpp").exists() and not (folder / "scratch").exists()
     materialize(folder, TASK, {"model_new.py": b"x = 1\n"})  # a single-file candidate: no bindings
     assert sorted(p.name for p in folder.iterdir()) == ["model.py", "model_new.py"]
+
+
+def test_current_and_original_task_versions(tmp_path: Path):
+    # KernelBench keeps a revised task's original definition beside it as N_Name_OLD.py.
+    level = tmp_path / "KernelBench" / "level2"
+    level.mkdir(parents=True)
+    (level / "7_Conv_ReLU.py").write_text(TASK + "# revised\n")
+    (level / "7_Conv_ReLU_OLD.py").write_text(TASK + "# original\n")
+    (level / "8_Gemm.py").write_text(TASK)
+    current = load_suite("kernelbench", tmp_path)
+    assert [t.key for t in current.tasks] == ["level2/7_Conv_ReLU", "level2/8_Gemm"]
+    assert current.tasks[0].source.endswith("# revised\n") and current.identity["task_version"] == "current"
+    original = load_suite("kernelbench", tmp_path, version="original")
+    # The same keys (a solution for problem 7 is matched either way), the original source.
+    assert [t.key for t in original.tasks] == ["level2/7_Conv_ReLU", "level2/8_Gemm"]
+    assert original.tasks[0].source.endswith("# original\n") and original.tasks[0].origin.endswith("_OLD.py")
+    assert original.identity["tasks_sha256"] != current.identity["tasks_sha256"]
+    with pytest.raises(BadInput, match="unknown task version"):
+        load_suite("kernelbench", tmp_path, version="v0")

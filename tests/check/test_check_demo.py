@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from demo_repo import apply_cpu_demo, clean_env
+from demo_repo import clean_env, shared_cpu_demo
 
 from cuda_agent_cli.writeback.manifest import MANIFEST_PATH, load_manifest, render_manifest
 
@@ -30,9 +30,7 @@ def applied(tmp_path_factory: pytest.TempPathFactory, harness_cache_root: Path) 
     """One repository with the CPU demo applied, made once for this module."""
     tmp = tmp_path_factory.mktemp("check-demo")
     where = tmp / "demo"
-    proc = apply_cpu_demo(tmp, harness_cache_root)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout)["applied"] is True
+    assert shared_cpu_demo(harness_cache_root, where)["applied"] is True
     return where
 
 

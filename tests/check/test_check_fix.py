@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from demo_repo import apply_cpu_demo, clean_env
+from demo_repo import clean_env, shared_cpu_demo
 
 from cuda_agent_cli.demo import replay_path
 from cuda_agent_cli.writeback.manifest import MANIFEST_PATH
@@ -38,8 +38,7 @@ def git(root: Path, *args: str) -> str:
 def applied(tmp_path_factory: pytest.TempPathFactory, harness_cache_root: Path) -> Path:
     tmp = tmp_path_factory.mktemp("fix-demo")
     where = tmp / "demo"
-    proc = apply_cpu_demo(tmp, harness_cache_root)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    shared_cpu_demo(harness_cache_root, where)
     return where
 
 

@@ -159,3 +159,20 @@ def test_a_forward_that_dispatches_many_allowed_ops_is_not_held_to_the_clocks_bo
     assert busy.correct and busy.timings is not None, busy.summary()
     assert busy.timing_detail["clamped_blocks"] <= 1, busy.timing_detail
     assert busy.timings.candidate_us < 1.15 * plain.timings.candidate_us, (busy.timing_detail, plain.timing_detail)
+
+
+def test_profile_on_cuda_times_max_autotune_and_cuda_graphs_and_reads_the_peak_table(ws) -> None:
+    from cuda_agent_cli.harness import Harness
+
+    result = Harness(ws, device="cuda", baselines=("compile", "autotune", "graphs")).profile()
+    assert result.correct and result.timings is not None, result.summary()
+    t = result.timings
+    assert set(t.baselines) == {"eager", "compile", "autotune", "graphs"}, (t.baselines, result.warnings)
+    assert t.best_baseline in t.baselines and t.speedup_vs_best is not None
+    line = t.roofline
+    assert line is not None and line["bound"] == "memory" and line["sol_us"] > 0, line
+    gpu = result.environment.get("gpu") or ""
+    if "H200" in gpu or "H100" in gpu:
+        # The table's bandwidth, checked against the one measured on the machine.
+        assert line["peak_source"].startswith("table") and line["measured_bandwidth"] > 1e12, line
+    assert 0 < t.fraction_of_peak < 1.5

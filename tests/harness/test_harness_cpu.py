@@ -435,3 +435,24 @@ def test_reward_baseline_best_decides_the_reward_on_the_fastest_baseline(ws: Wor
         Harness(ws, device="cpu", reward_baseline="fastest")
     with pytest.raises(Exception, match="unknown baseline"):
         Harness(ws, device="cpu", baselines=("turbo",))
+
+
+def test_a_kernel_the_clock_does_not_resolve_is_timed_again_in_longer_blocks(ws: Workspace) -> None:
+    # On a loaded machine the harness's own work per call wanders more than the kernel takes:
+    # the first window cannot check its claims. The profile is timed once more, in blocks four
+    # times as long (and four times the calls), before its reward would be held.
+    class Loaded(Harness):
+        windows: list[dict] = []
+
+        def _evaluate(self, timed: bool):  # type: ignore[no-untyped-def]
+            result = super()._evaluate(timed)
+            Loaded.windows.append(self._timing_plan(0))
+            if len(Loaded.windows) == 1:
+                result.timing_detail["below_resolution"] = True
+            return result
+
+    result = Loaded(ws, device="cpu", trials=10, warmup=1).profile()
+    assert [w["block"] for w in Loaded.windows] == [5, 20] and Loaded.windows[1]["trials"] == 40
+    assert result.correct and result.timings is not None and result.timings.trials == 40, result.summary()
+    assert "interleaved in blocks of 20" in result.timings.method
+    assert any("timed again in blocks of 20 calls" in w for w in result.warnings)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from cuda_agent_cli.assets.tools.compiler_errors import trim_compiler_output
 
 from cuda_agent_cli.harness.extension_check import (
@@ -385,10 +387,33 @@ def test_result_json_has_exactly_the_design_keys() -> None:
         "speedup_vs_eager_interval",
         "speedup_vs_compile_interval",
         "uncertain",
+        "reward_baseline",
     }
     assert HarnessResult.from_json(j).to_json() == j
     assert j["environment"] == {"gpu": None, "torch": "2.13.0", "cuda": None}
     assert "reward 2" in r.summary() and "2.00x" in r.summary()
+    # Where every baseline and the roofline were measured, their keys join (docs/architecture.md).
+    full = dataclasses.replace(
+        r,
+        timings=dataclasses.replace(
+            r.timings,
+            baselines={"eager": {"us": 10.0, "speedup": 2.0, "interval": [1.9, 2.1]}},
+            best_baseline="eager",
+            speedup_vs_best=2.0,
+            speedup_vs_best_interval=(1.9, 2.1),
+            roofline={"sol_us": 1.0, "fractions": {"candidate": 0.2}},
+            fraction_of_peak=0.2,
+        ),
+    ).to_json()
+    assert set(full["timings"]) - set(j["timings"]) == {
+        "baselines",
+        "best_baseline",
+        "speedup_vs_best",
+        "speedup_vs_best_interval",
+        "roofline",
+        "fraction_of_peak",
+    }
+    assert HarnessResult.from_json(full).to_json() == full
 
 
 def test_null_blocks_of_the_baselines_process_set_what_the_candidates_are_believed_up_to() -> None:

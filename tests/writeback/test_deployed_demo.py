@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from demo_repo import apply_cpu_demo, clean_env
+from demo_repo import clean_env, shared_cpu_demo
 
 pytestmark = pytest.mark.integration
 
@@ -17,9 +17,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "deployed_check.py
 
 
 def test_the_applied_demo_compiles_to_one_graph_that_calls_the_kernel(tmp_path: Path, harness_cache_root: Path):
-    proc = apply_cpu_demo(tmp_path, harness_cache_root)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout)
+    result = shared_cpu_demo(harness_cache_root, tmp_path / "demo")
     assert result["applied"] is True
     first = result["deployment"]["families"][0]
     assert first["taken"] and first["compile"] == {"graphs": 1, "graph_breaks": 0, "calls_op": True}
