@@ -52,7 +52,7 @@ def _will_try_apply(opts: ReviewOptions) -> bool:
 
 def _apply_intent(opts: ReviewOptions) -> Any:
     """What the runner checks before the session when this review may end in applying."""
-    from cuda_agent_cli.run.session import ApplyIntent
+    from cuda_agent_cli.run.optimize import ApplyIntent
 
     if not _will_try_apply(opts):
         return None
@@ -104,9 +104,10 @@ def run_and_review(req: Any, opts: ReviewOptions, on_result: Callable[[dict[str,
 
     from cuda_agent_cli import preflight
     from cuda_agent_cli.cli import render
-    from cuda_agent_cli.run.session import exit_code_for, run_optimize
+    from cuda_agent_cli.run.optimize import exit_code_for, resolve_config, run_optimize
 
     _check_flags(opts)
+    req.config = resolve_config(req)  # once for the run: the TUI's status bar and the session read it
     err_console = Console(stderr=True)
     out_console = Console(stderr=opts.json_out)  # with --json stdout holds the JSON object only
     if opts.patch is not None:
@@ -155,7 +156,7 @@ def finish_tui(app: Any, opts: ReviewOptions, console: Any, err_console: Any) ->
     """After the app closed: its error with the plain path's line and exit code, or the review's
     answer applied (or not) and the session's summary left in the terminal."""
     from cuda_agent_cli.errors import Interrupted
-    from cuda_agent_cli.run.session import exit_code_for
+    from cuda_agent_cli.run.optimize import exit_code_for
 
     if app.error is not None:
         raise app.error
@@ -214,7 +215,7 @@ def _review(
     elif opts.no_apply:
         note = "not applied (--no-apply)"
     elif outcome.status != "improved":
-        from cuda_agent_cli.run.session import not_applied
+        from cuda_agent_cli.run.optimize import not_applied
 
         note = f"not applied: {not_applied(outcome)}"
     elif opts.yes or (
@@ -327,7 +328,7 @@ def optimize(
     output that is not a terminal."""
     from cuda_agent_cli.cli.json_errors import errors_as_json
     from cuda_agent_cli.errors import BadInput
-    from cuda_agent_cli.run.session import OptimizeRequest
+    from cuda_agent_cli.run.optimize import OptimizeRequest
 
     if json_out and not batch:
         batch = True  # one JSON object on stdout leaves no room for prompts
@@ -430,7 +431,7 @@ def _demo(
     from cuda_agent_cli import preflight
     from cuda_agent_cli.config import load_config, user_data_dir
     from cuda_agent_cli.machine import pick_device
-    from cuda_agent_cli.run.session import OptimizeRequest
+    from cuda_agent_cli.run.optimize import OptimizeRequest
     from cuda_agent_cli.writeback.git import init_repo
 
     cfg = load_config({})

@@ -8,8 +8,6 @@ conversation.
 from __future__ import annotations
 
 import asyncio
-import shutil
-import subprocess
 import threading
 import time
 from collections import deque
@@ -46,18 +44,10 @@ KEY_SETTLE_S = 1.0  # the longest a typed-ahead key waits on one part of the app
 
 def detect_device() -> str:
     """The GPU's name when one is visible, else cpu (no torch import: that costs seconds and memory)."""
-    exe = shutil.which("nvidia-smi")
-    if exe:
-        try:
-            out = subprocess.run(
-                [exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=5
-            )
-            names = [n.strip() for n in out.stdout.splitlines() if n.strip()]
-            if out.returncode == 0 and names:
-                return f"cuda ({names[0]})"
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return "cpu"
+    from cuda_agent_cli.machine import this_machine
+
+    gpu = this_machine().gpu_for()  # what machine.pick_device decides on
+    return f"cuda ({gpu.name})" if gpu else "cpu"
 
 
 def split_point(current: str, new: str, at_least: int = 0) -> int | None:
@@ -1117,7 +1107,7 @@ class ChatApp(App[int]):
         self._harness("Profile")
 
     def cmd_sessions(self, args: list[str], raw: str) -> None:
-        from cuda_agent_cli.agent.session import list_sessions
+        from cuda_agent_cli.agent.session_store import list_sessions
 
         found = list_sessions(self.runtime.opts.data_dir)[:20]
         if not found:
@@ -1232,7 +1222,7 @@ class ChatApp(App[int]):
             self._following = True
             if apply and outcome.status != "improved":
                 # The same rule as `cuda-agent optimize`: only a measured improvement lands.
-                from cuda_agent_cli.run.session import not_applied
+                from cuda_agent_cli.run.optimize import not_applied
 
                 self.lasting_notice(f"not applied: {not_applied(outcome)}", "warning")
             elif apply:

@@ -108,7 +108,7 @@ def is_chat(state: Any) -> bool:
 
 def latest_chat_session(data_dir: Path | None, repo: Path | None = None) -> Any:
     """`chat --continue`: the newest chat session of `repo` (None: of any repository)."""
-    from cuda_agent_cli.agent.session import resume_session
+    from cuda_agent_cli.agent.session_store import resume_session
 
     return resume_session(None, data_dir, repo=repo, chat=True)
 
@@ -155,7 +155,7 @@ class ChatRuntime:
     """One chat over one repository. Build it before the app opens: bad input fails here."""
 
     def __init__(self, opts: ChatOptions) -> None:
-        from cuda_agent_cli.agent.session import load_session, new_session
+        from cuda_agent_cli.agent.session_store import load_session, new_session
         from cuda_agent_cli.config import load_config
 
         self.opts = opts
@@ -379,7 +379,7 @@ class ChatRuntime:
 
     def optimize_transcript(self, session_id: str) -> Path:
         """The transcript of an optimize session started from this chat."""
-        from cuda_agent_cli.agent.session import sessions_root
+        from cuda_agent_cli.agent.session_store import sessions_root
 
         return sessions_root(self.opts.data_dir) / session_id / "transcript.jsonl"
 
@@ -494,7 +494,7 @@ class ChatRuntime:
         cancel: Any,
         on_stage: Callable[[str], None] | None = None,
     ) -> Any:
-        from cuda_agent_cli.run.session import OptimizeRequest, run_optimize
+        from cuda_agent_cli.run.optimize import OptimizeRequest, run_optimize
 
         fields = parse_optimize_args(args)
         req = OptimizeRequest(
@@ -534,7 +534,7 @@ class ChatRuntime:
 
     def harness_for_last(self) -> tuple[Any, str]:
         """A harness over the workspace of the latest /optimize session, and that session's id."""
-        from cuda_agent_cli.agent.session import sessions_root
+        from cuda_agent_cli.agent.session_store import sessions_root
         from cuda_agent_cli.harness import Harness
         from cuda_agent_cli.run.settings import load_task
         from cuda_agent_cli.workspace import open_workspace

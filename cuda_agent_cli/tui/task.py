@@ -1,6 +1,6 @@
 """`cuda-agent optimize` on a terminal: the chat's screen focused on one task.
 
-The session runs through the one runner (`run.session.run_optimize`) in the app's worker thread;
+The session runs through the one runner (`run.optimize.run_optimize`) in the app's worker thread;
 this app is only its event sink and its approver. It shows the conversation and the ledger while
 the agent works, then the same review screen as the chat. It never writes into the repository:
 the answer (`decision`) goes back to the optimize command, which applies it through the same
@@ -118,7 +118,7 @@ class OptimizeApp(ChatApp):
         """The earlier conversation and ledger of the session `--resume`/`--continue` picks, as
         `chat --resume` shows a chat's; False when there is none (the run says why)."""
         from cuda_agent_cli.errors import CudaAgentError
-        from cuda_agent_cli.run.session import resumed_session
+        from cuda_agent_cli.run.optimize import resumed_session
 
         try:
             state = resumed_session(self.req)
@@ -152,7 +152,7 @@ class OptimizeApp(ChatApp):
 
     def _run(self) -> Any:
         """The worker: the one session runner, with this app as its sink."""
-        from cuda_agent_cli.run.session import run_optimize
+        from cuda_agent_cli.run.optimize import run_optimize
 
         try:
             return run_optimize(
@@ -221,7 +221,7 @@ class OptimizeApp(ChatApp):
 
 def task_runtime(req: Any) -> TaskRuntime:
     """The status bar's model and device before the session says them (it may still change them)."""
-    from cuda_agent_cli.config import load_config
+    from cuda_agent_cli.run.optimize import resolve_config
 
-    cfg = load_config({"model": req.model, "api_base": req.api_base, "device": req.device}, cwd=req.cwd)
+    cfg = resolve_config(req)  # the run's own, when the front door resolved it already
     return TaskRuntime(req, cfg.model or "", req.device or cfg.device)
