@@ -22,6 +22,7 @@ from cuda_agent_cli.cli.options import (
     PatchOpt,
     PlainOpt,
     PolicyOpt,
+    RewardBaselineOpt,
     UnsafeOpt,
     YesOpt,
 )
@@ -282,6 +283,7 @@ def optimize(
     api_base: ApiBaseOpt = None,
     device: DeviceOpt = None,
     policy: PolicyOpt = None,
+    reward_baseline: RewardBaselineOpt = None,
     inputs: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -348,6 +350,7 @@ def optimize(
         resume=resume,
         continue_latest=continue_,
         allow_unsafe=unsafe_no_sandbox,
+        reward_baseline=reward_baseline,
     )
     with errors_as_json(json_out):
         if all_:

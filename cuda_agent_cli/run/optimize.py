@@ -85,6 +85,7 @@ class OptimizeRequest:
     # None: load_config over cwd with the flags above.
     config: Config | None = None
     trials: int | None = None  # timed trials of each profile; None: the harness's default
+    reward_baseline: str | None = None  # "paper" or "best"; None: the configuration's
     command: str = "optimize"  # the command the session's settings record
     # Try the planned kernel in the user's setting before the review (build, checks, time per call).
     measure_deployment: bool = True
@@ -176,6 +177,7 @@ def resolve_config(req: OptimizeRequest) -> Config:
         "max_turns": req.max_turns,
         "max_cost": req.max_cost,
         "timeout": req.timeout,
+        "reward_baseline": req.reward_baseline,
     }
     return load_config(flags, cwd=req.cwd)
 
@@ -359,7 +361,13 @@ def _run_agent(
         seed = KernelFiles.read(req.start_from) if req.start_from is not None else KernelFiles()
         workspace = create_workspace(state.session_dir, start.reference_source, seed.model_new, seed.kernels)
         harness = Harness(
-            workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol, trials=req.trials
+            workspace,
+            device=start.device,
+            policy=policy,
+            atol=cfg.atol,
+            rtol=cfg.rtol,
+            trials=req.trials,
+            reward_baseline=cfg.reward_baseline,
         )
         _start_ahead(harness)
         device = harness.device
@@ -382,7 +390,13 @@ def _run_agent(
     else:
         workspace = open_workspace(state.session_dir)
         harness = Harness(
-            workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol, trials=req.trials
+            workspace,
+            device=start.device,
+            policy=policy,
+            atol=cfg.atol,
+            rtol=cfg.rtol,
+            trials=req.trials,
+            reward_baseline=cfg.reward_baseline,
         )
         _start_ahead(harness)
         device = harness.device
