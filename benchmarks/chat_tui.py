@@ -199,7 +199,7 @@ class StreamingModel:
         self.on_chunk_done: list[float] = []
 
     def complete(self, messages: Any, tools: Any, on_text: Any = None) -> Any:
-        from cuda_agent_cli.model.base import AssistantTurn
+        from cuda_agent_cli.model.port import AssistantTurn
 
         for i in range(0, len(self.text), self.chunk):
             t0 = time.perf_counter()

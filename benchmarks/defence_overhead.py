@@ -48,6 +48,7 @@ GOAL = 0.10
 SEEDS = 5
 HARNESS_OWNED = ("determinism", "timed outputs")
 from cuda_agent_cli.harness.driver import TIMED_CHECKS as TIMED_CHECKED  # noqa: E402
+from cuda_agent_cli.kernel_files import KernelFiles  # noqa: E402
 
 
 def _best_time(fn: Callable[[], Any], repeat: int) -> float:
@@ -125,7 +126,7 @@ def measure(device: str, rounds: int, repeat: int) -> dict[str, Any]:
             expected = [ref_model(*[t.clone() for t in inp]) for inp in seeds_inputs]
         sync()
         model_new_src = ws.candidate.read_text()
-        cpp = {f"kernels/{p.name}": p.read_text() for p in ws.kernels_dir.iterdir() if p.is_file()}
+        cpp = KernelFiles.read(ws.root).sources()
 
         def forwards(guarded: bool) -> None:
             with torch.no_grad():

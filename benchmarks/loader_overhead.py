@@ -145,10 +145,11 @@ print(json.dumps(out))
 
 
 def make_repo(root: Path, device: str) -> None:
+    from cuda_agent_cli.kernel_files import KernelFiles
     from cuda_agent_cli.task.inputs import parse_inputs_spec
     from cuda_agent_cli.writeback.apply import apply_plan, build_plan
     from cuda_agent_cli.writeback.fingerprint import class_digest
-    from cuda_agent_cli.writeback.integrate import Verified
+    from cuda_agent_cli.writeback.integrate import IntegrationSpec, Verified
     from cuda_agent_cli.writeback.plan import binding_files
 
     (root / "pkg").mkdir(parents=True)
@@ -160,22 +161,24 @@ def make_repo(root: Path, device: str) -> None:
         else {"kernels/scale.cpp": CPU_KERNEL}
     )
     plan = build_plan(
-        module_file=root / "pkg" / "scale.py",
-        module_source=MODULE,
-        class_name="Scale",
-        class_snake="scale",
-        class_end=10,
-        display="pkg/scale.py::Scale",
-        session_id="benchmark",
-        candidate_files={"model_new.py": MODEL_NEW, **kernels},
-        binding_files=binding_files(None),
-        verified=Verified(
-            device=device,
-            call=parse_inputs_spec("x=float32[4,64]; init: 64"),
-            forward_params=("x",),
-            parameters=(("w", "float32", (64,)),),
-            training_sensitive=False,
-            source_sha256=class_digest(MODULE, "Scale"),
+        IntegrationSpec(
+            module_file=root / "pkg" / "scale.py",
+            module_source=MODULE,
+            class_name="Scale",
+            class_snake="scale",
+            class_end=10,
+            display="pkg/scale.py::Scale",
+            session_id="benchmark",
+            candidate=KernelFiles.of({"model_new.py": MODEL_NEW, **kernels}),
+            binding_files=binding_files(None),
+            verified=Verified(
+                device=device,
+                call=parse_inputs_spec("x=float32[4,64]; init: 64"),
+                forward_params=("x",),
+                parameters=(("w", "float32", (64,)),),
+                training_sensitive=False,
+                source_sha256=class_digest(MODULE, "Scale"),
+            ),
         ),
         manifest_entry={"target": "pkg/scale.py::Scale"},
         fallback_root=root,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent_cli.agent.loop import Limits, run_agent
-from cuda_agent_cli.agent.session import new_session
+from cuda_agent_cli.agent.session_store import new_session
 from cuda_agent_cli.model.replay import ReplayModel
 
 

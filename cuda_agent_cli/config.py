@@ -13,11 +13,15 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 from cuda_agent_cli.errors import ConfigError
 
 ENV_PREFIX = "CUDA_AGENT_"
+
+# The harness's rules for a candidate (README, "Policy"): strict, the paper's, or hybrid.
+Policy = Literal["strict", "hybrid"]
+POLICIES: tuple[Policy, ...] = get_args(Policy)
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,7 @@ class Settings:
     model: str | None = None
     api_base: str | None = None
     device: str | None = None  # None: cuda when a GPU is present, else cpu
-    policy: str = "strict"
+    policy: Policy = "strict"
     max_turns: int = 200
     max_cost: float | None = None
     timeout: float | None = None  # seconds for a whole session
@@ -41,7 +45,7 @@ class Settings:
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("cuda", "cpu"),
-    "policy": ("strict", "hybrid"),
+    "policy": POLICIES,
     "permission_mode": ("ask", "accept-edits", "yolo"),
     "reward_baseline": ("paper", "best"),
 }

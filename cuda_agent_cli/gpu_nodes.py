@@ -104,6 +104,19 @@ def select_nodes(nodes: list[str], minors: set[int] | None) -> list[str]:
     return keep
 
 
+def query_smi(fields: str, timeout: float) -> subprocess.CompletedProcess[str] | None:
+    """`nvidia-smi --query-gpu=FIELDS --format=csv,noheader`, the one place the package runs
+    nvidia-smi: `machine` asks it for the GPUs' names and architectures (which device, which
+    arch), `read_gpus` for their UUIDs and bus ids. None when there is no nvidia-smi; OSError or
+    subprocess.SubprocessError when it could not be run."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    return subprocess.run(
+        [smi, f"--query-gpu={fields}", "--format=csv,noheader"], capture_output=True, text=True, timeout=timeout
+    )
+
+
 def read_gpus(proc: Path = PROC_GPUS) -> list[NvidiaGpu]:
     """This machine's GPUs with their minors; [] when the driver or nvidia-smi is absent."""
     minors: dict[str, int] = {}
@@ -114,19 +127,11 @@ def read_gpus(proc: Path = PROC_GPUS) -> list[NvidiaGpu]:
                 minors[normalize_bus_id(d.name)] = minor
     except OSError:
         pass
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return []
     try:
-        out = subprocess.run(
-            [smi, "--query-gpu=index,uuid,pci.bus_id,name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        out = query_smi("index,uuid,pci.bus_id,name", timeout=30)
     except (OSError, subprocess.SubprocessError):
         return []
-    return parse_smi(out.stdout, minors) if out.returncode == 0 else []
+    return parse_smi(out.stdout, minors) if out is not None and out.returncode == 0 else []
 
 
 def nodes_for(nodes: list[str], env: dict[str, str]) -> tuple[list[str], str | None]:

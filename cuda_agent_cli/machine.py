@@ -13,16 +13,18 @@ import importlib.util
 import os
 import platform
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from cuda_agent_cli.gpu_nodes import query_smi
 
 
 @dataclass(frozen=True)
 class Gpu:
     name: str
     arch: str  # "sm_90"
+    index: int | None = None  # nvidia-smi's index (PCI bus order)
 
 
 @dataclass(frozen=True)
@@ -94,21 +96,17 @@ def _visible(indices: list[int]) -> list[int]:
     return picked
 
 
-def _gpus() -> tuple[tuple[Gpu, ...], bool]:
-    """The visible GPUs, and whether nvidia-smi could be asked at all."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
+@functools.lru_cache(maxsize=1)
+def _query_gpus() -> tuple[tuple[Gpu, ...], bool]:
+    """Every GPU nvidia-smi lists, by its index, and whether nvidia-smi could be asked at all:
+    asked once a process, for every reader of this machine's GPUs and for `pick_device`."""
+    try:
+        proc = query_smi("index,name,compute_cap", timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return (), False
+    if proc is None:
         # No driver tools: no NVIDIA GPU, unless a container hides them (then torch knows more).
         return (), not Path("/dev/nvidia0").exists()
-    try:
-        proc = subprocess.run(
-            [smi, "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return (), False
     if proc.returncode != 0:
         # "No devices were found" is an answer; a driver mismatch is not.
         return (), "No devices were found" in (proc.stdout + proc.stderr)
@@ -116,8 +114,21 @@ def _gpus() -> tuple[tuple[Gpu, ...], bool]:
     for line in proc.stdout.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 3 and parts[0].isdigit() and re.fullmatch(r"\d+\.\d+", parts[2]):
-            rows[int(parts[0])] = Gpu(parts[1], "sm_" + parts[2].replace(".", ""))
-    return tuple(rows[i] for i in _visible(sorted(rows))), True
+            rows[int(parts[0])] = Gpu(parts[1], "sm_" + parts[2].replace(".", ""), int(parts[0]))
+    return tuple(rows[i] for i in sorted(rows)), True
+
+
+def all_gpus() -> tuple[Gpu, ...]:
+    """Every GPU of this machine, in nvidia-smi's index order, whatever CUDA_VISIBLE_DEVICES says
+    (what a scheduler hands out one slot at a time)."""
+    return _query_gpus()[0]
+
+
+def _gpus() -> tuple[tuple[Gpu, ...], bool]:
+    """The visible GPUs, and whether nvidia-smi could be asked at all."""
+    gpus, known = _query_gpus()
+    by_index = {g.index: g for g in gpus if g.index is not None}
+    return tuple(by_index[i] for i in _visible(sorted(by_index))), known
 
 
 def _cpu_name() -> str:

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Mapping
 
 from cuda_agent_cli import resources
+from cuda_agent_cli.config import Policy
 from cuda_agent_cli.errors import WorkspaceError
+from cuda_agent_cli.kernel_files import CANDIDATE, KERNELS, KernelFiles
 
 REFERENCE = "model.py"
-CANDIDATE = "model_new.py"
 BINDING_FILES = ("binding.cpp", "binding_registry.h")
 SKILL = "SKILL.md"
 LOCKS_FILE = "locks.json"
@@ -42,27 +43,10 @@ def sha256_file(path: Path) -> str:
 
 
 def candidate_digest(root: Path) -> str | None:
-    """What makes a candidate one kernel: sha256 over model_new.py and every file under kernels/
-    (path and content; no dot files, caches or build outputs). Two harness results with the same
-    digest judged the same kernel. None when `root` holds no candidate."""
-    files: list[Path] = [root / CANDIDATE] if (root / CANDIDATE).is_file() else []
-    kernels = root / "kernels"
-    if kernels.is_dir():
-        for p in sorted(kernels.rglob("*")):
-            rel = p.relative_to(root)
-            skipped = any(part.startswith(".") or part == "__pycache__" for part in rel.parts)
-            if p.is_file() and not p.is_symlink() and not skipped and p.suffix not in (".o", ".so"):
-                files.append(p)
-    if not files:
-        return None
-    digest = hashlib.sha256()
-    for p in files:
-        try:
-            data = p.read_bytes()
-        except OSError:
-            continue
-        digest.update(p.relative_to(root).as_posix().encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
-    return digest.hexdigest()
+    """What makes a candidate one kernel: the digest of its files (`KernelFiles.read(root)`:
+    model_new.py and the kernel sources in kernels/). Two harness results with the same digest
+    judged the same kernel. None when `root` holds no candidate."""
+    return KernelFiles.read(root).digest()
 
 
 @dataclass(frozen=True)
@@ -86,7 +70,7 @@ class Workspace:
 
     @property
     def kernels_dir(self) -> Path:
-        return self.root / "kernels"
+        return self.root / KERNELS
 
     def lock_violations(self) -> list[str]:
         """One line per locked file that was changed, removed or replaced by a link."""
@@ -123,7 +107,7 @@ def create_workspace(
         raise WorkspaceError(f"{root} already exists", "open it with open_workspace() or pick a new session dir")
     template = resources.sandbox_template_dir()
     shutil.copytree(template, root, ignore=shutil.ignore_patterns(*_TEMPLATE_SKIP))
-    (root / "kernels").mkdir(exist_ok=True)
+    (root / KERNELS).mkdir(exist_ok=True)
     store.mkdir(parents=True, exist_ok=True)
     build.mkdir(parents=True, exist_ok=True)
 
@@ -133,12 +117,10 @@ def create_workspace(
     if skill.is_file():
         shutil.copyfile(skill, root / SKILL)
         locked_names.append(SKILL)
-    if candidate_source is not None:
-        (root / CANDIDATE).write_text(candidate_source)
-    for name, text in (kernels or {}).items():
+    for name in kernels or {}:
         if "/" in name or name.startswith("."):
             raise WorkspaceError(f"kernel file name {name!r} is not a plain file name", "use names like add.cpp")
-        (root / "kernels" / name).write_text(text)
+    KernelFiles.from_sources(candidate_source, kernels).write(root)
 
     locked: dict[str, str] = {}
     for name in locked_names:
@@ -230,14 +212,13 @@ def pair_workspace(reference: Path, candidate: Path) -> Workspace:
     )
 
 
-def judging_workspace(
-    base: Path, reference: str, model_new: str, kernels: dict[str, str], device: str, policy: str
-) -> Workspace:
+def judging_workspace(base: Path, reference: str, files: KernelFiles, device: str, policy: Policy) -> Workspace:
     """A workspace under `base` for exactly these files, to judge a kernel outside its session
     (`check`, a session's other shapes), kept in the cache: judging unchanged files again reuses
     the build folder, so nothing is recompiled."""
     import tempfile
 
+    model_new, kernels = files.model_new or "", files.kernels
     h = hashlib.sha256()
     for part in (device, policy, reference, model_new, *(f"{n}\0{t}" for n, t in sorted(kernels.items()))):
         h.update(part.encode() + b"\0")
@@ -245,14 +226,7 @@ def judging_workspace(
     if (final / "store" / LOCKS_FILE).is_file():
         ws = open_workspace(final)
         # The files judged are the repository's, whatever an earlier run left in the folder.
-        if not ws.candidate.is_file() or ws.candidate.read_text() != model_new:
-            ws.candidate.write_text(model_new)
-        for p in ws.kernels_dir.iterdir() if ws.kernels_dir.is_dir() else []:
-            if p.name not in kernels or not p.is_file() or p.read_text(errors="replace") != kernels[p.name]:
-                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-        for name, text in kernels.items():
-            if not (ws.kernels_dir / name).is_file():
-                (ws.kernels_dir / name).write_text(text)
+        KernelFiles.from_sources(model_new, kernels).write(ws.root)
         return ws
     tmp = Path(tempfile.mkdtemp(prefix="new-", dir=base))
     create_workspace(tmp / "session", reference, model_new, kernels)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from cuda_agent_cli.actions.base import Action, ActionContext, Toolbox, ToolResult
 from cuda_agent_cli.actions.files import Edit, MultiEdit, Read, Write
 from cuda_agent_cli.actions.host import HOST_TOOLS, Compile, HarnessPort, Profile, Verify
 from cuda_agent_cli.actions.notebook import NotebookEdit
 from cuda_agent_cli.actions.permissions import Permissions
 from cuda_agent_cli.actions.search import Glob, Grep
 from cuda_agent_cli.actions.shell import Bash, BashOutput, KillBash
+from cuda_agent_cli.actions.toolbox import Action, ActionContext, Toolbox, ToolResult
 
 __all__ = [
     "Action",

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cuda_agent_cli.actions.base import ActionContext, ToolResult, error
 from cuda_agent_cli.actions.paths import check_read, check_write, display, read_bytes_nofollow, write_file
+from cuda_agent_cli.actions.toolbox import ActionContext, ToolResult, error
 
 MAX_LINES = 2000
 MAX_LINE_CHARS = 2000

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from cuda_agent_cli.actions.base import ActionContext, ToolResult, error
+from cuda_agent_cli.actions.toolbox import ActionContext, ToolResult, error
 from cuda_agent_cli.errors import CudaAgentError
 
 

@@ -6,9 +6,9 @@ import json
 import uuid
 from typing import Any
 
-from cuda_agent_cli.actions.base import ActionContext, ToolResult, error
 from cuda_agent_cli.actions.files import read_text
 from cuda_agent_cli.actions.paths import check_write, display, write_file
+from cuda_agent_cli.actions.toolbox import ActionContext, ToolResult, error
 
 
 def _cell_ids(cells: list[dict[str, Any]]) -> list[str]:

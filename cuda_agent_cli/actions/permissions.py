@@ -13,8 +13,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
-from cuda_agent_cli.actions.base import Action, ActionContext
 from cuda_agent_cli.actions.paths import PathRefused, check_write, display, resolve
+from cuda_agent_cli.actions.toolbox import Action, ActionContext
 from cuda_agent_cli.errors import BadInput
 
 Answer = Literal["yes", "no", "always"]

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cuda_agent_cli.actions.base import ActionContext, ToolResult, error
 from cuda_agent_cli.actions.paths import PathRefused, check_read, display, read_bytes_nofollow
+from cuda_agent_cli.actions.toolbox import ActionContext, ToolResult, error
 from cuda_agent_cli.sandbox import default_hidden
 
 GLOB_LIMIT = 100

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cuda_agent_cli.actions.base import ActionContext, ToolResult, error
+from cuda_agent_cli.actions.toolbox import ActionContext, ToolResult, error
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from cuda_agent_cli.model.base import approx_tokens
+from cuda_agent_cli.model.port import approx_tokens
 
 MAX_TOOL_OUTPUT_CHARS = 30_000
 DEFAULT_CONTEXT_TOKENS = 131_072

@@ -11,7 +11,6 @@ without losing what it did.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,15 +43,13 @@ from cuda_agent_cli.agent.events import (
     UserMessage,
 )
 from cuda_agent_cli.agent.recorder import SessionRecorder
-from cuda_agent_cli.agent.session import CandidateRecord, SessionState, candidate_score
+from cuda_agent_cli.agent.session_store import CandidateRecord, SessionState, candidate_score
 from cuda_agent_cli.errors import ContextOverflow, CudaAgentError, Interrupted
-from cuda_agent_cli.model.base import AssistantTurn, ModelPort
+from cuda_agent_cli.kernel_files import KernelFiles
+from cuda_agent_cli.model.port import AssistantTurn, ModelPort
 from cuda_agent_cli.model.textproto import tool_index, validate_arguments
-from cuda_agent_cli.workspace import candidate_digest
 
 HARNESS_TOOLS = ("Compile", "Verify", "Profile")
-CANDIDATE_FILES = ("model_new.py",)
-CANDIDATE_DIRS = ("kernels",)
 SNAPSHOT_DIR = "best"
 CONTINUE_PROMPT = "Continue the task from where the session stopped: improve on the best result so far."
 EMPTY_REPLY_PROMPT = (
@@ -277,35 +274,12 @@ class _Run:
     def record_harness_result(self, call_id: str, tool: str, result: dict[str, Any]) -> None:
         score = candidate_score(result)
         best = score is not None and (self.state.best is None or score > self.state.best.score)
-        snapshot = self.snapshot_candidate() if best else None
         root = self.workspace_root
-        sources = candidate_digest(root) if root is not None and root.is_dir() else None
+        files = KernelFiles.read(root) if root is not None and root.is_dir() else None
+        # The best so far is kept in the session dir, replacing the previous best.
+        snapshot = str(files.snapshot(self.state.session_dir / SNAPSHOT_DIR)) if best and files is not None else None
+        sources = files.digest() if files is not None else None
         self.emit(HarnessResultEvent(call_id, tool, self.state.turns, result, best, snapshot, sources))
-
-    def snapshot_candidate(self) -> str | None:
-        """Copy the candidate files into the session dir, replacing the previous best."""
-        root = self.workspace_root
-        if root is None or not root.is_dir():
-            return None
-        dest = self.state.session_dir / SNAPSHOT_DIR
-        tmp = self.state.session_dir / (SNAPSHOT_DIR + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        for name in CANDIDATE_FILES:
-            if (root / name).is_file():
-                shutil.copy2(root / name, tmp / name)
-        for name in CANDIDATE_DIRS:
-            if (root / name).is_dir():
-                shutil.copytree(
-                    root / name, tmp / name, symlinks=False, ignore=shutil.ignore_patterns("__pycache__", "*.o", "*.so")
-                )
-        old = self.state.session_dir / (SNAPSHOT_DIR + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if dest.exists():
-            dest.rename(old)
-        tmp.rename(dest)
-        shutil.rmtree(old, ignore_errors=True)
-        return str(dest)
 
     def answer_unfinished(self, output: str, keep: str | None = None) -> None:
         for call_id, name in self.state.unanswered_calls():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cuda_agent_cli.config import Policy
 from cuda_agent_cli.resources import skill_path
 
 PREAMBLE = (
@@ -20,7 +21,7 @@ def load_skill(path: Path | None = None) -> str:
 def build_system_prompt(
     *,
     device: str,
-    policy: str,
+    policy: Policy,
     gpu: str | None = None,
     extra_rules: str | None = None,
     skill_text: str | None = None,

@@ -15,7 +15,7 @@ from cuda_agent_cli.agent.transcript import TranscriptWriter
 
 if TYPE_CHECKING:
     from cuda_agent_cli.agent.events import Event, EventSink
-    from cuda_agent_cli.agent.session import SessionState
+    from cuda_agent_cli.agent.session_store import SessionState
 
 
 class SessionRecorder:

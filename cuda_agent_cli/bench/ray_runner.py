@@ -202,7 +202,7 @@ def worker_died(ray: Any, exc: BaseException) -> bool:
 
 
 def failed_record(job: dict[str, Any], exc: BaseException, died: bool) -> dict[str, Any]:
-    from cuda_agent_cli.bench.runner import died_record
+    from cuda_agent_cli.bench.local_pool import died_record
 
     record = died_record(job)
     first = _first_line(exc)

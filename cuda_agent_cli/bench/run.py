@@ -1,7 +1,7 @@
 """A bench run: suite -> jobs -> scheduler -> results.jsonl -> summary.json, report.md, report.html.
 
 The orchestration only: loading is suite.py and solutions.py, one task is task_run.py, the
-scheduling is runner.py (or ray_runner.py), metrics.py computes, report.py renders. Nothing
+scheduling is local_pool.py (or ray_runner.py), metrics.py computes, report.py renders. Nothing
 here prints; the CLI gets the events through callbacks.
 """
 
@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from cuda_agent_cli.bench import store as store_mod
 from cuda_agent_cli.bench.suite import BenchTask, Suite, load_suite, parse_id_ranges
+from cuda_agent_cli.config import POLICIES
 from cuda_agent_cli.errors import BadInput, CudaAgentError, EnvironmentMissing
 from cuda_agent_cli.harness.baselines import check_reward_baseline
 from cuda_agent_cli.machine import pick_device
@@ -94,7 +95,7 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
         )
     if req.solutions is not None and req.model:
         raise BadInput("--model and --solutions are two different modes", "pass one of them")
-    if req.policy not in ("strict", "hybrid"):
+    if req.policy not in POLICIES:
         raise BadInput(f"unknown policy {req.policy!r}", "use --policy strict or --policy hybrid")
     check_reward_baseline(req.reward_baseline)
     suite = load_suite(req.suite, req.root, _levels(req.levels), parse_id_ranges(req.tasks), req.task_version)
@@ -180,7 +181,7 @@ def make_scheduler(plan: BenchPlan) -> Any:
         from cuda_agent_cli.bench.ray_runner import RayPool
 
         return RayPool(plan.request.ray)
-    from cuda_agent_cli.bench.runner import LocalPool, default_builders, parse_gpus
+    from cuda_agent_cli.bench.local_pool import LocalPool, default_builders, parse_gpus
 
     plan.slots = parse_gpus(plan.request.gpus, plan.device)
     builders = plan.request.compile_ahead

@@ -19,13 +19,13 @@ from pathlib import Path
 
 from cuda_agent_cli.bench.suite import BenchTask
 from cuda_agent_cli.errors import BadInput
+from cuda_agent_cli.kernel_files import CANDIDATE, KernelFiles
 
 _KB_FILE = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
 _KB_DIR = re.compile(r"^level_(\d+)_problem_(\d+)(?:_sample_(\d+))?$")
 _LEVEL = re.compile(r"^level_?(\d+)$")
 _PROBLEM = re.compile(r"^(\d+)_.+$")
 _SAMPLE = re.compile(r"^sample_?(\d+)$")
-KERNEL_SUFFIXES = {".cu", ".cpp", ".cc", ".cuh", ".h", ".hpp"}
 
 
 @dataclass(frozen=True)
@@ -41,14 +41,8 @@ class Sample:
     def files(self) -> dict[str, bytes]:
         """The candidate's files as the harness will see them (relative path -> bytes)."""
         if self.kind == "kernelbench":
-            return {"model_new.py": self.path.read_bytes()}
-        out = {"model_new.py": (self.path / "model_new.py").read_bytes()}
-        kernels = self.path / "kernels"
-        if kernels.is_dir():
-            for p in sorted(kernels.iterdir()):
-                if p.is_file() and not p.is_symlink() and p.suffix in KERNEL_SUFFIXES:
-                    out[f"kernels/{p.name}"] = p.read_bytes()
-        return out
+            return {CANDIDATE: self.path.read_bytes()}
+        return dict(KernelFiles.read(self.path).files)
 
     def to_json(self) -> dict[str, object]:
         """With the files' contents, so a worker on another node needs no access to the folder."""

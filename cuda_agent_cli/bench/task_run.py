@@ -269,7 +269,7 @@ def session_config(job: dict[str, Any]) -> Config:
 def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
     """The agent on the task, one session through the session runner, in the bench's own session
     store under --out; its best candidate is then scored anew by the bench."""
-    from cuda_agent_cli.run.session import GivenReference, OptimizeRequest, run_optimize
+    from cuda_agent_cli.run.optimize import GivenReference, OptimizeRequest, run_optimize
 
     task = job["task"]
     usage = _Usage()
@@ -306,16 +306,9 @@ def _run_agent(job: dict[str, Any], record: dict[str, Any]) -> None:
 def _score_best(job: dict[str, Any], harness: Harness, best_dir: Path) -> HarnessResult:
     """The best snapshot back in the session's workspace, then one profile round (verify, then
     time) with the session's own harness, so its build is reused."""
-    from cuda_agent_cli.run.session import candidate_files
+    from cuda_agent_cli.kernel_files import KernelFiles
 
-    root = harness.workspace.root
-    kernels = root / "kernels"
-    for p in kernels.iterdir() if kernels.is_dir() else []:
-        if p.is_file() and not p.name.startswith("."):
-            p.unlink()
-    for rel, text in candidate_files(best_dir).items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
+    KernelFiles.read(best_dir).write(harness.workspace.root)
     with _device_busy(job):
         return harness.profile()
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from cuda_agent_cli.actions.base import Action, ActionContext
 from cuda_agent_cli.actions.files import apply_edit
 from cuda_agent_cli.actions.paths import PathRefused, check_write, display
 from cuda_agent_cli.actions.permissions import Permissions, command_program, describe_call
+from cuda_agent_cli.actions.toolbox import Action, ActionContext
 
 Choice = Literal["once", "session", "deny", "instruct"]
 

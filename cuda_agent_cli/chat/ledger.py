@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cuda_agent_cli.agent.session import candidate_score
+from cuda_agent_cli.agent.session_store import candidate_score
 from cuda_agent_cli.harness.result import HarnessResult, Timings
 
 

@@ -13,7 +13,7 @@ from cuda_agent_cli.chat.ledger import Judged, Ledger
 
 if TYPE_CHECKING:
     from cuda_agent_cli.agent.events import CostUpdate, HarnessResultEvent, Resumed, SessionStarted
-    from cuda_agent_cli.run.session import OptimizeRequest
+    from cuda_agent_cli.run.optimize import OptimizeRequest
 
 WHERE = "the agent works in its own workspace; nothing is written into the repository before the review"
 
@@ -43,11 +43,11 @@ class TaskRuntime:
 
     def opening(self) -> Opening:
         """With --resume/--continue, that session's turns, cards and ledger from its transcript
-        (`run.session.resumed_session` picks it, as the runner does); else the task's line (also
+        (`run.optimize.resumed_session` picks it, as the runner does); else the task's line (also
         when there is none to resume: the run says why)."""
         if self.req.resuming:
             from cuda_agent_cli.errors import CudaAgentError
-            from cuda_agent_cli.run.session import resumed_session
+            from cuda_agent_cli.run.optimize import resumed_session
 
             try:
                 state = resumed_session(self.req)
@@ -100,7 +100,7 @@ class TaskRuntime:
 
 def task_runtime(req: OptimizeRequest) -> TaskRuntime:
     """The status bar's model and device before the session says them (it may still change them)."""
-    from cuda_agent_cli.config import load_config
+    from cuda_agent_cli.run.optimize import resolve_config
 
-    cfg = load_config({"model": req.model, "api_base": req.api_base, "device": req.device}, cwd=req.cwd)
+    cfg = resolve_config(req)  # the run's own, when the front door resolved it already
     return TaskRuntime(req, cfg.model or "", req.device or cfg.device)

@@ -27,12 +27,12 @@ from cuda_agent_cli.errors import BadInput
 if TYPE_CHECKING:
     import threading
 
-    from cuda_agent_cli.actions.base import ToolResult
+    from cuda_agent_cli.actions.toolbox import ToolResult
     from cuda_agent_cli.agent.events import CostUpdate, EventSink, HarnessResultEvent, Resumed, SessionStarted
     from cuda_agent_cli.agent.loop import AgentResult
-    from cuda_agent_cli.agent.session import SessionState
+    from cuda_agent_cli.agent.session_store import SessionState
     from cuda_agent_cli.harness import Harness
-    from cuda_agent_cli.run.session import OptimizeOutcome
+    from cuda_agent_cli.run.optimize import OptimizeOutcome
     from cuda_agent_cli.writeback.apply import ApplyResult, WriteBackPlan
     from cuda_agent_cli.writeback.git import RepoState, SessionDiff
 
@@ -57,7 +57,7 @@ class ChatOptions:
 
 def latest_chat_session(data_dir: Path | None, repo: Path | None = None) -> SessionState:
     """`chat --continue`: the newest chat session of `repo` (None: of any repository)."""
-    from cuda_agent_cli.agent.session import resume_session
+    from cuda_agent_cli.agent.session_store import resume_session
 
     return resume_session(None, data_dir, repo=repo, chat=True)
 
@@ -66,7 +66,7 @@ class ChatSession:
     """One chat over one repository. Build it before the app opens: bad input fails here."""
 
     def __init__(self, opts: ChatOptions) -> None:
-        from cuda_agent_cli.agent.session import is_chat, load_session, new_session
+        from cuda_agent_cli.agent.session_store import is_chat, load_session, new_session
         from cuda_agent_cli.config import load_config
 
         self.opts = opts
@@ -343,7 +343,7 @@ class ChatSession:
 
     def optimize_transcript(self, session_id: str) -> Path:
         """The transcript of an optimize session started from this chat."""
-        from cuda_agent_cli.agent.session import sessions_root
+        from cuda_agent_cli.agent.session_store import sessions_root
 
         return sessions_root(self.opts.data_dir) / session_id / "transcript.jsonl"
 
@@ -459,7 +459,7 @@ class ChatSession:
         cancel: threading.Event | None,
         on_stage: Callable[[str], None] | None = None,
     ) -> OptimizeOutcome:
-        from cuda_agent_cli.run.session import OptimizeRequest, run_optimize
+        from cuda_agent_cli.run.optimize import OptimizeRequest, run_optimize
 
         fields = parse_optimize_args(args)
         req = OptimizeRequest(
@@ -483,7 +483,7 @@ class ChatSession:
         happened, kept for a resumed chat."""
         notes: list[Note] = []
         if apply and outcome.status != "improved":
-            from cuda_agent_cli.run.session import not_applied
+            from cuda_agent_cli.run.optimize import not_applied
 
             notes.append(Note(f"not applied: {not_applied(outcome)}", "warning"))
         elif apply and outcome.plan is not None:  # the review is shown only for a plan
@@ -533,7 +533,7 @@ class ChatSession:
 
     def harness_for_last(self) -> tuple[Harness, str]:
         """A harness over the workspace of the latest /optimize session, and that session's id."""
-        from cuda_agent_cli.agent.session import sessions_root
+        from cuda_agent_cli.agent.session_store import sessions_root
         from cuda_agent_cli.harness import Harness
         from cuda_agent_cli.run.settings import load_task
         from cuda_agent_cli.workspace import open_workspace

@@ -2,5 +2,5 @@
 each whether it is still correct, current and fast here, and build them ahead of time.
 
 Public API: `run_check(CheckRequest) -> CheckReport` (check.runner), the statuses and rules
-(check.status), renderers (check.report), `build_kernels` (check.prebuild).
+(check.status), renderers (check.report), `build_kernels` (check.build).
 """

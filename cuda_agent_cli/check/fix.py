@@ -1,7 +1,7 @@
 """`check --fix`: run the agent, unattended, on every kernel the check failed, and hand the fixes
 back as a patch or as one commit on a new branch, never on the user's own branch or tree.
 
-Each kernel gets one optimize session through the one session runner (`run.session.run_optimize`),
+Each kernel gets one optimize session through the one session runner (`run.optimize.run_optimize`),
 started from the kernel's current files and told why it is being redone. The sessions run in a
 scratch worktree (writeback.scratch), where each accepted fix is applied before the next session
 starts, so the manifest and a module shared by two kernels come out right.
@@ -205,7 +205,7 @@ def _fix_one(
     sink: Callable[[Any], None] | None,
     on_stage: Callable[[str], None] | None,
 ) -> KernelFix:
-    from cuda_agent_cli.run.session import ApplyIntent, OptimizeRequest, run_optimize
+    from cuda_agent_cli.run.optimize import ApplyIntent, OptimizeRequest, run_optimize
     from cuda_agent_cli.writeback.apply import apply_plan
 
     fix = KernelFix(target=k.target, before=k.status.value, problem=k.message(), attempted=True)

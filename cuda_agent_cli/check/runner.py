@@ -339,7 +339,7 @@ def check_kernel(
     elif any(f.code in _CANNOT_RUN for f in findings):
         report.notes.append("not verified or timed: " + next(f.message for f in findings if f.code in _CANNOT_RUN))
     else:
-        from cuda_agent_cli.check.runtime import measure
+        from cuda_agent_cli.check.measure import measure
 
         m = measure(root, entry, atol=atol, rtol=rtol)
         if m.not_measured:

@@ -259,7 +259,7 @@ def build(
     """Build every integrated kernel ahead of time (a Dockerfile or CI step), so no first call waits."""
     import json
 
-    from cuda_agent_cli.check.prebuild import build_exit_code, build_kernels
+    from cuda_agent_cli.check.build import build_exit_code, build_kernels
     from cuda_agent_cli.check.runner import locate
     from cuda_agent_cli.machine import this_machine
     from cuda_agent_cli.writeback.manifest import MANIFEST_PATH, load_manifest

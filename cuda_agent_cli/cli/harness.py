@@ -41,6 +41,7 @@ def _run(
 ) -> list["HarnessResult"]:
     from cuda_agent_cli.config import load_config
     from cuda_agent_cli.harness import Harness, open_path
+    from cuda_agent_cli.machine import pick_device
 
     cfg = load_config(
         {"device": device, "policy": policy, "atol": atol, "rtol": rtol, "reward_baseline": reward_baseline}
@@ -48,7 +49,7 @@ def _run(
     workspace = open_path(path, ref, candidate)
     harness = Harness(
         workspace,
-        device=cfg.device,
+        device=pick_device(cfg.device),
         policy=cfg.policy,
         atol=cfg.atol,
         rtol=cfg.rtol,

@@ -22,12 +22,13 @@ from cuda_agent_cli.cli.options import (
     PatchOpt,
     PlainOpt,
     PolicyOpt,
+    RewardBaselineOpt,
     UnsafeOpt,
     YesOpt,
 )
 
 if TYPE_CHECKING:
-    from cuda_agent_cli.run.session import OptimizeRequest
+    from cuda_agent_cli.run.optimize import OptimizeRequest
     from cuda_agent_cli.tui.task import OptimizeApp
 
 
@@ -56,7 +57,7 @@ def _will_try_apply(opts: ReviewOptions) -> bool:
 
 def _apply_intent(opts: ReviewOptions) -> Any:
     """What the runner checks before the session when this review may end in applying."""
-    from cuda_agent_cli.run.session import ApplyIntent
+    from cuda_agent_cli.run.optimize import ApplyIntent
 
     if not _will_try_apply(opts):
         return None
@@ -108,9 +109,10 @@ def run_and_review(req: Any, opts: ReviewOptions, on_result: Callable[[dict[str,
 
     from cuda_agent_cli import preflight
     from cuda_agent_cli.cli import render
-    from cuda_agent_cli.run.session import exit_code_for, run_optimize
+    from cuda_agent_cli.run.optimize import exit_code_for, resolve_config, run_optimize
 
     _check_flags(opts)
+    req.config = resolve_config(req)  # once for the run: the TUI's status bar and the session read it
     err_console = Console(stderr=True)
     out_console = Console(stderr=opts.json_out)  # with --json stdout holds the JSON object only
     if opts.patch is not None:
@@ -160,7 +162,7 @@ def finish_tui(app: OptimizeApp, opts: ReviewOptions, console: Any, err_console:
     """After the app closed: its error with the plain path's line and exit code, or the review's
     answer applied (or not) and the session's summary left in the terminal."""
     from cuda_agent_cli.errors import Interrupted
-    from cuda_agent_cli.run.session import exit_code_for
+    from cuda_agent_cli.run.optimize import exit_code_for
 
     if app.error is not None:
         raise app.error
@@ -219,7 +221,7 @@ def _review(
     elif opts.no_apply:
         note = "not applied (--no-apply)"
     elif outcome.status != "improved":
-        from cuda_agent_cli.run.session import not_applied
+        from cuda_agent_cli.run.optimize import not_applied
 
         note = f"not applied: {not_applied(outcome)}"
     elif opts.yes or (
@@ -286,6 +288,7 @@ def optimize(
     api_base: ApiBaseOpt = None,
     device: DeviceOpt = None,
     policy: PolicyOpt = None,
+    reward_baseline: RewardBaselineOpt = None,
     inputs: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -332,7 +335,7 @@ def optimize(
     output that is not a terminal."""
     from cuda_agent_cli.cli.json_errors import errors_as_json
     from cuda_agent_cli.errors import BadInput
-    from cuda_agent_cli.run.session import OptimizeRequest
+    from cuda_agent_cli.run.optimize import OptimizeRequest
 
     if json_out and not batch:
         batch = True  # one JSON object on stdout leaves no room for prompts
@@ -352,6 +355,7 @@ def optimize(
         resume=resume,
         continue_latest=continue_,
         allow_unsafe=unsafe_no_sandbox,
+        reward_baseline=reward_baseline,
     )
     with errors_as_json(json_out):
         if all_:
@@ -435,7 +439,7 @@ def _demo(
     from cuda_agent_cli import preflight
     from cuda_agent_cli.config import load_config, user_data_dir
     from cuda_agent_cli.machine import pick_device
-    from cuda_agent_cli.run.session import OptimizeRequest
+    from cuda_agent_cli.run.optimize import OptimizeRequest
     from cuda_agent_cli.writeback.git import init_repo
 
     cfg = load_config({})

@@ -22,7 +22,8 @@ def optimize_all(base: Any, opts: Any, run_and_review: Callable[..., int]) -> in
     from cuda_agent_cli.errors import CudaAgentError, Interrupted
     from cuda_agent_cli.run.batch import source_hash, summary
 
-    root, entries, progress = _prepare(base)
+    shared, entries, progress = _prepare(base)
+    root = shared.cwd
     results: list[dict[str, Any]] = []
     skipped = 0
     for i, entry in enumerate(entries, 1):
@@ -41,7 +42,7 @@ def optimize_all(base: Any, opts: Any, run_and_review: Callable[..., int]) -> in
         typer.echo(f"[{i}/{len(entries)}] {entry.target}", err=True)
         got: dict[str, Any] = {}
         try:
-            run_and_review(replace(base, target=entry.target, inputs=entry.inputs, cwd=root), opts, got.update)
+            run_and_review(replace(shared, target=entry.target, inputs=entry.inputs), opts, got.update)
         except Interrupted:
             raise  # not a finished target: the command's error object, and the rerun runs it again
         except CudaAgentError as exc:
@@ -66,14 +67,15 @@ def optimize_all(base: Any, opts: Any, run_and_review: Callable[..., int]) -> in
     return int(total["exit_code"])
 
 
-def _prepare(base: Any) -> tuple[Path, list[Any], Any]:
-    """The repository root, its targets and its progress file, each target's text parsed and the
-    sessions' shared settings checked: bad input (exit 2) or a missing environment (exit 3)
-    before anything runs."""
-    from cuda_agent_cli.config import TARGETS_HINT, load_config, repo_targets, user_data_dir
+def _prepare(base: Any) -> tuple[Any, list[Any], Any]:
+    """The request every target's session starts from (at the repository root, its settings
+    resolved), the targets and the progress file, each target's text parsed and the sessions'
+    shared settings checked: bad input (exit 2) or a missing environment (exit 3) before
+    anything runs."""
+    from cuda_agent_cli.config import TARGETS_HINT, repo_targets, user_data_dir
     from cuda_agent_cli.errors import BadInput
     from cuda_agent_cli.run.batch import Progress, progress_path
-    from cuda_agent_cli.run.session import check_request
+    from cuda_agent_cli.run.optimize import check_request, resolve_config
 
     entries, pyproject = repo_targets(base.cwd)
     if not entries:
@@ -86,11 +88,14 @@ def _prepare(base: Any) -> tuple[Path, list[Any], Any]:
     root = pyproject.parent if pyproject else base.cwd
     for i, entry in enumerate(entries, 1):
         _parse_entry(entry, i, pyproject, root)
-    configured = load_config({}, cwd=root).data_dir
+    # One configuration for every session: the same repository and the same flags.
+    shared = replace(base, cwd=root)
+    shared = replace(shared, config=resolve_config(shared))
+    configured = shared.config.data_dir
     data_dir = Path(configured).expanduser() if configured else user_data_dir()
     progress = Progress.load(progress_path(data_dir, root))
-    check_request(replace(base, cwd=root), data_dir)
-    return root, entries, progress
+    check_request(shared, data_dir)
+    return shared, entries, progress
 
 
 def _parse_entry(entry: Any, index: int, pyproject: Path | None, root: Path) -> None:

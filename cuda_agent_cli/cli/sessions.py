@@ -43,7 +43,7 @@ def sessions(
             f"--limit {limit}: the number of sessions to show must be 1 or more",
             f"pass a positive --limit (the default is {DEFAULT_LIMIT}), or --all to show every session",
         )
-    from cuda_agent_cli.agent.session import list_sessions
+    from cuda_agent_cli.agent.session_store import list_sessions
     from cuda_agent_cli.config import load_config
 
     cfg = load_config({})

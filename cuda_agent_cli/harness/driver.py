@@ -18,11 +18,14 @@ from pathlib import Path
 from typing import Any, Sequence, cast
 
 from cuda_agent_cli import resources
+from cuda_agent_cli.config import POLICIES, Policy
 from cuda_agent_cli.errors import BadInput, EnvironmentMissing, WorkspaceError
 from cuda_agent_cli.harness import extension_check, reference_check, review, reward, roofline, scoring, wire
 from cuda_agent_cli.harness.baselines import check_reward_baseline, compiled_baselines
 from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_env, shared_pool
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
+from cuda_agent_cli.kernel_files import KernelFiles
+from cuda_agent_cli.machine import pick_device
 from cuda_agent_cli.workspace import Workspace, cache_dir, external_workspace, pair_workspace
 
 DEFAULT_TRIALS = {"cuda": (40, 5), "cpu": (100, 3)}  # (timed calls per side, warm-up calls)
@@ -33,8 +36,6 @@ _KEPT_OUTPUT_BYTES = {"cuda": 8 * 2**30, "cpu": 2 * 2**30}
 _LOAD_WARNING_CORES = 0.3
 SEEDS = 5
 TIMED_SETS = 2  # fresh input sets (not the verification ones) the timed calls are drawn from
-POLICIES = ("strict", "hybrid")
-DEVICES = ("cuda", "cpu")
 
 
 def _nvcc_present(env: dict[str, str]) -> bool:
@@ -66,7 +67,7 @@ class Harness:
         self,
         workspace: Workspace,
         device: str | None = None,
-        policy: str = "strict",
+        policy: Policy = "strict",
         atol: float = 1e-2,
         rtol: float = 1e-2,
         trials: int | None = None,
@@ -80,8 +81,6 @@ class Harness:
     ) -> None:
         if policy not in POLICIES:
             raise BadInput(f"unknown policy {policy!r}", "use --policy strict or --policy hybrid")
-        if device is not None and device not in DEVICES:
-            raise BadInput(f"unknown device {device!r}", "use --device cuda or --device cpu")
         self.workspace = workspace
         self.policy = policy
         self.atol, self.rtol = float(atol), float(rtol)
@@ -94,7 +93,8 @@ class Harness:
         self.static_checks = bool(static_checks)
         self._cache = cache_dir()
         self._env, self.pool = _worker(self._cache)
-        self.device = device or self._default_device()
+        # None: what this machine has, decided where every front door decides it.
+        self.device = pick_device(device)
         self._check_environment()
         # The compiled baselines timed beside eager, and what the reward is decided against.
         self.baselines = compiled_baselines(baselines, self.device)
@@ -155,9 +155,6 @@ class Harness:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def _default_device(self) -> str:
-        return "cuda" if self.pool.probe("cuda", self._scratch()).get("cuda_available") else "cpu"
-
     def _check_environment(self) -> None:
         info = self.pool.probe(self.device, self._scratch())
         if self.device == "cuda":
@@ -204,13 +201,9 @@ class Harness:
             result.errors.append("lock violation: " + "; ".join(problems))
 
     def _cpp_sources(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        kdir = self.workspace.kernels_dir
-        if kdir.is_dir():
-            for p in sorted(kdir.iterdir()):
-                if p.is_file() and p.suffix in {".cu", ".cpp", ".cc", ".cuh", ".h", ".hpp"}:
-                    out[f"kernels/{p.name}"] = p.read_text(errors="replace")
-        return out
+        """The kernel sources in kernels/, by the rule the build copies them with (KernelFiles): the
+        static checks read exactly what gets compiled or included."""
+        return KernelFiles.read(self.workspace.root).sources()
 
     def _static_check(self, result: HarnessResult, model_new: str) -> bool:
         from cuda_agent_cli.harness import static_check

@@ -8,6 +8,7 @@ import re
 import statistics
 from typing import Sequence
 
+from cuda_agent_cli.config import Policy
 from cuda_agent_cli.harness.result import Check
 
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
@@ -45,7 +46,7 @@ def kernel_names_in_sources(sources: list[str]) -> set[str]:
 # Under hybrid, torch may do the work beside a call that does nothing. Under strict no torch
 # compute can run beside the kernel (the op guard sees it), and forward's own allocations pass
 # through that guard, which can cost more than a small kernel: entering the extension is enough.
-EXTENSION_SHARE = {"strict": 0.0, "hybrid": 0.05}
+EXTENSION_SHARE: dict[Policy, float] = {"strict": 0.0, "hybrid": 0.05}
 
 
 def extension_kernel_check(
@@ -56,7 +57,7 @@ def extension_kernel_check(
     profiler_error: str | None = None,
     *,
     ext_shares: Sequence[float] = (),
-    policy: str = "strict",
+    policy: Policy = "strict",
     library_calls: bool = False,
 ) -> Check:
     """Did code from the built extension actually do the work of the candidate's calls?

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from cuda_agent_cli.config import POLICIES, Policy
 from cuda_agent_cli.harness.static_cpp import check_cpp, strip_cpp_comments_and_strings
 from cuda_agent_cli.harness.static_python import PythonChecker
 from cuda_agent_cli.harness.static_python_names import ALLOWED_IMPORTS
-from cuda_agent_cli.harness.static_rules import POLICIES, Finding, Severity
+from cuda_agent_cli.harness.static_rules import Finding, Severity
 
 __all__ = [
     "ALLOWED_IMPORTS",
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 
-def check_sources(model_new_source: str, cpp_sources: dict[str, str], policy: str) -> list[Finding]:
+def check_sources(model_new_source: str, cpp_sources: dict[str, str], policy: Policy) -> list[Finding]:
     """All findings for a candidate, in source order: model_new.py first, then each C++ file.
 
     `cpp_sources` maps a display path (e.g. "kernels/add.cu") to its text. C++ embedded in

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 
+from cuda_agent_cli.config import Policy
 from cuda_agent_cli.harness.static_rules import (
     TENSOR_ALLOWED_METHODS,
     TENSOR_COMPUTE_METHODS,
@@ -345,7 +346,7 @@ _CHECKED_SUFFIXES = (".cu", ".cpp", ".cc", ".cuh", ".h", ".hpp")
 
 
 def check_cpp(
-    source: str, location: str, policy: str, runtime_covered: Severity | None = RUNTIME_COVERED
+    source: str, location: str, policy: Policy, runtime_covered: Severity | None = RUNTIME_COVERED
 ) -> list[Finding]:
     """Findings for one C++/CUDA source, after comments and string literals are stripped.
 
@@ -356,7 +357,7 @@ def check_cpp(
 
 
 class _CppChecker:
-    def __init__(self, source: str, location: str, policy: str, runtime_covered: Severity | None) -> None:
+    def __init__(self, source: str, location: str, policy: Policy, runtime_covered: Severity | None) -> None:
         self.runtime_covered = runtime_covered
         self.source = source
         self.location = location

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import string
 
+from cuda_agent_cli.config import Policy
 from cuda_agent_cli.harness.static_origin import FRESH, IMPORTED, UNKNOWN, OriginAnalysis
 from cuda_agent_cli.harness.static_python_names import (
     ALLOWED_IMPORTS,
@@ -79,7 +80,7 @@ INPUT_HELPERS = ("get_inputs", "get_init_inputs")
 class PythonChecker(OriginAnalysis):
     """Findings for one model_new.py; `inline_cpp` holds the C++ it hands to load_inline."""
 
-    def __init__(self, source: str, policy: str) -> None:
+    def __init__(self, source: str, policy: Policy) -> None:
         self.source = source
         self.policy = policy
         self.findings: list[Finding] = []

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 Severity = Literal["error", "warning"]
-POLICIES = ("strict", "hybrid")
 
 
 @dataclass(frozen=True)

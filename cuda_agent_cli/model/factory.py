@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from cuda_agent_cli.errors import ModelConfigError
-from cuda_agent_cli.model.base import ModelPort
+from cuda_agent_cli.model.port import ModelPort
 
 REPLAY_PREFIX = "replay:"
 TOOL_PROTOCOLS = {"auto": None, "native": True, "text": False}

@@ -23,7 +23,7 @@ from cuda_agent_cli.errors import (  # noqa: E402
     ModelConfigError,
     ModelUnavailable,
 )
-from cuda_agent_cli.model.base import (  # noqa: E402
+from cuda_agent_cli.model.port import (  # noqa: E402
     AssistantTurn,
     RetryCallback,
     TextCallback,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cuda_agent_cli.errors import ModelConfigError
-from cuda_agent_cli.model.base import AssistantTurn, TextCallback, ToolCall, approx_tokens
+from cuda_agent_cli.model.port import AssistantTurn, TextCallback, ToolCall, approx_tokens
 
 EXHAUSTED_TEXT = "(end of the recorded session)"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Sequence, Union
 
-from cuda_agent_cli.model.base import AssistantTurn, TextCallback, ToolCall, Usage, approx_tokens
+from cuda_agent_cli.model.port import AssistantTurn, TextCallback, ToolCall, Usage, approx_tokens
 
 Step = Union[AssistantTurn, BaseException, Callable[[Sequence[dict[str, Any]]], AssistantTurn]]
 

@@ -13,21 +13,12 @@ import re
 import uuid
 from typing import Any, Sequence
 
-from cuda_agent_cli.model.base import ToolCall
+from cuda_agent_cli.model.arguments import Problem, argument_problems
+from cuda_agent_cli.model.port import ToolCall
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
-
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list,),
-    "object": (dict,),
-    "null": (type(None),),
-}
 
 
 def _new_id() -> str:
@@ -43,19 +34,6 @@ def tool_index(tools: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _type_ok(value: Any, expected: str | list[str]) -> bool:
-    kinds = expected if isinstance(expected, list) else [expected]
-    for kind in kinds:
-        py = _JSON_TYPES.get(kind)
-        if py is None:
-            return True  # a type we do not model: accept rather than reject a valid call
-        if isinstance(value, bool) and kind in ("integer", "number"):
-            continue
-        if isinstance(value, py):
-            return True
-    return False
-
-
 def validate_arguments(name: str, args: Any, tools: dict[str, dict[str, Any]]) -> str | None:
     """None when the call fits its tool's schema, else one precise sentence for the model."""
     if name not in tools:
@@ -63,26 +41,31 @@ def validate_arguments(name: str, args: Any, tools: dict[str, dict[str, Any]]) -
         return f"Unknown tool {name!r}. Available tools: {known}."
     if not isinstance(args, dict):
         return f"{name}: arguments must be a JSON object, got {type(args).__name__}."
-    schema = tools[name]
-    props: dict[str, Any] = schema.get("properties") or {}
-    missing = [k for k in schema.get("required") or () if k not in args]
+    found = argument_problems(args, tools[name])
+    if not found:
+        return None
+    missing = [p.dotted() for p in found if p.kind == "required"]
     if missing:
         return f"{name}: missing required argument(s) {', '.join(missing)}."
-    if schema.get("additionalProperties") is False:
-        extra = [k for k in args if k not in props]
-        if extra:
-            return f"{name}: unknown argument(s) {', '.join(extra)}; allowed: {', '.join(props) or '(none)'}."
-    for key, value in args.items():
-        spec = props.get(key)
-        if not isinstance(spec, dict):
-            continue
-        expected = spec.get("type")
-        if expected and not _type_ok(value, expected):
-            want = expected if isinstance(expected, str) else " or ".join(expected)
-            return f"{name}: argument {key!r} must be {want}, got {type(value).__name__} {json.dumps(value)[:60]}."
-        if "enum" in spec and value not in spec["enum"]:
-            return f"{name}: argument {key!r} must be one of {json.dumps(spec['enum'])}, got {json.dumps(value)[:60]}."
-    return None
+    extra = [p for p in found if p.kind == "unknown"]
+    if extra:
+        allowed = ", ".join(extra[0].expected) or "(none)"
+        return f"{name}: unknown argument(s) {', '.join(p.dotted() for p in extra)}; allowed: {allowed}."
+    return f"{name}: {_sentence(found[0])}."
+
+
+def _sentence(p: Problem) -> str:
+    where = f"argument {p.dotted()!r}"
+    if p.kind == "type":
+        want = p.expected if isinstance(p.expected, str) else " or ".join(p.expected)
+        return f"{where} must be {want}, got {type(p.value).__name__} {json.dumps(p.value, default=str)[:60]}"
+    if p.kind == "enum":
+        return f"{where} must be one of {json.dumps(p.expected)}, got {json.dumps(p.value, default=str)[:60]}"
+    if p.kind == "minimum":
+        return f"{where} must be at least {p.expected}, got {p.value}"
+    if p.kind == "maximum":
+        return f"{where} must be at most {p.expected}, got {p.value}"
+    return f"{where} needs at least {p.expected} item(s)"  # min_items
 
 
 def _decode_arguments(raw: Any) -> Any:

@@ -16,10 +16,11 @@ integrated family and eager's for the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
+from cuda_agent_cli.config import Policy
 from cuda_agent_cli.harness.result import HarnessResult
+from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.task.inputs import CallSpec
 from cuda_agent_cli.task.target import Case, Task
 
@@ -192,16 +193,16 @@ def _weighted(cases: list[CaseOutcome], baseline: str) -> float | None:
 
 def judge_more(
     task: Task,
-    files: dict[str, str],
+    files: KernelFiles,
     *,
     device: str,
-    policy: str,
+    policy: Policy,
     atol: float,
     rtol: float,
     trials: int | None,
     stage: Callable[[str], None],
 ) -> list[tuple[Case, HarnessResult | None, str]]:
-    """Profile the candidate (`files`: model_new.py and kernels/...) at each further call of
+    """Profile the candidate (its files) at each further call of
     the task, each in a workspace of its own; (case, result, note) in the task's order."""
     from dataclasses import replace
 
@@ -210,8 +211,6 @@ def judge_more(
     from cuda_agent_cli.task.reference import reference_source
     from cuda_agent_cli.workspace import cache_dir, judging_workspace
 
-    model_new = files.get("model_new.py", "")
-    kernels = {Path(rel).name: text for rel, text in files.items() if rel.startswith("kernels/")}
     base = cache_dir() / "shapes"
     base.mkdir(parents=True, exist_ok=True)
     out: list[tuple[Case, HarnessResult | None, str]] = []
@@ -219,7 +218,7 @@ def judge_more(
         stage(f"verifying and timing the kernel at shape {i + 2} of {len(task.more) + 1}: {case.call.describe()}")
         shaped = replace(task, call=case.call, parameters=case.parameters, output=case.output, more=())
         try:
-            workspace = judging_workspace(base, reference_source(shaped), model_new, kernels, device, policy)
+            workspace = judging_workspace(base, reference_source(shaped), files, device, policy)
             # The harness's worker is shared within the process: another Harness costs nothing to start.
             harness = Harness(workspace, device=device, policy=policy, atol=atol, rtol=rtol, trials=trials)
             out.append((case, harness.profile(), ""))

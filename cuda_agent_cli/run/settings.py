@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from cuda_agent_cli.config import Policy
 from cuda_agent_cli.errors import BadInput
 
 TASK_FILE = "task.json"  # in the session dir
@@ -27,7 +28,7 @@ class SavedTask:
     call: dict[str, Any]  # task/inputs.py call_to_json of the call optimized for
     explicit_inputs: bool  # --inputs or --capture, not the module's get_inputs()
     device: str
-    policy: str
+    policy: Policy
     model: str | None
     api_base: str | None
     count: int | None = None  # calls of the first signature the command made (--capture)

@@ -11,8 +11,6 @@ conversation.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import threading
 import time
 from collections import deque
@@ -37,7 +35,7 @@ from cuda_agent_cli.tui.widgets import HarnessCard, Notice, PromptArea, ToolCall
 
 if TYPE_CHECKING:  # imported when first needed, after the first frame
     from cuda_agent_cli.chat.ledger import Judged
-    from cuda_agent_cli.run.session import OptimizeOutcome
+    from cuda_agent_cli.run.optimize import OptimizeOutcome
     from cuda_agent_cli.tui.completions import Completions
     from cuda_agent_cli.tui.ledger_panel import LedgerPanel
 
@@ -49,18 +47,10 @@ QUIT_WINDOW_S = 3.0
 
 def detect_device() -> str:
     """The GPU's name when one is visible, else cpu (no torch import: that costs seconds and memory)."""
-    exe = shutil.which("nvidia-smi")
-    if exe:
-        try:
-            out = subprocess.run(
-                [exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=5
-            )
-            names = [n.strip() for n in out.stdout.splitlines() if n.strip()]
-            if out.returncode == 0 and names:
-                return f"cuda ({names[0]})"
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return "cpu"
+    from cuda_agent_cli.machine import this_machine
+
+    gpu = this_machine().gpu_for()  # what machine.pick_device decides on
+    return f"cuda ({gpu.name})" if gpu else "cpu"
 
 
 class AgentApp(TypeAheadApp, Generic[BackendT]):

@@ -27,8 +27,8 @@ from cuda_agent_cli.tui.widgets import PromptArea, ToolCallLine, UserTurn
 if TYPE_CHECKING:
     from textual.widgets import TextArea
 
-    from cuda_agent_cli.actions.base import ToolResult
-    from cuda_agent_cli.run.session import OptimizeOutcome
+    from cuda_agent_cli.actions.toolbox import ToolResult
+    from cuda_agent_cli.run.optimize import OptimizeOutcome
 
 
 class ChatApp(SlashCommands):

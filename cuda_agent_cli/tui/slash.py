@@ -20,7 +20,7 @@ from cuda_agent_cli.tui.widgets import UserTurn
 
 if TYPE_CHECKING:
     from cuda_agent_cli.agent.events import HarnessResultEvent
-    from cuda_agent_cli.run.session import OptimizeOutcome
+    from cuda_agent_cli.run.optimize import OptimizeOutcome
 
 Handler = Callable[[list[str], str], None]  # (the arguments, the line after the name as typed)
 
@@ -165,7 +165,7 @@ class SlashCommands(AgentApp[ChatSession]):
         self._judge_last("Profile")
 
     def cmd_sessions(self, args: list[str], raw: str) -> None:
-        from cuda_agent_cli.agent.session import list_sessions
+        from cuda_agent_cli.agent.session_store import list_sessions
 
         found = list_sessions(self.runtime.opts.data_dir)[:20]
         if not found:

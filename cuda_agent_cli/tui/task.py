@@ -1,6 +1,6 @@
 """`cuda-agent optimize` on a terminal: the chat's screen focused on one task.
 
-The session runs through the one runner (`run.session.run_optimize`) in the app's worker thread;
+The session runs through the one runner (`run.optimize.run_optimize`) in the app's worker thread;
 this app is only its event sink, over a `chat.optimize_task.TaskRuntime`. It shows the
 conversation and the ledger while the agent works, then the same review screen as the chat. It
 never writes into the repository: the answer (`decision`) goes back to the optimize command,
@@ -23,7 +23,7 @@ from cuda_agent_cli.tui.agent_app import AgentApp, detect_device
 from cuda_agent_cli.tui.conversation import Conversation
 
 if TYPE_CHECKING:
-    from cuda_agent_cli.run.session import OptimizeOutcome, OptimizeRequest
+    from cuda_agent_cli.run.optimize import OptimizeOutcome, OptimizeRequest
 
 KEYS = "Esc interrupts · Ctrl+L hides the ledger · Enter on a tool call shows its output · Ctrl+C twice quits"
 
@@ -70,7 +70,7 @@ class OptimizeApp(AgentApp[TaskRuntime]):
 
     def _run(self) -> Any:
         """The worker: the one session runner, with this app as its sink."""
-        from cuda_agent_cli.run.session import run_optimize
+        from cuda_agent_cli.run.optimize import run_optimize
 
         try:
             return run_optimize(

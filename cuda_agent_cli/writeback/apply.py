@@ -18,7 +18,7 @@ from cuda_agent_cli.errors import WriteBackRefused
 from cuda_agent_cli.writeback import refusal
 from cuda_agent_cli.writeback.diff import FileChange, unified_patch, write_changes
 from cuda_agent_cli.writeback.fingerprint import class_fingerprint, text_sha256
-from cuda_agent_cli.writeback.integrate import Verified, kernel_folder, plan_integration
+from cuda_agent_cli.writeback.integrate import IntegrationSpec, kernel_folder, plan_integration
 from cuda_agent_cli.writeback.manifest import MANIFEST_PATH, updated_manifest
 
 
@@ -55,43 +55,17 @@ def _read_existing(root: Path, rels: list[str]) -> dict[str, str]:
     return out
 
 
-def build_plan(
-    *,
-    module_file: Path,
-    module_source: str,
-    class_name: str,
-    class_snake: str,
-    class_end: int,
-    display: str,
-    session_id: str,
-    candidate_files: dict[str, str],
-    binding_files: dict[str, str],
-    verified: Verified,
-    manifest_entry: dict[str, Any],
-    fallback_root: Path,
-) -> WriteBackPlan:
+def build_plan(spec: IntegrationSpec, *, manifest_entry: dict[str, Any], fallback_root: Path) -> WriteBackPlan:
     """Everything applying would change, computed without writing (`fallback_root`: where paths are
     relative to when the module is not in a git repository)."""
     from cuda_agent_cli.writeback.git import branch_name, git_root
 
-    repo = git_root(module_file)
+    module_source, class_name, session_id = spec.module_source, spec.class_name, spec.session_id
+    repo = git_root(spec.module_file)
     root, in_git = (repo, True) if repo is not None else (fallback_root.resolve(), False)
-    folder = kernel_folder(root, module_file, class_snake)
-    integration: dict[str, Any] = dict(
-        repo_root=root,
-        module_file=module_file,
-        module_source=module_source,
-        class_name=class_name,
-        class_snake=class_snake,
-        class_end=class_end,
-        display=display,
-        session_id=session_id,
-        candidate_files=candidate_files,
-        binding_files=binding_files,
-        verified=verified,
-    )
+    folder = kernel_folder(root, spec.module_file, spec.class_snake)
     # Read what is there now, so a second apply diffs against the first instead of overwriting.
-    probe = plan_integration(**integration)
+    probe = plan_integration(spec, root)
     on_disk = (
         [
             p.relative_to(root).as_posix()
@@ -102,7 +76,7 @@ def build_plan(
         else []
     )
     existing = _read_existing(root, sorted({c.path for c in probe[1:]} | set(on_disk)) + [MANIFEST_PATH])
-    changes = plan_integration(**integration, existing={**existing, probe[0].path: module_source})
+    changes = plan_integration(spec, root, existing={**existing, probe[0].path: module_source})
     stale = [rel for rel in existing if rel.startswith(folder + "/") and rel not in {c.path for c in changes}]
     manifest_entry = manifest_record(
         manifest_entry,
@@ -124,7 +98,7 @@ def build_plan(
         else ""
     )
     msg = (
-        f"cuda-agent: {class_name} runs a verified {verified.device} kernel{speeds}"
+        f"cuda-agent: {class_name} runs a verified {spec.verified.device} kernel{speeds}"
         + f"\n\nSession {session_id}. Calls that match the verified inputs use the kernel in "
         f"{folder}/; all others run the original code. Details in {MANIFEST_PATH}.\n"
     )
@@ -135,7 +109,7 @@ def build_plan(
         module_sha256=hashlib.sha256(module_source.encode()).hexdigest(),
         changes=[c for c in changes if c.changed],
         patch=unified_patch([c for c in changes if c.changed]),
-        branch=branch_name(class_snake, session_id, root) if in_git else None,
+        branch=branch_name(spec.class_snake, session_id, root) if in_git else None,
         commit_message=msg,
         folder=folder,
         folder_files={

@@ -16,8 +16,9 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Mapping
 
+from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.task.inputs import CallSpec, family_value_json, value_to_json
 from cuda_agent_cli.writeback.diff import FileChange
 
@@ -202,46 +203,47 @@ def patch_module(source: str, class_name: str, class_snake: str, class_end: int,
     return "".join(lines[:class_end] + block + after)
 
 
+@dataclass(frozen=True)
+class IntegrationSpec:
+    """What applying a kernel integrates: the class in its module, the session's verified
+    candidate and the pristine binding files, and what was verified."""
+
+    module_file: Path
+    module_source: str
+    class_name: str
+    class_snake: str
+    class_end: int  # the line after the class's last line
+    display: str
+    session_id: str
+    candidate: KernelFiles
+    binding_files: Mapping[str, str]  # binding.cpp and binding_registry.h from the pristine store
+    verified: Verified
+
+
 def plan_integration(
-    *,
-    repo_root: Path,
-    module_file: Path,
-    module_source: str,
-    class_name: str,
-    class_snake: str,
-    class_end: int,
-    display: str,
-    session_id: str,
-    candidate_files: dict[str, str],
-    binding_files: dict[str, str],
-    verified: Verified,
-    existing: dict[str, str] | None = None,
+    spec: IntegrationSpec, repo_root: Path, existing: dict[str, str] | None = None
 ) -> list[FileChange]:
     """Every file change applying the kernel makes, paths relative to `repo_root`.
 
-    `candidate_files`: workspace-relative path -> text (model_new.py, kernels/...);
-    `binding_files`: binding.cpp and binding_registry.h from the pristine store;
     `existing`: current text of files that already exist (read by the caller), so a re-apply
     shows a real diff instead of pretending the files are new.
     """
     existing = existing or {}
-    rel_module = PurePosixPath(module_file.resolve().relative_to(repo_root.resolve()).as_posix())
-    folder = rel_module.parent / KERNEL_DIR / class_snake
+    rel_module = PurePosixPath(spec.module_file.resolve().relative_to(repo_root.resolve()).as_posix())
+    folder = rel_module.parent / KERNEL_DIR / spec.class_snake
 
     def change(rel: PurePosixPath, text: str) -> FileChange:
         key = rel.as_posix()
         return FileChange(key, text, existing.get(key))
 
-    out = [change(rel_module, patch_module(module_source, class_name, class_snake, class_end, verified))]
-    files: dict[str, str] = {}
-    for rel, text in candidate_files.items():
-        if rel == "model_new.py" or rel.startswith("kernels/"):
-            files[rel] = text
-    files["binding.cpp"] = extension_binding(binding_files["binding.cpp"])
-    files["binding_registry.h"] = binding_files["binding_registry.h"]
-    op = op_name(class_snake, files)
-    files["verified.json"] = verified_json(verified, class_name, class_snake, op)
-    files["loader.py"] = loader_source(display, class_name, session_id, op)
+    patched = patch_module(spec.module_source, spec.class_name, spec.class_snake, spec.class_end, spec.verified)
+    out = [change(rel_module, patched)]
+    files = spec.candidate.texts()
+    files["binding.cpp"] = extension_binding(spec.binding_files["binding.cpp"])
+    files["binding_registry.h"] = spec.binding_files["binding_registry.h"]
+    op = op_name(spec.class_snake, files)
+    files["verified.json"] = verified_json(spec.verified, spec.class_name, spec.class_snake, op)
+    files["loader.py"] = loader_source(spec.display, spec.class_name, spec.session_id, op)
     for rel, text in sorted(files.items()):
         out.append(change(folder / rel, text))
     return out

@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any, Collection, Mapping
 
+from cuda_agent_cli.config import Policy
 from cuda_agent_cli.harness.result import HarnessResult
+from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.task.inputs import CallSpec, call_to_json
 from cuda_agent_cli.task.target import Task
 from cuda_agent_cli.writeback.apply import WriteBackPlan, build_plan
-from cuda_agent_cli.writeback.integrate import Case, Verified
+from cuda_agent_cli.writeback.integrate import Case, IntegrationSpec, Verified
 
 BINDING_FILES = ("binding.cpp", "binding_registry.h")
 
@@ -28,7 +30,7 @@ def _interval(iv: tuple[float, float] | None) -> list[float] | None:
 def manifest_entry(
     task: Task,
     device: str,
-    policy: str,
+    policy: Policy,
     best: HarnessResult,
     session_id: str,
     record: dict[str, Any] | None = None,
@@ -85,10 +87,10 @@ def binding_files(binding_dir: Path | None) -> dict[str, str]:
 
 def plan_for_session(
     task: Task,
-    files: dict[str, str],
+    files: KernelFiles | Mapping[str, str],
     binding_dir: Path | None,
     device: str,
-    policy: str,
+    policy: Policy,
     best: HarnessResult,
     session_id: str,
     used: Collection[CallSpec] | None = None,
@@ -97,7 +99,8 @@ def plan_for_session(
     """Every change applying the session's best kernel would make, computed without writing.
     `used`: the task's further calls the kernel will run for (None: all of them); `record`: more
     for the manifest (every call judged and the weighted aggregate; the speedup per call as the
-    user's Python makes it)."""
+    user's Python makes it). `files`: the candidate's, or folder-relative paths and texts to take
+    them from by KernelFiles's rule."""
     from cuda_agent_cli.writeback.fingerprint import class_digest
 
     verified = Verified(
@@ -111,7 +114,7 @@ def plan_for_session(
         more=tuple(Case(c.call, c.output, c.count, c.parameters) for c in task.more if used is None or c.call in used),
         source_sha256=class_digest(task.module_source, task.target.class_name),
     )
-    return build_plan(
+    spec = IntegrationSpec(
         module_file=task.file,
         module_source=task.module_source,
         class_name=task.target.class_name,
@@ -119,9 +122,12 @@ def plan_for_session(
         class_end=task.class_end,
         display=task.target.display,
         session_id=session_id,
-        candidate_files=files,
+        candidate=files if isinstance(files, KernelFiles) else KernelFiles.of(files),
         binding_files=binding_files(binding_dir),
         verified=verified,
+    )
+    return build_plan(
+        spec,
         manifest_entry=manifest_entry(task, device, policy, best, session_id, record),
         fallback_root=task.target.repo_root,
     )

@@ -17,7 +17,7 @@ import pytest
 
 from cuda_agent_cli.agent.events import Compacted, Event, HarnessResultEvent, Retrying, TextDelta
 from cuda_agent_cli.agent.loop import Limits, run_agent
-from cuda_agent_cli.agent.session import load_session, new_session, summarize
+from cuda_agent_cli.agent.session_store import load_session, new_session, summarize
 from cuda_agent_cli.agent.transcript import read_records
 from cuda_agent_cli.model.factory import make_model
 from cuda_agent_cli.model.fake_server import FakeOpenAIServer, reply_error, reply_text, reply_tool
@@ -246,7 +246,7 @@ sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from agent_toybox import ToyBox
 from cuda_agent_cli.agent.loop import run_agent
-from cuda_agent_cli.agent.session import new_session
+from cuda_agent_cli.agent.session_store import new_session
 from cuda_agent_cli.model.factory import make_model
 cfg = json.loads(sys.argv[2])
 state = new_session(data_dir=Path(cfg["data"]), session_id=cfg["sid"])

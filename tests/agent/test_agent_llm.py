@@ -9,7 +9,7 @@ import pytest
 from agent_toybox import ToyBox
 
 from cuda_agent_cli.agent.loop import Limits, run_agent
-from cuda_agent_cli.agent.session import new_session
+from cuda_agent_cli.agent.session_store import new_session
 from cuda_agent_cli.model.factory import make_model
 
 pytestmark = pytest.mark.llm

@@ -10,7 +10,7 @@ from agent_toybox import ToyBox, harness_result
 
 from cuda_agent_cli.agent.events import Event, Stopped, TextDelta, ToolFinished
 from cuda_agent_cli.agent.loop import Limits, run_agent
-from cuda_agent_cli.agent.session import load_session, new_session
+from cuda_agent_cli.agent.session_store import load_session, new_session
 from cuda_agent_cli.agent.transcript import read_records
 from cuda_agent_cli.errors import Interrupted, ModelUnavailable
 from cuda_agent_cli.model.scripted import ScriptedModel, turn
@@ -306,7 +306,7 @@ def test_compaction_keeps_task_rules_best_and_recent_turns(ws, tmp_path):
 
 
 def test_repeated_call_ids_are_made_unique_and_empty_replies_get_a_nudge(ws, tmp_path):
-    from cuda_agent_cli.model.base import AssistantTurn, ToolCall
+    from cuda_agent_cli.model.port import AssistantTurn, ToolCall
 
     same_id = [AssistantTurn(None, [ToolCall("call_0", "Read", {"file_path": "a"})]) for _ in range(2)]
     model = ScriptedModel([*same_id, AssistantTurn(""), AssistantTurn("finished")])

@@ -13,7 +13,7 @@ import pytest
 from agent_toybox import ToyBox, harness_result
 
 from cuda_agent_cli.agent.loop import run_agent
-from cuda_agent_cli.agent.session import (
+from cuda_agent_cli.agent.session_store import (
     SessionNotFound,
     list_sessions,
     load_session,
@@ -183,7 +183,7 @@ def test_each_session_knows_its_repository(two_repos):
 
 def test_continue_takes_the_newest_session_of_this_repository(two_repos, tmp_path):
     from cuda_agent_cli.chat.session import latest_chat_session
-    from cuda_agent_cli.run.session import OptimizeRequest, resumed_session
+    from cuda_agent_cli.run.optimize import OptimizeRequest, resumed_session
     from cuda_agent_cli.task.target import repository_of
 
     data, repos, ids = two_repos

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from cuda_agent_cli.bench.local_pool import parse_gpus
 from cuda_agent_cli.bench.metrics import summarize
 from cuda_agent_cli.bench.report import render_html, render_markdown
-from cuda_agent_cli.bench.runner import parse_gpus
 from cuda_agent_cli.cli.bench import task_line
 from cuda_agent_cli.errors import BadInput
 

@@ -7,7 +7,7 @@ import textwrap
 import threading
 from pathlib import Path
 
-from cuda_agent_cli.bench.runner import ATTEMPTS, LocalPool
+from cuda_agent_cli.bench.local_pool import ATTEMPTS, LocalPool
 
 FAKE_SLOT = textwrap.dedent("""
     import json, os, sys, time

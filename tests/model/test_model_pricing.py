@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_agent_cli.model.base import Usage  # first: the model package keeps litellm offline
 from cuda_agent_cli.model.factory import make_model
+from cuda_agent_cli.model.port import Usage  # first: the model package keeps litellm offline
 
 
 def test_hosted_models_are_priced_and_local_ones_are_free():

@@ -11,7 +11,7 @@ import pytest
 
 from cuda_agent_cli.demo import replay_path
 from cuda_agent_cli.harness.result import HarnessResult
-from cuda_agent_cli.run.session import status_of
+from cuda_agent_cli.run.optimize import status_of
 
 MODULE = textwrap.dedent("""\
     import torch
@@ -178,7 +178,7 @@ def test_a_kernel_never_timed_is_not_called_not_faster(tmp_path: Path):
 
     from cuda_agent_cli.cli import render
     from cuda_agent_cli.cli.optimize import ReviewOptions, _review
-    from cuda_agent_cli.run.session import OptimizeOutcome
+    from cuda_agent_cli.run.optimize import OptimizeOutcome
 
     def outcome(timings: dict | None, reward: int | None) -> OptimizeOutcome:
         best = {"compiled": True, "correct": True, "reward": reward, "device": "cpu", "policy": "strict"}

@@ -111,7 +111,7 @@ def fake_optimize(rt, data: Path, sid: str = OPT_SID):
     from types import SimpleNamespace
 
     from cuda_agent_cli.agent import events as ev
-    from cuda_agent_cli.agent.session import sessions_root
+    from cuda_agent_cli.agent.session_store import sessions_root
     from cuda_agent_cli.agent.transcript import TranscriptWriter
     from cuda_agent_cli.harness.result import HarnessResult
     from cuda_agent_cli.writeback.apply import WriteBackPlan

@@ -17,7 +17,7 @@ from rich.console import Console  # noqa: E402
 
 from cuda_agent_cli import demo  # noqa: E402
 from cuda_agent_cli.cli.optimize import ReviewOptions, finish_tui, tui_app  # noqa: E402
-from cuda_agent_cli.run.session import ApplyIntent, OptimizeRequest  # noqa: E402
+from cuda_agent_cli.run.optimize import ApplyIntent, OptimizeRequest  # noqa: E402
 from cuda_agent_cli.tui.screens import ReviewScreen  # noqa: E402
 from cuda_agent_cli.tui.widgets import HarnessCard, LedgerPanel  # noqa: E402
 from cuda_agent_cli.writeback.git import init_repo  # noqa: E402

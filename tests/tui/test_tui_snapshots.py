@@ -19,7 +19,7 @@ from chat_helpers import make_repo, replay_file, runtime, wait_for  # noqa: E402
 from cuda_agent_cli.agent import events as ev  # noqa: E402
 from cuda_agent_cli.chat.optimize_task import task_runtime  # noqa: E402
 from cuda_agent_cli.harness.result import HarnessResult  # noqa: E402
-from cuda_agent_cli.run.session import OptimizeRequest  # noqa: E402
+from cuda_agent_cli.run.optimize import OptimizeRequest  # noqa: E402
 from cuda_agent_cli.tui import task  # noqa: E402
 from cuda_agent_cli.tui.app import ChatApp  # noqa: E402
 from cuda_agent_cli.tui.screens import ApprovalScreen, ReviewScreen  # noqa: E402

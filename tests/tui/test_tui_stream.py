@@ -14,7 +14,7 @@ from chat_helpers import chat_app, make_repo, replay_file, run, runtime, type_an
 from rich.markdown import Markdown  # noqa: E402
 from textual.widgets import Static  # noqa: E402
 
-from cuda_agent_cli.model.base import AssistantTurn  # noqa: E402
+from cuda_agent_cli.model.port import AssistantTurn  # noqa: E402
 from cuda_agent_cli.tui.widgets import SettledMarkdown  # noqa: E402
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.task.inputs import parse_inputs_spec, with_module
 from cuda_agent_cli.writeback.apply import apply_plan, build_plan
-from cuda_agent_cli.writeback.integrate import Verified
+from cuda_agent_cli.writeback.integrate import IntegrationSpec, Verified
 
 CONFIG = """from dataclasses import dataclass
 
@@ -82,21 +83,23 @@ def integrate(
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "start")
     plan = build_plan(
-        module_file=root / package / f"{module}.py",
-        module_source=files[f"{module}.py"],
-        class_name=cls,
-        class_snake=module,
-        class_end=class_end,
-        display=f"{package}/{module}.py::{cls}",
-        session_id="s1",
-        candidate_files={"model_new.py": model_new, f"kernels/{module}.cpp": "// kernel\n"},
-        binding_files={"binding.cpp": "", "binding_registry.h": ""},
-        verified=Verified(
-            device="cpu",
-            call=spec,
-            forward_params=("x",),
-            parameters=(("w", "float32", (8,)),),
-            training_sensitive=False,
+        IntegrationSpec(
+            module_file=root / package / f"{module}.py",
+            module_source=files[f"{module}.py"],
+            class_name=cls,
+            class_snake=module,
+            class_end=class_end,
+            display=f"{package}/{module}.py::{cls}",
+            session_id="s1",
+            candidate=KernelFiles.of({"model_new.py": model_new, f"kernels/{module}.cpp": "// kernel\n"}),
+            binding_files={"binding.cpp": "", "binding_registry.h": ""},
+            verified=Verified(
+                device="cpu",
+                call=spec,
+                forward_params=("x",),
+                parameters=(("w", "float32", (8,)),),
+                training_sensitive=False,
+            ),
         ),
         manifest_entry={"target": f"{package}/{module}.py::{cls}"},
         fallback_root=root,

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.task.inputs import parse_inputs_spec
 from cuda_agent_cli.writeback.apply import apply_plan, build_plan
 from cuda_agent_cli.writeback.fingerprint import class_digest
-from cuda_agent_cli.writeback.integrate import Verified
+from cuda_agent_cli.writeback.integrate import IntegrationSpec, Verified
 
 MODULE = """import torch
 
@@ -59,23 +60,25 @@ def make_repo(root: Path, autograd: str = "reference") -> Path:
     _git(root, "add", "-A")
     _git(root, "commit", "-q", "-m", "start")
     plan = build_plan(
-        module_file=root / "pkg" / "mix.py",
-        module_source=MODULE,
-        class_name="Mix",
-        class_snake="mix",
-        class_end=12,
-        display="pkg/mix.py::Mix",
-        session_id="s1",
-        candidate_files={"model_new.py": MODEL_NEW, "kernels/mix.cpp": "// kernel\n"},
-        binding_files={"binding.cpp": "", "binding_registry.h": ""},
-        verified=Verified(
-            device="cpu",
-            call=parse_inputs_spec("a=float32[4,8], b=float32[4,8]; init: 8"),
-            forward_params=("a", "b"),
-            parameters=(("w", "float32", (8,)), ("shift", "float32", (8,))),
-            training_sensitive=False,
-            source_sha256=class_digest(MODULE, "Mix"),
-            autograd=autograd,
+        IntegrationSpec(
+            module_file=root / "pkg" / "mix.py",
+            module_source=MODULE,
+            class_name="Mix",
+            class_snake="mix",
+            class_end=12,
+            display="pkg/mix.py::Mix",
+            session_id="s1",
+            candidate=KernelFiles.of({"model_new.py": MODEL_NEW, "kernels/mix.cpp": "// kernel\n"}),
+            binding_files={"binding.cpp": "", "binding_registry.h": ""},
+            verified=Verified(
+                device="cpu",
+                call=parse_inputs_spec("a=float32[4,8], b=float32[4,8]; init: 8"),
+                forward_params=("a", "b"),
+                parameters=(("w", "float32", (8,)), ("shift", "float32", (8,))),
+                training_sensitive=False,
+                source_sha256=class_digest(MODULE, "Mix"),
+                autograd=autograd,
+            ),
         ),
         manifest_entry={"target": "pkg/mix.py::Mix"},
         fallback_root=root,

@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from cuda_agent_cli.errors import WriteBackRefused
+from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.task.inputs import parse_inputs_spec
 from cuda_agent_cli.writeback.apply import apply_plan, build_plan
 from cuda_agent_cli.writeback.diff import FileChange, unified_patch, write_changes
-from cuda_agent_cli.writeback.integrate import Verified, patch_module, plan_integration
+from cuda_agent_cli.writeback.integrate import IntegrationSpec, Verified, patch_module, plan_integration
 from cuda_agent_cli.writeback.manifest import MANIFEST_PATH, parse_manifest, updated_manifest
 
 MODULE = """import torch
@@ -81,23 +82,34 @@ def verified() -> Verified:
 
 
 def plan_for(repo: Path, session: str = "20260101-000000-abc123"):
-    return build_plan(
-        module_file=repo / "pkg" / "scale.py",
-        module_source=(repo / "pkg" / "scale.py").read_text(),
-        class_name="Scale",
-        class_snake="scale",
-        class_end=11,
-        display="pkg/scale.py::Scale",
-        session_id=session,
-        candidate_files={"model_new.py": MODEL_NEW, "kernels/scale.cpp": "// kernel\n"},
-        binding_files={
-            "binding.cpp": "PYBIND11_MODULE(cuda_extension, m) {}\n",
-            "binding_registry.h": "#pragma once\n",
-        },
-        verified=verified(),
-        manifest_entry={"target": "pkg/scale.py::Scale", "speedup_vs_eager": 1.5, "speedup_vs_compile": 1.2},
-        fallback_root=repo,
+    return _build(
+        dict(
+            module_file=repo / "pkg" / "scale.py",
+            module_source=(repo / "pkg" / "scale.py").read_text(),
+            class_name="Scale",
+            class_snake="scale",
+            class_end=11,
+            display="pkg/scale.py::Scale",
+            session_id=session,
+            candidate_files={"model_new.py": MODEL_NEW, "kernels/scale.cpp": "// kernel\n"},
+            binding_files={
+                "binding.cpp": "PYBIND11_MODULE(cuda_extension, m) {}\n",
+                "binding_registry.h": "#pragma once\n",
+            },
+            verified=verified(),
+            manifest_entry={"target": "pkg/scale.py::Scale", "speedup_vs_eager": 1.5, "speedup_vs_compile": 1.2},
+            fallback_root=repo,
+        )
     )
+
+
+def _build(args: dict):
+    """build_plan over the arguments as one dict: the integration spec's fields (the candidate's
+    files as `candidate_files`), `manifest_entry` and `fallback_root`."""
+    spec = dict(args)
+    entry, root = spec.pop("manifest_entry"), spec.pop("fallback_root")
+    spec["candidate"] = KernelFiles.of(spec.pop("candidate_files"))
+    return build_plan(IntegrationSpec(**spec), manifest_entry=entry, fallback_root=root)
 
 
 # ---------------------------------------------------------------- diff
@@ -142,17 +154,19 @@ def test_module_patch_is_small_and_applying_twice_leaves_one(repo: Path):
 
 def test_plan_integration_lists_every_file_next_to_the_module(repo: Path):
     changes = plan_integration(
-        repo_root=repo,
-        module_file=repo / "pkg" / "scale.py",
-        module_source=MODULE,
-        class_name="Scale",
-        class_snake="scale",
-        class_end=11,
-        display="pkg/scale.py::Scale",
-        session_id="s",
-        candidate_files={"model_new.py": MODEL_NEW, "kernels/k.cpp": "//\n", "scratch/x": "no"},
-        binding_files={"binding.cpp": "PYBIND11_MODULE(cuda_extension, m) {}\n", "binding_registry.h": ""},
-        verified=verified(),
+        IntegrationSpec(
+            module_file=repo / "pkg" / "scale.py",
+            module_source=MODULE,
+            class_name="Scale",
+            class_snake="scale",
+            class_end=11,
+            display="pkg/scale.py::Scale",
+            session_id="s",
+            candidate=KernelFiles.of({"model_new.py": MODEL_NEW, "kernels/k.cpp": "//\n", "scratch/x": "no"}),
+            binding_files={"binding.cpp": "PYBIND11_MODULE(cuda_extension, m) {}\n", "binding_registry.h": ""},
+            verified=verified(),
+        ),
+        repo,
     )
     paths = [c.path for c in changes]
     assert paths[0] == "pkg/scale.py"
@@ -208,7 +222,7 @@ def test_dirty_target_is_refused_unless_allowed(repo: Path):
         apply_plan(plan, commit=True, allow_dirty=True)  # changed since the session read it
     assert "changed since the session read it" in info.value.one_line()
     git(repo, "add", "pkg/scale.py")  # staged but not committed
-    plan = build_plan(**{**_plan_args(repo)})
+    plan = _build(_plan_args(repo))
     with pytest.raises(WriteBackRefused) as info:
         apply_plan(plan, commit=True, allow_dirty=False)
     assert "uncommitted changes in pkg/scale.py" in info.value.one_line() and "--allow-dirty" in info.value.one_line()
@@ -243,7 +257,7 @@ def _plan_args(repo: Path, module: str = "pkg/scale.py") -> dict:
 def test_outside_a_repository_apply_needs_no_commit(tmp_path: Path):
     (tmp_path / "scale.py").write_text(MODULE)
     args = _plan_args(tmp_path, "scale.py")
-    plan = build_plan(**args)
+    plan = _build(args)
     assert not plan.in_git
     with pytest.raises(WriteBackRefused) as info:
         apply_plan(plan, commit=True, allow_dirty=False)
@@ -259,7 +273,7 @@ def test_second_apply_diffs_against_the_first_and_removes_stale_kernels(repo: Pa
     git(repo, "commit", "-q", "-m", "first")
     args = _plan_args(repo)
     args["candidate_files"] = {"model_new.py": MODEL_NEW, "kernels/other.cpp": "// v2\n"}
-    plan = build_plan(**args)
+    plan = _build(args)
     paths = {c.path: c for c in plan.changes}
     assert paths["pkg/_cuda_agent/scale/kernels/scale.cpp"].is_deleted
     assert paths["pkg/_cuda_agent/scale/kernels/other.cpp"].is_new

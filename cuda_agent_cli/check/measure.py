@@ -12,7 +12,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cuda_agent_cli.config import Policy
 from cuda_agent_cli.errors import CudaAgentError, EnvironmentMissing
+from cuda_agent_cli.kernel_files import KernelFiles
 
 if TYPE_CHECKING:
     from cuda_agent_cli.harness.result import HarnessResult
@@ -55,20 +57,6 @@ def _reference_task(root: Path, entry: dict[str, Any]) -> Any:
     return replace(task, reference_source=reference_source(task))
 
 
-def _kernel_files(folder: Path, device: str) -> tuple[str, dict[str, str]]:
-    model_new = (folder / "model_new.py").read_text()
-    kernels = (
-        {
-            p.name: p.read_text()
-            for p in sorted((folder / "kernels").iterdir())
-            if p.is_file() and not p.name.startswith(".")
-        }
-        if (folder / "kernels").is_dir()
-        else {}
-    )
-    return model_new, kernels
-
-
 def measure(root: Path, entry: dict[str, Any], *, atol: float, rtol: float, scratch: Path | None = None) -> Measurement:
     """Verify and profile the kernel of `entry`; never raises for a kernel that fails."""
     import time
@@ -78,7 +66,7 @@ def measure(root: Path, entry: dict[str, Any], *, atol: float, rtol: float, scra
 
     start = time.perf_counter()
     device = entry.get("device") or "cuda"
-    policy = entry.get("policy") or "strict"
+    policy: Policy = entry.get("policy") or "strict"
     base = scratch or cache_dir() / "check"
     base.mkdir(parents=True, exist_ok=True)
     try:
@@ -87,8 +75,12 @@ def measure(root: Path, entry: dict[str, Any], *, atol: float, rtol: float, scra
         if isinstance(exc, EnvironmentMissing):
             return Measurement(not_measured=exc.one_line(), seconds=time.perf_counter() - start)
         return Measurement(error=exc.one_line(), seconds=time.perf_counter() - start)
-    model_new, kernels = _kernel_files(root / entry["folder"], device)
-    workspace = judging_workspace(base, task.reference_source, model_new, kernels, device, policy)
+    files = KernelFiles.read(root / entry["folder"])
+    if files.model_new is None:
+        return Measurement(
+            error=f"{entry['folder']}/model_new.py is not a regular file", seconds=time.perf_counter() - start
+        )
+    workspace = judging_workspace(base, task.reference_source, files, device, policy)
     try:
         harness = Harness(workspace, device=device, policy=policy, atol=atol, rtol=rtol)
     except EnvironmentMissing as exc:

@@ -9,22 +9,37 @@ user's repository (optimize, the chat's /optimize, check --fix), or a reference 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+from cuda_agent_cli import preflight
+from cuda_agent_cli.actions import ActionContext, make_toolbox
+from cuda_agent_cli.agent.loop import Limits, run_agent
+from cuda_agent_cli.agent.prompts import build_system_prompt, task_message
+from cuda_agent_cli.agent.session_store import SessionState, new_session, resume_session
+from cuda_agent_cli.config import Config, Policy, load_config, user_data_dir
 from cuda_agent_cli.errors import BadInput, JobFailed
-
-if TYPE_CHECKING:
-    from cuda_agent_cli.agent.session import SessionState
-    from cuda_agent_cli.config import Config
-    from cuda_agent_cli.harness import Harness
-    from cuda_agent_cli.harness.result import HarnessResult, Timings
-    from cuda_agent_cli.run.cases import ShapesVerdict
-    from cuda_agent_cli.task.inputs import CallSpec
-    from cuda_agent_cli.task.target import Task
-    from cuda_agent_cli.writeback.apply import WriteBackPlan
-    from cuda_agent_cli.writeback.deploy import Deployment
+from cuda_agent_cli.harness import Harness
+from cuda_agent_cli.harness.result import HarnessResult, Timings
+from cuda_agent_cli.kernel_files import KernelFiles
+from cuda_agent_cli.machine import pick_device
+from cuda_agent_cli.model.factory import make_model
+from cuda_agent_cli.run.cases import CaseOutcome, ShapesVerdict, decide, judge_more
+from cuda_agent_cli.run.checks import captured_block, check_input_devices, check_limits, check_model
+from cuda_agent_cli.run.settings import SavedTask, load_task, refuse_changes_on_resume, save_task
+from cuda_agent_cli.sandbox import SandboxPolicy, open_sandbox, require_sandbox
+from cuda_agent_cli.task.inputs import CallSpec, call_from_json, call_to_json, parse_inputs_cases
+from cuda_agent_cli.task.reference import reference_source
+from cuda_agent_cli.task.resolve import resolve_task
+from cuda_agent_cli.task.target import Task, repository_of
+from cuda_agent_cli.workspace import cache_dir, create_workspace, open_workspace
+from cuda_agent_cli.writeback.apply import WriteBackPlan
+from cuda_agent_cli.writeback.deploy import Deployment, measure_deployment
+from cuda_agent_cli.writeback.fingerprint import integration_present, unpatched_candidates
+from cuda_agent_cli.writeback.plan import plan_for_session
+from cuda_agent_cli.writeback.refusal import check_paths_early, refuse_before_session
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,7 @@ class OptimizeRequest:
     # None: load_config over cwd with the flags above.
     config: Config | None = None
     trials: int | None = None  # timed trials of each profile; None: the harness's default
+    reward_baseline: str | None = None  # "paper" or "best"; None: the configuration's
     command: str = "optimize"  # the command the session's settings record
     # Try the planned kernel in the user's setting before the review (build, checks, time per call).
     measure_deployment: bool = True
@@ -88,7 +104,7 @@ class OptimizeOutcome:
     turns: int
     cost_usd: float
     device: str
-    policy: str
+    policy: Policy
     target: str
     best: dict[str, Any] | None  # the best harness result, as recorded (its JSON object)
     best_dir: Path | None  # the snapshot of its files in the session store
@@ -106,8 +122,6 @@ class OptimizeOutcome:
     @property
     def result(self) -> HarnessResult | None:
         """The best result, typed."""
-        from cuda_agent_cli.harness.result import HarnessResult
-
         return HarnessResult.from_json(self.best) if self.best else None
 
     @property
@@ -147,27 +161,38 @@ def exit_code_for(outcome: OptimizeOutcome) -> int:
 
 def inputs_json(call: CallSpec) -> dict[str, Any]:
     """The call the session optimizes for, for --json: where it came from, as text and as data."""
-    from cuda_agent_cli.task.inputs import call_to_json
-
     return {"text": call.describe(), **call_to_json(call)}
 
 
-def _data_dir(req: OptimizeRequest, data_dir: Path | None) -> Path | None:
+def resolve_config(req: OptimizeRequest) -> Config:
+    """The settings of one run: those the caller resolved (`req.config`), else the request's
+    repository's with its flags on top. Resolved once a run and passed down from there."""
+    if req.config is not None:
+        return req.config
+    flags = {
+        "model": req.model,
+        "api_base": req.api_base,
+        "device": req.device,
+        "policy": req.policy,
+        "max_turns": req.max_turns,
+        "max_cost": req.max_cost,
+        "timeout": req.timeout,
+        "reward_baseline": req.reward_baseline,
+    }
+    return load_config(flags, cwd=req.cwd)
+
+
+def _data_dir(cfg: Config, data_dir: Path | None) -> Path | None:
+    """The session store's folder: the one given, else the configured one (where `cuda-agent
+    sessions` looks too); None for the default."""
     if data_dir is not None:
         return data_dir
-    from cuda_agent_cli.config import load_config
-
-    configured = load_config({}, cwd=req.cwd).data_dir  # where `cuda-agent sessions` looks too
-    return Path(configured).expanduser() if configured else None
+    return Path(cfg.data_dir).expanduser() if cfg.data_dir else None
 
 
 def _check_paths(req: OptimizeRequest, data_dir: Path | None) -> None:
     """Refuse, before anything runs, the paths that could not take what the session writes at its
     end: the session store, the build cache and, for a file target, the repository."""
-    from cuda_agent_cli import preflight
-    from cuda_agent_cli.config import user_data_dir
-    from cuda_agent_cli.workspace import cache_dir
-
     preflight.check_store(
         (data_dir or user_data_dir()) / "sessions",
         "data dir",
@@ -175,8 +200,6 @@ def _check_paths(req: OptimizeRequest, data_dir: Path | None) -> None:
     )
     preflight.check_store(cache_dir(), "cache dir", "set XDG_CACHE_HOME to a folder you can write to")
     if req.target and "::" in req.target and req.apply is not None:
-        from cuda_agent_cli.writeback.refusal import check_paths_early
-
         module = (req.cwd / req.target.split("::", 1)[0]).expanduser()
         if module.is_file():  # else the import reports it, with its own hint
             check_paths_early(module, commit=req.apply.commit)
@@ -191,8 +214,8 @@ class _Start:
     reference_source: str  # the workspace's model.py
     target_text: str  # the target as the session records it
     display: str  # what the first message and the outcome call it
-    device: str | None
-    policy: str
+    device: str
+    policy: Policy
     state: SessionState | None  # None: a new session, made once the task is known to be good
 
 
@@ -200,20 +223,17 @@ def resumed_session(req: OptimizeRequest, data_dir: Path | None = None) -> Sessi
     """The stored session a resuming request continues: its `--resume ID`, or (`--continue`) the
     latest optimize session of the repository `req.cwd` is in, in the session store
     `run_optimize` uses."""
-    from cuda_agent_cli.agent.session import resume_session
-    from cuda_agent_cli.task.target import repository_of
+    return _stored_session(req, _data_dir(resolve_config(req), data_dir))
 
+
+def _stored_session(req: OptimizeRequest, data_dir: Path | None) -> SessionState:
     if req.resume:
-        return resume_session(req.resume, _data_dir(req, data_dir))
-    return resume_session(None, _data_dir(req, data_dir), repo=repository_of(req.cwd), chat=False)
+        return resume_session(req.resume, data_dir)
+    return resume_session(None, data_dir, repo=repository_of(req.cwd), chat=False)
 
 
 def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None, stage: Callable[[str], None]) -> _Start:
-    from cuda_agent_cli.run.settings import load_task, refuse_changes_on_resume
-    from cuda_agent_cli.task.inputs import call_from_json
-    from cuda_agent_cli.task.resolve import resolve_task
-
-    state = resumed_session(req, data_dir)
+    state = _stored_session(req, data_dir)
     saved = load_task(state.session_dir)
     refuse_changes_on_resume(
         state.session_id, saved, device=req.device, policy=req.policy, inputs=req.inputs, capture=req.capture
@@ -236,10 +256,6 @@ def _resume(req: OptimizeRequest, cfg: Config, data_dir: Path | None, stage: Cal
 
 
 def _new(req: OptimizeRequest, cfg: Config, stage: Callable[[str], None]) -> _Start:
-    from cuda_agent_cli.run.checks import captured_block, check_input_devices
-    from cuda_agent_cli.task.inputs import parse_inputs_cases
-    from cuda_agent_cli.task.resolve import resolve_task
-
     _check_before_model(req, cfg)
     if not req.target:
         raise BadInput("optimize needs a TARGET", "cuda-agent optimize path/to/file.py::ClassName")
@@ -252,22 +268,19 @@ def _new(req: OptimizeRequest, cfg: Config, stage: Callable[[str], None]) -> _St
         stage(captured_block(task, req.capture))
         check_input_devices(task.call, cfg, "--capture")
     # An explicit --device wins, then the device the inputs name, then what this machine has.
-    from cuda_agent_cli.machine import pick_device
-
     device = pick_device(cfg.device or task.call.device())
     return _Start(cfg, task, task.reference_source, req.target, task.target.display, device, cfg.policy, None)
 
 
 def _given(req: OptimizeRequest, reference: GivenReference, cfg: Config) -> _Start:
-    """A reference as it is: its device is the configured one (None: the harness decides)."""
+    """A reference as it is, on the configured device (else what this machine has)."""
     _check_before_model(req, cfg)
-    return _Start(cfg, None, reference.source, reference.name, reference.name, cfg.device, cfg.policy, None)
+    device = pick_device(cfg.device)
+    return _Start(cfg, None, reference.source, reference.name, reference.name, device, cfg.policy, None)
 
 
 def with_counts(task: Task, counts: list[int | None]) -> Task:
     """The task with the calls' recorded counts (a resumed --capture session)."""
-    from dataclasses import replace
-
     if not counts:
         return task
     more = tuple(replace(c, count=n) for c, n in zip(task.more, counts[1:]))
@@ -279,12 +292,6 @@ def as_written(task: Task) -> Task:
     integrated before (optimize again, check --fix) keeps the lines that hand the class to its
     loader out of model.py, whose copy could not find the loader's folder. The module's own text
     stays, since write-back replaces those lines; its recorded hash is the text without them."""
-    import hashlib
-    from dataclasses import replace
-
-    from cuda_agent_cli.task.reference import reference_source
-    from cuda_agent_cli.writeback.fingerprint import integration_present, unpatched_candidates
-
     if not integration_present(task.module_source, task.target.class_name):
         return task
     original = unpatched_candidates(task.module_source, task.target.class_name)[0]
@@ -292,35 +299,17 @@ def as_written(task: Task) -> Task:
     return replace(task, reference_source=reference, module_sha256=hashlib.sha256(original.encode()).hexdigest())
 
 
-def _config(req: OptimizeRequest) -> Config:
-    """The settings of the request's repository, its flags on top."""
-    from cuda_agent_cli.config import load_config
-
-    flags = {
-        "model": req.model,
-        "api_base": req.api_base,
-        "device": req.device,
-        "policy": req.policy,
-        "max_turns": req.max_turns,
-        "max_cost": req.max_cost,
-        "timeout": req.timeout,
-    }
-    return load_config(flags, cwd=req.cwd)
-
-
 def check_request(req: OptimizeRequest, data_dir: Path | None = None) -> None:
     """What every new session of `req` would refuse before its target is imported: the session
     store and the build cache, the settings and limits, the model, the sandbox. For a front door
     that starts several sessions with the same settings (optimize --all), so a bad --model is one
     error before the first target instead of the same error for each."""
-    _check_paths(req, _data_dir(req, data_dir))
-    _check_before_model(req, req.config or _config(req))
+    cfg = resolve_config(req)
+    _check_paths(req, _data_dir(cfg, data_dir))
+    _check_before_model(req, cfg)
 
 
 def _check_before_model(req: OptimizeRequest, cfg: Config) -> None:
-    from cuda_agent_cli.run.checks import check_limits, check_model
-    from cuda_agent_cli.sandbox import require_sandbox
-
     check_limits(cfg)
     check_model(cfg.model, cfg.api_base)
     # Without shell tools nothing runs commands, so nothing needs confining.
@@ -340,17 +329,15 @@ def run_optimize(
     any model call, so nobody pays for a session that cannot land. `cancel` (a threading.Event)
     stops the agent from another thread, as Ctrl-C does."""
     stage = on_stage or (lambda _msg: None)
-    data_dir = _data_dir(req, data_dir)
+    cfg = resolve_config(req)
+    data_dir = _data_dir(cfg, data_dir)
     _check_paths(req, data_dir)
-    cfg = req.config or _config(req)
     if req.reference is not None:
         start = _given(req, req.reference, cfg)
     else:
         start = _resume(req, cfg, data_dir, stage) if req.resuming else _new(req, cfg, stage)
     task = start.task
     if req.apply is not None and task is not None:
-        from cuda_agent_cli.writeback.refusal import refuse_before_session
-
         refuse_before_session(
             task.file, task.target.repo_root, commit=req.apply.commit, allow_dirty=req.apply.allow_dirty
         )
@@ -365,26 +352,22 @@ def _run_agent(
     sink: Callable[[Any], None] | None,
     cancel: Any,
 ) -> OptimizeOutcome:
-    from cuda_agent_cli.actions import ActionContext, make_toolbox
-    from cuda_agent_cli.agent.loop import Limits, run_agent
-    from cuda_agent_cli.agent.prompts import build_system_prompt, task_message
-    from cuda_agent_cli.agent.session import new_session
-    from cuda_agent_cli.harness import Harness
-    from cuda_agent_cli.model.factory import make_model
-    from cuda_agent_cli.run.settings import SavedTask, save_task
-    from cuda_agent_cli.sandbox import SandboxPolicy, open_sandbox
-    from cuda_agent_cli.task.inputs import call_to_json
-    from cuda_agent_cli.workspace import create_workspace, open_workspace
-
     cfg, task, policy = start.cfg, start.task, start.policy
     stage("starting the harness")
     state = start.state
     if state is None:
         state = new_session(data_dir)
-        model_new, kernels = _start_files(req.start_from)
-        workspace = create_workspace(state.session_dir, start.reference_source, model_new, kernels)
+        # A kernel folder to start from (check --fix) seeds model_new.py and kernels/.
+        seed = KernelFiles.read(req.start_from) if req.start_from is not None else KernelFiles()
+        workspace = create_workspace(state.session_dir, start.reference_source, seed.model_new, seed.kernels)
         harness = Harness(
-            workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol, trials=req.trials
+            workspace,
+            device=start.device,
+            policy=policy,
+            atol=cfg.atol,
+            rtol=cfg.rtol,
+            trials=req.trials,
+            reward_baseline=cfg.reward_baseline,
         )
         _start_ahead(harness)
         device = harness.device
@@ -407,7 +390,13 @@ def _run_agent(
     else:
         workspace = open_workspace(state.session_dir)
         harness = Harness(
-            workspace, device=start.device, policy=policy, atol=cfg.atol, rtol=cfg.rtol, trials=req.trials
+            workspace,
+            device=start.device,
+            policy=policy,
+            atol=cfg.atol,
+            rtol=cfg.rtol,
+            trials=req.trials,
+            reward_baseline=cfg.reward_baseline,
         )
         _start_ahead(harness)
         device = harness.device
@@ -484,11 +473,9 @@ def _run_agent(
     typed = outcome.result
     outcome.status = status_of(typed)
     if best_dir is not None and typed is not None and typed.correct:
-        files = candidate_files(best_dir)
-        outcome.best_files = [str(best_dir / rel) for rel in sorted(files)]
+        files = KernelFiles.read(best_dir)
+        outcome.best_files = [str(best_dir / rel) for rel in sorted(files.files)]
         if task is not None:
-            from cuda_agent_cli.writeback.plan import plan_for_session
-
             if task.more:
                 outcome.shapes = _judge_shapes(task, files, typed, device, policy, cfg, req, stage)
             shapes = outcome.shapes
@@ -511,8 +498,6 @@ def _run_agent(
 def _deployment(task: Task, plan: WriteBackPlan, stage: Callable[[str], None]) -> Deployment:
     """The planned kernel tried in the user's repository: built where their program loads it,
     every verified family checked there, and timed per call as their Python calls it."""
-    from cuda_agent_cli.writeback.deploy import measure_deployment
-
     stage("trying the kernel as your program will call it (building it where your program loads it)")
     return measure_deployment(
         plan.folder_files,
@@ -525,17 +510,15 @@ def _deployment(task: Task, plan: WriteBackPlan, stage: Callable[[str], None]) -
 
 def _judge_shapes(
     task: Task,
-    files: dict[str, str],
+    files: KernelFiles,
     best: HarnessResult,
     device: str,
-    policy: str,
+    policy: Policy,
     cfg: Config,
     req: OptimizeRequest,
     stage: Callable[[str], None],
 ) -> ShapesVerdict:
     """The best kernel judged at the task's further calls, and which of them it will run for."""
-    from cuda_agent_cli.run.cases import CaseOutcome, decide, judge_more
-
     judged = judge_more(
         task, files, device=device, policy=policy, atol=cfg.atol, rtol=cfg.rtol, trials=req.trials, stage=stage
     )
@@ -564,38 +547,6 @@ def _with_shapes(notes: str | None, task: Task | None) -> str | None:
     lines += [f"- {c.call.describe()}" + (f" ({c.count} calls)" if c.count is not None else "") for c in task.more]
     text = "\n".join(lines)
     return f"{notes}\n\n{text}" if notes else text
-
-
-def _start_files(folder: Path | None) -> tuple[str | None, dict[str, str]]:
-    """model_new.py and the flat kernels/ files of an integrated kernel's folder, to start from."""
-    if folder is None or not folder.is_dir():
-        return None, {}
-    model_new = folder / "model_new.py"
-    kernels = folder / "kernels"
-    files = (
-        {
-            p.name: p.read_text(errors="replace")
-            for p in sorted(kernels.iterdir())
-            if p.is_file() and not p.is_symlink() and not p.name.startswith(".")
-        }
-        if kernels.is_dir()
-        else {}
-    )
-    return (model_new.read_text(errors="replace") if model_new.is_file() else None), files
-
-
-def candidate_files(best_dir: Path) -> dict[str, str]:
-    """model_new.py and kernels/* of a snapshot, as workspace-relative path -> text."""
-    out: dict[str, str] = {}
-    if (best_dir / "model_new.py").is_file():
-        out["model_new.py"] = (best_dir / "model_new.py").read_text()
-    kernels = best_dir / "kernels"
-    if kernels.is_dir():
-        for p in sorted(kernels.rglob("*")):
-            # .keep and other dot files only hold the folder in the template.
-            if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts and not p.name.startswith("."):
-                out[p.relative_to(best_dir).as_posix()] = p.read_text(errors="replace")
-    return out
 
 
 def _start_ahead(harness: Any) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from cuda_agent_cli.errors import BadInput, EnvironmentMissing
+from cuda_agent_cli.machine import all_gpus
 
 OnRecord = Callable[[dict[str, Any], dict[str, Any]], None]
 ATTEMPTS = 2  # a task whose worker died is tried once more
@@ -28,13 +29,7 @@ ATTEMPTS = 2  # a task whose worker died is tried once more
 
 def visible_gpus() -> list[str]:
     """GPU indices this machine shows (nvidia-smi), without importing torch or initializing CUDA."""
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    if out.returncode != 0:
-        return []
-    return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]
+    return [str(g.index) for g in all_gpus()]
 
 
 def parse_gpus(spec: str | None, device: str) -> list[str | None]:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from cuda_agent_cli.actions.paths import PathRefused
 from cuda_agent_cli.errors import CudaAgentError
+from cuda_agent_cli.model.arguments import Problem, argument_problems, as_declared
 from cuda_agent_cli.sandbox import Sandbox, SandboxPolicy
 
 OUTPUT_LIMIT = 30_000
@@ -104,57 +105,40 @@ def cap_output(text: str, saved_to: Callable[[], Path] | None = None, limit: int
 
 # --- argument validation ---------------------------------------------------------------------
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list,),
-    "object": (dict,),
-}
+
+def validate(args: Any, schema: dict[str, Any]) -> list[str]:
+    """Problems with `args` against the tool's schema (`model.arguments`, the one validator), one
+    line each."""
+    return [_line(p) for p in argument_problems(args, schema)]
 
 
-def _type_ok(value: Any, kind: str) -> bool:
-    if kind in ("integer", "number") and isinstance(value, bool):
-        return False
-    if kind == "integer" and isinstance(value, float) and value.is_integer():
-        return True
-    return isinstance(value, _TYPES.get(kind, (object,)))
+def _line(p: Problem) -> str:
+    if p.kind == "required":
+        return f"missing required parameter `{p.name}`"
+    if p.kind == "unknown":
+        return f"unknown parameter `{p.name}` (expected: {', '.join(p.expected)})"
+    label = _label(p.path)
+    if p.kind == "type":
+        kinds = [p.expected] if isinstance(p.expected, str) else list(p.expected)
+        article = "an" if kinds[0][0] in "aeiou" else "a"
+        return f"{label} must be {article} {' or '.join(kinds)}, got {type(p.value).__name__}"
+    if p.kind == "enum":
+        return f"{label} must be one of {', '.join(map(repr, p.expected))}, got {p.value!r}"
+    if p.kind == "minimum":
+        return f"{label} must be at least {p.expected}, got {p.value}"
+    if p.kind == "maximum":
+        return f"{label} must be at most {p.expected}, got {p.value}"
+    return f"{label} needs at least {p.expected} item(s)"  # min_items
 
 
-def validate(args: Any, schema: dict[str, Any], where: str = "") -> list[str]:
-    """Problems with `args` against the small JSON-schema subset tool schemas use."""
-    label = where or "arguments"
-    kind = schema.get("type")
-    if kind and not _type_ok(args, kind):
-        return [f"{label} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {type(args).__name__}"]
-    problems: list[str] = []
-    if "enum" in schema and args not in schema["enum"]:
-        problems.append(f"{label} must be one of {', '.join(map(repr, schema['enum']))}, got {args!r}")
-    if kind in ("integer", "number"):
-        if "minimum" in schema and args < schema["minimum"]:
-            problems.append(f"{label} must be at least {schema['minimum']}, got {args}")
-        if "maximum" in schema and args > schema["maximum"]:
-            problems.append(f"{label} must be at most {schema['maximum']}, got {args}")
-    if kind == "array":
-        if len(args) < schema.get("minItems", 0):
-            problems.append(f"{label} needs at least {schema['minItems']} item(s)")
-        for i, item in enumerate(args):
-            problems += validate(item, schema.get("items", {}), f"{label}[{i}]")
-    if kind == "object":
-        props = schema.get("properties", {})
-        for name in schema.get("required", []):
-            if name not in args:
-                problems.append(f"missing required parameter `{name}`")
-        if schema.get("additionalProperties") is False:
-            for name in args:
-                if name not in props:
-                    problems.append(f"unknown parameter `{name}` (expected: {', '.join(props)})")
-        for name, value in args.items():
-            if name in props and not (value is None and name not in schema.get("required", [])):
-                sub = f"`{name}`" if not where else f"{where}.{name}"
-                problems += validate(value, props[name], sub)
-    return problems
+def _label(path: tuple[str | int, ...]) -> str:
+    """`file_path`, `edits`[0].new_string, or "arguments" for the arguments themselves."""
+    if not path:
+        return "arguments"
+    out = f"`{path[0]}`"
+    for step in path[1:]:
+        out += f"[{step}]" if isinstance(step, int) else f".{step}"
+    return out
 
 
 class Toolbox:
@@ -190,7 +174,7 @@ class Toolbox:
         problems = validate(args, action.input_schema)
         if problems:
             return error(f"{name}: invalid arguments: " + "; ".join(problems))
-        args = {k: v for k, v in args.items() if v is not None}
+        args = as_declared(args, action.input_schema)
         if self.ctx.permissions is not None:
             refusal = self.ctx.permissions.check(action, args, self.ctx)
             if refusal:

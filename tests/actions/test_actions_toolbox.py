@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from cuda_agent_cli.actions import ActionContext, Toolbox, ToolResult, make_toolbox, standard_actions
-from cuda_agent_cli.actions.base import OUTPUT_LIMIT, cap_output, validate
+from cuda_agent_cli.actions.toolbox import OUTPUT_LIMIT, cap_output, validate
 from cuda_agent_cli.sandbox import Sandbox, SandboxPolicy, SandboxStatus
 
 LOCKED = ["model.py", "binding.cpp", "binding_registry.h", "SKILL.md"]
