@@ -544,7 +544,12 @@ class ChatSession:
         session_dir = sessions_root(self.opts.data_dir) / sid
         task = load_task(session_dir)
         harness = Harness(
-            open_workspace(session_dir), device=task.device, policy=task.policy, atol=self.cfg.atol, rtol=self.cfg.rtol
+            open_workspace(session_dir),
+            device=task.device,
+            policy=task.policy,
+            atol=self.cfg.atol,
+            rtol=self.cfg.rtol,
+            reward_baseline=self.cfg.reward_baseline,
         )
         return harness, sid
 

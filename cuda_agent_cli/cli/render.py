@@ -196,19 +196,7 @@ def speedup_table(best: HarnessResult | None, device: str) -> Table:
 
 def baseline_line(best: HarnessResult | None) -> str:
     """Against the best baseline timed, and how close to the hardware's speed of light."""
-    t = best.timings if best else None
-    if t is None:
-        return ""
-    parts = []
-    if t.best_baseline and t.speedup_vs_best is not None:
-        lo, hi = t.speedup_vs_best_interval or (t.speedup_vs_best, t.speedup_vs_best)
-        parts.append(f"vs the best baseline ({t.best_baseline}): {t.speedup_vs_best:.2f}x ({lo:.2f}-{hi:.2f})")
-    if t.roofline and t.fraction_of_peak is not None:
-        parts.append(
-            f"{t.fraction_of_peak:.1%} of the speed-of-light time ({t.roofline['sol_us']:.2f} µs, "
-            f"{t.roofline['bound']}-bound)"
-        )
-    return "; ".join(parts)
+    return best.timings.against_best() if best and best.timings else ""
 
 
 def shapes_table(shapes: Any) -> Table:

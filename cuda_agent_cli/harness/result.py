@@ -75,6 +75,22 @@ class Timings:
             **extra,
         }
 
+    def against_best(self) -> str:
+        """One line: the speedup against the best baseline timed, and how close to the
+        hardware's speed of light ('' where neither was measured)."""
+        parts = []
+        if self.best_baseline and self.speedup_vs_best is not None:
+            lo, hi = self.speedup_vs_best_interval or (self.speedup_vs_best, self.speedup_vs_best)
+            parts.append(
+                f"vs the best baseline ({self.best_baseline}): {self.speedup_vs_best:.2f}x ({lo:.2f}-{hi:.2f})"
+            )
+        if self.roofline and self.fraction_of_peak is not None:
+            parts.append(
+                f"{self.fraction_of_peak:.1%} of the speed-of-light time ({self.roofline['sol_us']:.2f} µs, "
+                f"{self.roofline['bound']}-bound)"
+            )
+        return "; ".join(parts)
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Timings":
         def interval(key: str) -> tuple[float, float] | None:

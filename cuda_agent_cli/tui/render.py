@@ -176,6 +176,11 @@ def speedup_table(best: HarnessResult | None, device: str) -> Table:
             f"{t.speedup_vs_compile:.2f}x",
             spread(t.speedup_vs_compile_interval),
         )
+        for side, label in (("autotune", "max-autotune"), ("graphs", "CUDA graphs")):
+            row = t.baselines.get(side)
+            if isinstance(row, dict) and "us" in row:
+                iv = row.get("interval")
+                table.add_row(label, f"{row['us']:.1f} µs", f"{row['speedup']:.2f}x", spread(tuple(iv) if iv else None))
         table.add_row(Text("kernel", style="bold"), Text(f"{t.candidate_us:.1f} µs", style="bold"), "", "")
     return table
 
@@ -205,6 +210,9 @@ def review_facts(best: HarnessResult | None, device: str) -> Text:
     t = best.timings if best else None
     env = best.environment if best else {}
     out = Text()
+    against = t.against_best() if t else ""
+    if against:
+        out.append(against + "\n")
     out.append(f"method: {t.method if t else 'not timed'}\n")
     out.append(
         f"GPU: {env.get('gpu') or 'none (' + device + ')'} · torch {env.get('torch', '?')}"
