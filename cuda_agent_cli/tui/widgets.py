@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from rich.text import Text
 from textual import events
@@ -14,6 +14,20 @@ from textual.widgets import Static, TextArea
 
 from cuda_agent_cli.tui import render
 from cuda_agent_cli.tui.markdown_blocks import MarkdownBlocks
+
+
+# The conversation and the completion box sit above these widgets (conversation.py and
+# completions.py import them): found by their names on the screen, and used through what they
+# offer here, so that no import runs back up.
+class _LineStepper(Protocol):
+    def step_tool_line(self, current: "ToolCallLine | None", step: int) -> bool: ...
+
+
+class _CompletionBox(Protocol):
+    def accept(self, prompt: "PromptArea") -> None: ...
+
+    def move(self, step: int) -> None: ...
+
 
 if TYPE_CHECKING:
     from cuda_agent_cli.chat.ledger import Judged
@@ -127,9 +141,7 @@ class ToolCallLine(Widget, can_focus=True):
         self._refresh()
 
     def action_step(self, step: int) -> None:
-        from cuda_agent_cli.tui.conversation import Conversation
-
-        self.query_ancestor(Conversation).step_tool_line(self, step)
+        cast(_LineStepper, self.query_ancestor("Conversation")).step_tool_line(self, step)
 
     def on_click(self) -> None:
         self.focus()
@@ -186,19 +198,15 @@ class PromptArea(TextArea):
         if self.completing and key in ("tab", "up", "down") and not walking:
             event.stop()
             event.prevent_default()
-            from cuda_agent_cli.tui.completions import Completions
-
-            box = self.screen.query_one(Completions)
+            box = cast(_CompletionBox, self.screen.query_one("Completions"))
             if key == "tab":
                 box.accept(self)
             else:
                 box.move(-1 if key == "up" else 1)
             return
         if key in ("tab", "shift+tab"):
-            from cuda_agent_cli.tui.conversation import Conversation
-
-            conversations = self.screen.query(Conversation)
-            if conversations and conversations.first().step_tool_line(None, -1):
+            conversations = self.screen.query("Conversation")
+            if conversations and cast(_LineStepper, conversations.first()).step_tool_line(None, -1):
                 event.stop()
                 event.prevent_default()
                 return
