@@ -38,7 +38,7 @@ n=0
 for step in "${steps[@]}"; do
   n=$((n + 1))
   case $step in
-    tests) run gpu_tests python3 -m pytest -m gpu -n 0 -p no:cacheprovider -q -rA tests ;;
+    tests) run gpu_tests python3 -m pytest -m gpu -p no:cacheprovider -q -rA tests ;;
     benchmarks)
       for b in benchmarks/*.py; do
         name=$(basename "$b" .py)
