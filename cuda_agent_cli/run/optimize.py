@@ -360,46 +360,36 @@ def _run_agent(
         # A kernel folder to start from (check --fix) seeds model_new.py and kernels/.
         seed = KernelFiles.read(req.start_from) if req.start_from is not None else KernelFiles()
         workspace = create_workspace(state.session_dir, start.reference_source, seed.model_new, seed.kernels)
-        harness = Harness(
-            workspace,
-            device=start.device,
-            policy=policy,
-            atol=cfg.atol,
-            rtol=cfg.rtol,
-            trials=req.trials,
-            reward_baseline=cfg.reward_baseline,
-        )
-        _start_ahead(harness)
-        device = harness.device
-        if task is not None:  # what --resume rebuilds the task from; a given reference has no target to resolve
-            save_task(
-                state.session_dir,
-                SavedTask(
-                    target=start.target_text,
-                    cwd=str(req.cwd),
-                    call=call_to_json(task.call),
-                    count=task.count,
-                    more=tuple({"call": call_to_json(c.call), "count": c.count} for c in task.more),
-                    explicit_inputs=not task.uses_module_inputs,
-                    device=device,
-                    policy=policy,
-                    model=cfg.model,
-                    api_base=cfg.api_base,
-                ),
-            )
     else:
         workspace = open_workspace(state.session_dir)
-        harness = Harness(
-            workspace,
-            device=start.device,
-            policy=policy,
-            atol=cfg.atol,
-            rtol=cfg.rtol,
-            trials=req.trials,
-            reward_baseline=cfg.reward_baseline,
+    harness = Harness(
+        workspace,
+        device=start.device,
+        policy=policy,
+        atol=cfg.atol,
+        rtol=cfg.rtol,
+        trials=req.trials,
+        reward_baseline=cfg.reward_baseline,
+    )
+    _start_ahead(harness)
+    device = harness.device
+    # A new session records what --resume rebuilds the task from (a given reference has no target).
+    if start.state is None and task is not None:
+        save_task(
+            state.session_dir,
+            SavedTask(
+                target=start.target_text,
+                cwd=str(req.cwd),
+                call=call_to_json(task.call),
+                count=task.count,
+                more=tuple({"call": call_to_json(c.call), "count": c.count} for c in task.more),
+                explicit_inputs=not task.uses_module_inputs,
+                device=device,
+                policy=policy,
+                model=cfg.model,
+                api_base=cfg.api_base,
+            ),
         )
-        _start_ahead(harness)
-        device = harness.device
 
     sandbox = open_sandbox(
         SandboxPolicy.optimize(workspace.root, list(workspace.locked)), req.allow_unsafe or not req.shell
