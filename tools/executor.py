@@ -88,20 +88,50 @@ def build_model(cls: type, payload: dict, device: str, seed: int) -> tuple[Any, 
     return model, note
 
 
-def _reused_buffer(out: Any, kept: dict[int, Any]) -> int | None:
-    """The id of a kept earlier output whose memory `out` shares, or None. Kept outputs are still
-    referenced, so the allocator cannot hand their memory out again: sharing it means the module
-    returned a buffer of its own twice."""
-    mine = {
+def _storages(out: Any) -> list[int]:
+    """Where the tensors of an output keep their data (storage addresses; empty ones have none)."""
+    return [
         t.untyped_storage().data_ptr()
         for t in (out if isinstance(out, (tuple, list)) else [out])
         if isinstance(t, torch.Tensor) and t.numel()
-    }
-    for cid, old in kept.items():
-        for t in old if isinstance(old, (tuple, list)) else [old]:
-            if isinstance(t, torch.Tensor) and t.numel() and t.untyped_storage().data_ptr() in mine:
-                return cid
-    return None
+    ]
+
+
+class KeptOutputs:
+    """The outputs of the calls made so far, by call id, and which call's output holds each
+    storage. A timed window keeps hundreds of outputs: asking whether a new output reuses a kept
+    one's memory must cost the same on its first call and its last, or later blocks carry more
+    harness work around each call than earlier ones and the clock's bound charges it to the
+    kernel."""
+
+    def __init__(self) -> None:
+        self._outputs: dict[int, Any] = {}
+        self._owner: dict[int, int] = {}
+
+    def get(self, cid: int) -> Any:
+        return self._outputs.get(cid)
+
+    def reused_by(self, out: Any) -> int | None:
+        """The id of a kept earlier output whose memory `out` shares, or None. Kept outputs are
+        still referenced, so the allocator cannot hand their memory out again: sharing it means
+        the module returned a buffer of its own twice."""
+        for ptr in _storages(out):
+            if ptr in self._owner:
+                return self._owner[ptr]
+        return None
+
+    def keep(self, cid: int, out: Any) -> None:
+        self.drop(cid)
+        self._outputs[cid] = out
+        for ptr in _storages(out):
+            self._owner.setdefault(ptr, cid)
+
+    def drop(self, cid: int) -> None:
+        out = self._outputs.pop(cid, None)
+        if out is not None:
+            for ptr in _storages(out):
+                if self._owner.get(ptr) == cid:
+                    del self._owner[ptr]
 
 
 def _plain_outputs(out: Any) -> str | None:
@@ -405,7 +435,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
     sets = _Sets(Path(spec["inputs_dir"]), device, objects="stand-ins")
     out_dir = Path(spec["out_dir"])
     models: dict[int, Any] = {}
-    kept: dict[int, Any] = {}
+    kept = KeptOutputs()
     violations: list[str] = []
     dispatched: list[int] = []  # ops each real call's forward ran through the op guard
     forward: wire.ForwardTime = {"seconds": 0.0, "ext_seconds": 0.0, "ext_calls": 0, "ext_shares": []}
@@ -464,7 +494,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             fps.append(evidence.fingerprint(list(out) if isinstance(out, (tuple, list)) else [out]))
             device_sync(device)
             if not null:
-                earlier = _reused_buffer(out, kept)
+                earlier = kept.reused_by(out)
                 if earlier is not None:
                     checks.append(
                         _check(
@@ -477,7 +507,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
                         )
                     )
                     return {"ok": False}
-                kept[int(c["id"])] = out
+                kept.keep(int(c["id"]), out)
             events.append(event_us)
             walls.append(wall_us)
             if caller.lead_us is not None:
@@ -522,7 +552,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
 
     def drop(request: dict) -> dict:
         for i in request["ids"]:
-            kept.pop(int(i), None)
+            kept.drop(int(i))
         return {"ok": True}
 
     def reserve(request: dict) -> dict:

@@ -130,6 +130,31 @@ def overhead_of(overheads: Sequence[float]) -> Overhead:
     return Overhead(typical, wander)
 
 
+@dataclass(frozen=True)
+class RoundOverhead:
+    """What the harness's work around each call costs on the CPU-time clock, round by round: each
+    round's null block, and how much it moves from one round to the next."""
+
+    typical: float
+    wander: float
+    by_round: dict[int, float]
+
+
+def paired_overhead_of(blocks: Sequence[wire.Block]) -> RoundOverhead:
+    """Null blocks' overhead per call on their process's CPU-time clock, by round, with the
+    wander of a block against its neighbour: three times the median of the differences between
+    consecutive rounds. The machine's speed drifts over a window (a neighbour's memory traffic
+    slows the harness's sweep and copies for seconds at a time, on every side alike): a candidate
+    block is held against the null block of its own round, so only what moves between blocks
+    close in time is what the clock cannot tell apart, not the drift across the window."""
+    by_round = {int(b.get("round", i)): _around_cpu(b) for i, b in enumerate(blocks)}
+    values = [by_round[r] for r in sorted(by_round)]
+    typical = max(0.0, statistics.median(values))
+    steps = [abs(b - a) for a, b in zip(values, values[1:])]
+    wander = 3.0 * statistics.median(steps) if steps else 0.0
+    return RoundOverhead(typical, wander, by_round)
+
+
 def _idle_gap(side: Sequence[wire.Block]) -> float | None:
     """The median over a side's calls of how long the device stayed busy past their events
     (None without calls)."""
@@ -176,7 +201,7 @@ class Calibration:
     wall: Overhead  # on the controller's clock
     # On the candidate process's CPU-time clock, where every candidate block and some null
     # blocks carry it (the CPU with one thread); None elsewhere: the wall clock bounds them.
-    cpu: Overhead | None
+    cpu: RoundOverhead | None
     # How long the device stays busy past a call's events (the lead-in and the flush before it,
     # still running when the call's clock starts).
     idle_gap: float
@@ -208,7 +233,7 @@ def calibrate(blocks: wire.SideBlocks) -> Calibration:
     cpu_null = [b for b in null if b["events_us"] and "cpu_us" in b]
     cpu = None
     if cpu_null and all("cpu_us" in b for b in cand):
-        cpu = overhead_of([_around_cpu(b) for b in cpu_null])
+        cpu = paired_overhead_of(cpu_null)
     return Calibration(wall, cpu, idle_gap or 0.0)
 
 
@@ -225,9 +250,17 @@ class TrustedBounds:
     most_overhead: float
     most_wander: float
     # The baselines' null blocks on that process's own CPU-time clock (with the CPU-time bound).
-    cpu: Overhead | None
+    cpu: RoundOverhead | None
     most_cpu_overhead: float
     most_cpu_wander: float
+
+    def most_cpu_overhead_in(self, round_: int) -> float:
+        """The most CPU-time overhead believed in one round: against that round's own null block
+        of the baselines' process where there is one (the machine ran at the same speed for
+        both), else against their typical one."""
+        if self.cpu is not None and round_ in self.cpu.by_round:
+            return NULL_TRUST_SAME * max(0.0, self.cpu.by_round[round_]) + NULL_TRUST_US
+        return self.most_cpu_overhead
 
 
 def trusted_bounds(blocks: wire.SideBlocks, cpu_clock: bool) -> TrustedBounds:
@@ -252,11 +285,11 @@ def trusted_bounds(blocks: wire.SideBlocks, cpu_clock: bool) -> TrustedBounds:
     # Against the baselines' process's null blocks on its own CPU-time clock, the same work on
     # the same clock; else against the trusted sides' wall-clock overhead, which is at least
     # their CPU time's.
-    cpu: Overhead | None = None
+    cpu: RoundOverhead | None = None
     most_cpu_wander = most_wander
-    base_cpu = [_around_cpu(b) for b in base_null if b["events_us"] and "cpu_us" in b] if cpu_clock else []
+    base_cpu = [b for b in base_null if b["events_us"] and "cpu_us" in b] if cpu_clock else []
     if base_cpu:
-        cpu = overhead_of(base_cpu)
+        cpu = paired_overhead_of(base_cpu)
         most_cpu_overhead = NULL_TRUST_SAME * cpu.typical + NULL_TRUST_US
         most_cpu_wander = max(2.0 * cpu.wander, CPU_WANDER_SHARE * cpu.typical) + NULL_TRUST_US
     return TrustedBounds(wall, most_overhead, most_wander, cpu, most_cpu_overhead, most_cpu_wander)
@@ -269,6 +302,14 @@ class Clock:
     cpu: bool  # the candidate process's CPU-time clock, else the controller's
     overhead: float
     wander: float
+    # On the CPU-time clock, the overhead believed in each round (its null block, capped).
+    by_round: dict[int, float] | None = None
+
+    def overhead_of(self, b: wire.Block) -> float:
+        """The overhead believed around a candidate block: its round's, else the typical one."""
+        if self.by_round is not None and "round" in b and int(b["round"]) in self.by_round:
+            return self.by_round[int(b["round"])]
+        return self.overhead
 
     @property
     def resolution(self) -> float:
@@ -290,34 +331,39 @@ class Believed:
     cpu: Overhead | None
     capped: bool  # its null blocks showed more than is believed, on the clock that bounds it
     stalled: bool  # NULL_FLAG times more: a process stalling on purpose
+    cpu_by_round: dict[int, float] | None = None  # each round's, capped by that round's trusted bound
 
     @property
     def clock(self) -> Clock:
         """The clock that bounds the candidate's blocks: its process's CPU time where that was
         calibrated, else the controller's."""
         if self.cpu is not None:
-            return Clock(True, self.cpu.typical, self.cpu.wander)
+            return Clock(True, self.cpu.typical, self.cpu.wander, self.cpu_by_round)
         return Clock(False, self.wall.typical, self.wall.wander)
 
 
 def believe(calibration: Calibration, trusted: TrustedBounds) -> Believed:
     """Cap the candidate process's own overhead by what the trusted bounds allow, and say whether
     they had to (on the clock that bounds its blocks)."""
-    own, most, most_wander = calibration.wall, trusted.most_overhead, trusted.most_wander
+    own_typical, own_wander = calibration.wall.typical, calibration.wall.wander
+    most, most_wander = trusted.most_overhead, trusted.most_wander
     if calibration.cpu is not None:
-        own, most, most_wander = calibration.cpu, trusted.most_cpu_overhead, trusted.most_cpu_wander
-    capped = own.typical > most or own.wander > most_wander
-    stalled = own.typical > NULL_FLAG * most or own.wander > NULL_FLAG * most_wander
+        own_typical, own_wander = calibration.cpu.typical, calibration.cpu.wander
+        most, most_wander = trusted.most_cpu_overhead, trusted.most_cpu_wander
+    capped = own_typical > most or own_wander > most_wander
+    stalled = own_typical > NULL_FLAG * most or own_wander > NULL_FLAG * most_wander
     wall = Overhead(
         min(calibration.wall.typical, trusted.most_overhead), min(calibration.wall.wander, trusted.most_wander)
     )
     cpu = None
+    by_round = None
     if calibration.cpu is not None:
         cpu = Overhead(
             min(calibration.cpu.typical, trusted.most_cpu_overhead),
             min(calibration.cpu.wander, trusted.most_cpu_wander),
         )
-    return Believed(wall, cpu, capped, stalled)
+        by_round = {r: min(o, trusted.most_cpu_overhead_in(r)) for r, o in calibration.cpu.by_round.items()}
+    return Believed(wall, cpu, capped, stalled, by_round)
 
 
 def skipped_work(calibration: Calibration, trusted: TrustedBounds, believed: Believed, around: float) -> list[str]:
@@ -355,7 +401,7 @@ def block_bounds(cand: Sequence[wire.Block], clock: Clock) -> list[float]:
     bounds = []
     for b in cand:
         seen = clock.per_call(b)
-        bounds.append((seen - clock.overhead - clock.resolution) / BOUND_SLACK if seen is not None else 0.0)
+        bounds.append((seen - clock.overhead_of(b) - clock.resolution) / BOUND_SLACK if seen is not None else 0.0)
     typical = statistics.median(bounds) if bounds else 0.0
     return [min(bound, typical) for bound in bounds]
 
@@ -393,19 +439,47 @@ class Resolution:
 
     outside: float  # the clock's time per call beyond the believed overhead (inf: no block timed on it)
     resolution: float  # what the clock cannot tell apart per call
+    # On the CPU-time clock, where each block is paired with its round's null block: what the
+    # clock cannot tell apart in the median over the window's blocks (the per-block resolution
+    # over the square root of their number); the per-block one elsewhere.
+    window_resolution: float | None = None
 
     @property
     def below(self) -> bool:
         """Below RESOLVED times the resolution, the bound cannot hold a forged claim at all: the
         clock does not resolve the kernel, and its claims cannot be checked."""
-        return self.outside < RESOLVED * self.resolution
+        limit = self.resolution if self.window_resolution is None else self.window_resolution
+        return self.outside < RESOLVED * limit
+
+    def window_bound(self) -> float | None:
+        """On the paired CPU-time clock: the bound on the candidate's median call time from the
+        whole window, `(outside - window_resolution) / BOUND_SLACK` (None elsewhere). The harness
+        work around a call wanders by about as much as a small kernel takes from one block to the
+        next, on a shared machine, so each block's own bound falls away; over twenty paired blocks
+        the median does not, and it holds a forged claim as a block's bound would."""
+        if self.window_resolution is None or not math.isfinite(self.outside):
+            return None
+        return (self.outside - self.window_resolution) / BOUND_SLACK
 
 
 def resolve(cand: Sequence[wire.Block], clock: Clock) -> Resolution:
     """What the clock says a call took beyond the harness's own work, and what it cannot tell apart."""
-    seen = [t for t in (clock.per_call(b) for b in cand) if t is not None]
-    outside = statistics.median(seen) - clock.overhead if seen else float("inf")
-    return Resolution(outside, clock.resolution)
+    seen = [t - clock.overhead_of(b) for b in cand if (t := clock.per_call(b)) is not None]
+    outside = statistics.median(seen) if seen else float("inf")
+    window = None
+    if clock.cpu and clock.by_round is not None and len(seen) > 1:
+        window = clock.resolution / math.sqrt(len(seen))
+    return Resolution(outside, clock.resolution, window)
+
+
+def hold_to_window(held: "HeldBlocks", resolution: Resolution) -> "HeldBlocks":
+    """Every block's time raised to the window's bound where the candidate's claims fall below it
+    (see Resolution.window_bound); the blocks raised are held too."""
+    bound = resolution.window_bound()
+    if bound is None or statistics.median(held.times) * 1.02 + 0.5 >= bound:
+        return held
+    raised = [i for i, t in enumerate(held.times) if t < bound]
+    return HeldBlocks([max(t, bound) for t in held.times], sorted(set(held.held) | set(raised)))
 
 
 # -- 5. the paired ratios and their bootstrap ------------------------------------------------------
@@ -485,7 +559,7 @@ def side_by_side(blocks: wire.SideBlocks, seed: int = 0) -> SideBySide:
     clock = believed.clock
     bounds = block_bounds(cand, clock)
     resolution = resolve(cand, clock)
-    held = hold_to_bounds(cand, bounds, calibration.idle_gap)
+    held = hold_to_window(hold_to_bounds(cand, bounds, calibration.idle_gap), resolution)
     # Where torch.compile could not be used, eager stands in for it (the result says so).
     timed = {side: blocks.get(side) or [] for side in BASELINES}
     timed["compile"] = timed["compile"] or eager
@@ -561,6 +635,9 @@ def _detail(
         held_blocks=held.held,
         outside_us=round(resolution.outside, 2) if math.isfinite(resolution.outside) else None,
         resolution_us=round(resolution.resolution, 2),
+        window_resolution_us=(
+            round(resolution.window_resolution, 2) if resolution.window_resolution is not None else None
+        ),
         below_resolution=resolution.below,
         trusted_overhead_us=round(trusted.wall.typical if trusted.wall else 0.0, 2),
         skipped_work=skipped,
