@@ -76,6 +76,12 @@ CPU_BOUND_RESOLUTION = 0.01
 # result is uncertain and its reward held at 1 (docs/security.md, threat 34). Above it, the
 # bound holds a forged claim to (t - resolution) / BOUND_SLACK.
 RESOLVED = 1.0
+# The window's bound on the CPU's paired clock (Resolution.window_bound) is twice as slack as a
+# block's: an honest candidate's process does somewhat more around a real call than around a
+# null one (its output's evidence, the caches its kernel leaves), which a block's wide
+# resolution absorbed and the window's narrow one does not. It still holds a claim of a third
+# of the work or less, the hidden work of a kernel that claims next to nothing.
+WINDOW_SLACK = 3.0
 # The null blocks run in the candidate's own process, which can stall on purpose while they run
 # (a hook on the request path, a thread it wakes) so that its overhead looks large and the bound
 # falls away. What they show is believed up to NULL_TRUST times what the trusted sides'
@@ -453,13 +459,13 @@ class Resolution:
 
     def window_bound(self) -> float | None:
         """On the paired CPU-time clock: the bound on the candidate's median call time from the
-        whole window, `(outside - window_resolution) / BOUND_SLACK` (None elsewhere). The harness
+        whole window, `(outside - window_resolution) / WINDOW_SLACK` (None elsewhere). The harness
         work around a call wanders by about as much as a small kernel takes from one block to the
         next, on a shared machine, so each block's own bound falls away; over twenty paired blocks
         the median does not, and it holds a forged claim as a block's bound would."""
         if self.window_resolution is None or not math.isfinite(self.outside):
             return None
-        return (self.outside - self.window_resolution) / BOUND_SLACK
+        return (self.outside - self.window_resolution) / WINDOW_SLACK
 
 
 def resolve(cand: Sequence[wire.Block], clock: Clock) -> Resolution:
