@@ -137,12 +137,10 @@ def overhead_of(overheads: Sequence[float]) -> Overhead:
 
 
 @dataclass(frozen=True)
-class RoundOverhead:
-    """What the harness's work around each call costs on the CPU-time clock, round by round: each
-    round's null block, and how much it moves from one round to the next."""
+class RoundOverhead(Overhead):
+    """An overhead on the CPU-time clock with each round's null block beside it; its wander is how
+    much it moves from one round to the next."""
 
-    typical: float
-    wander: float
     by_round: dict[int, float]
 
 
@@ -311,7 +309,7 @@ class Clock:
     # On the CPU-time clock, the overhead believed in each round (its null block, capped).
     by_round: dict[int, float] | None = None
 
-    def overhead_of(self, b: wire.Block) -> float:
+    def overhead_around(self, b: wire.Block) -> float:
         """The overhead believed around a candidate block: its round's, else the typical one."""
         if self.by_round is not None and "round" in b and int(b["round"]) in self.by_round:
             return self.by_round[int(b["round"])]
@@ -351,13 +349,11 @@ class Believed:
 def believe(calibration: Calibration, trusted: TrustedBounds) -> Believed:
     """Cap the candidate process's own overhead by what the trusted bounds allow, and say whether
     they had to (on the clock that bounds its blocks)."""
-    own_typical, own_wander = calibration.wall.typical, calibration.wall.wander
-    most, most_wander = trusted.most_overhead, trusted.most_wander
+    own, most, most_wander = calibration.wall, trusted.most_overhead, trusted.most_wander
     if calibration.cpu is not None:
-        own_typical, own_wander = calibration.cpu.typical, calibration.cpu.wander
-        most, most_wander = trusted.most_cpu_overhead, trusted.most_cpu_wander
-    capped = own_typical > most or own_wander > most_wander
-    stalled = own_typical > NULL_FLAG * most or own_wander > NULL_FLAG * most_wander
+        own, most, most_wander = calibration.cpu, trusted.most_cpu_overhead, trusted.most_cpu_wander
+    capped = own.typical > most or own.wander > most_wander
+    stalled = own.typical > NULL_FLAG * most or own.wander > NULL_FLAG * most_wander
     wall = Overhead(
         min(calibration.wall.typical, trusted.most_overhead), min(calibration.wall.wander, trusted.most_wander)
     )
@@ -407,7 +403,7 @@ def block_bounds(cand: Sequence[wire.Block], clock: Clock) -> list[float]:
     bounds = []
     for b in cand:
         seen = clock.per_call(b)
-        bounds.append((seen - clock.overhead_of(b) - clock.resolution) / BOUND_SLACK if seen is not None else 0.0)
+        bounds.append((seen - clock.overhead_around(b) - clock.resolution) / BOUND_SLACK if seen is not None else 0.0)
     typical = statistics.median(bounds) if bounds else 0.0
     return [min(bound, typical) for bound in bounds]
 
@@ -470,15 +466,15 @@ class Resolution:
 
 def resolve(cand: Sequence[wire.Block], clock: Clock) -> Resolution:
     """What the clock says a call took beyond the harness's own work, and what it cannot tell apart."""
-    seen = [t - clock.overhead_of(b) for b in cand if (t := clock.per_call(b)) is not None]
+    seen = [t - clock.overhead_around(b) for b in cand if (t := clock.per_call(b)) is not None]
     outside = statistics.median(seen) if seen else float("inf")
     window = None
-    if clock.cpu and clock.by_round is not None and len(seen) > 1:
+    if clock.by_round is not None and len(seen) > 1:
         window = clock.resolution / math.sqrt(len(seen))
     return Resolution(outside, clock.resolution, window)
 
 
-def hold_to_window(held: "HeldBlocks", resolution: Resolution) -> "HeldBlocks":
+def hold_to_window(held: HeldBlocks, resolution: Resolution) -> HeldBlocks:
     """Every block's time raised to the window's bound where the candidate's claims fall below it
     (see Resolution.window_bound); the blocks raised are held too."""
     bound = resolution.window_bound()
