@@ -530,6 +530,9 @@ class Harness:
                 library_calls=extension_check.library_calls_in_sources(kernel_sources),
             )
         )
+        seen = extension_check.torch_kernels_check(self.device, self.policy, info.get("cuda_kernels"))
+        if seen is not None:
+            result.checks.append(seen)
 
         if timed and not result.failed_checks():
             self._time(result, info, claims, int(inputs.get("input_bytes", 0)))

@@ -1,6 +1,7 @@
 """Did the extension do the work: the kernels its sources define, the library calls strict
 allows, and the check on what ran during forward (a profiler's kernels on CUDA, the time spent
-inside the extension's functions on the CPU)."""
+inside the extension's functions on the CPU); and, on CUDA under strict, that none of torch's own
+compute kernels ran beside them."""
 
 from __future__ import annotations
 
@@ -104,3 +105,33 @@ def extension_kernel_check(
         f"none of your __global__ kernels ({', '.join(sorted(source_kernels)[:5]) or 'none found'}) ran during "
         f"forward; the profiler saw: {seen}",
     )
+
+
+# Torch's own CUDA kernels live in at::native; of those, the ones that only move or fill memory
+# are what strict allows beside a kernel (the op guard's data-movement ops: copies, fills,
+# concatenation, indexing). Anything else of at::native is torch compute.
+_TORCH_KERNEL = re.compile(r"\bat::native::")
+_TORCH_DATA_MOVEMENT = re.compile(
+    r"[Cc]opy(?!sign)|FillFunctor|fill_kernel|CatArray|index_elementwise|indexSelect|index_put_kernel|"
+    r"vectorized_gather|arange|linspace|range_cuda"
+)
+
+
+def torch_kernels_check(device: str, policy: Policy, profiled: list[str] | None) -> Check | None:
+    """Under strict on CUDA: did torch compute on the device during forward, as the profiler saw it?
+
+    The op guard sees ops dispatched in the candidate's process, and C++ there can switch its
+    dispatch key off around a call; the kernels that ran cannot be switched off that way. None
+    where there is nothing to say (the CPU, hybrid, or no profile: extension_kernel says so).
+    """
+    if device != "cuda" or policy != "strict" or profiled is None:
+        return None
+    compute = [p for p in profiled if _TORCH_KERNEL.search(p) and not _TORCH_DATA_MOVEMENT.search(p)]
+    if compute:
+        return Check(
+            "torch_kernels",
+            False,
+            f"torch's own compute kernels ran during forward under strict: {', '.join(c[:90] for c in compute[:3])}; "
+            "do the work in your kernels (or choose the hybrid policy)",
+        )
+    return Check("torch_kernels", True, "no torch compute kernels ran during forward")

@@ -314,9 +314,18 @@ HONEST: list[Case] = [
 
 # GPU-only tricks and honest CUDA kernels (candidates_gpu/), run on an H200 by tests/gpu.
 GPU_ADVERSARIAL: list[Case] = [
-    Case("g_helper_thread_launch", "threads", 1, kernels="cuda_tricks"),
-    Case("g_reuse_freed_memory", "correctness", 7, kernels="cuda_tricks"),
-    Case("g_shrinking_events", "harness_integrity", 2, kernels="cuda_tricks", action="profile"),
+    # The cuda_tricks kernel set reaches Python from C++, which the static checks refuse under
+    # strict (dynamic_code): each trick runs with them off, to test the layer behind them.
+    Case("g_helper_thread_launch", "threads", 1, kernels="cuda_tricks", static_checks=False),
+    Case("g_reuse_freed_memory", "correctness", 7, kernels="cuda_tricks", static_checks=False),
+    Case(
+        "g_shrinking_events",
+        "harness_integrity",
+        2,
+        kernels="cuda_tricks",
+        action="profile",
+        static_checks=False,
+    ),
     Case(
         "g_skip_the_flush",
         "harness_integrity",
@@ -326,11 +335,96 @@ GPU_ADVERSARIAL: list[Case] = [
         static_checks=False,
         says="the harness's caller: flush memory was changed",
     ),
-    Case("g_aten_via_adl", "torch_ops", 14, kernels="cuda_tricks"),
-    Case("g_ghost_kernel", "extension_kernel", 15, kernels="cuda_tricks", policy="hybrid"),
-    Case("g_forge_baselines_cache", "crash", 2, kernels="cuda_tricks", action="profile"),
+    Case("g_aten_via_adl", "torch_ops", 14, kernels="cuda_tricks", static_checks=False),
+    Case("g_ghost_kernel", "extension_kernel", 15, kernels="cuda_tricks", policy="hybrid", static_checks=False),
+    Case(
+        "g_forge_baselines_cache",
+        "crash",
+        2,
+        kernels="cuda_tricks",
+        action="profile",
+        static_checks=False,
+    ),
     Case("g_skip_timed_calls", "timed_outputs", 25, kernels="cuda_tricks", action="profile", static_checks=False),
     Case("g_torch_ops_when_timed", "torch_ops", 27, kernels="cuda_tricks", action="profile", static_checks=False),
+    # Approximations whose every output sits inside atol (threat 32): judged from the float64 reference.
+    Case(
+        "g_softmax_fixed_normalizer",
+        "relative_error",
+        32,
+        kernels="cuda_judged",
+        says="float64 reference",
+        static_checks=False,
+    ),
+    Case(
+        "g_subsampled_row_sum",
+        "relative_error",
+        32,
+        kernels="cuda_judged",
+        says="float64 reference",
+        static_checks=False,
+    ),
+    # Wrong on one timed call in five or six (threat 33): every timed call is checked.
+    Case(
+        "g_half_one_timed_call_in_five",
+        "timed_outputs",
+        33,
+        kernels="cuda_tricks",
+        action="profile",
+        static_checks=False,
+    ),
+    Case(
+        "g_stale_one_timed_call_in_six",
+        "timed_outputs",
+        33,
+        kernels="cuda_tricks",
+        action="profile",
+        static_checks=False,
+    ),
+    # ATen compute with the op guard's dispatch key switched off from C++, beside a kernel of its
+    # own (threat 36): the kernels the profiler saw give torch's own compute away.
+    Case(
+        "g_python_key_excluded",
+        "torch_kernels",
+        36,
+        kernels="cuda_guard_tricks",
+        static_checks=False,
+        says="clamp",
+    ),
+    Case(
+        "g_python_key_unset",
+        "torch_kernels",
+        36,
+        kernels="cuda_guard_tricks",
+        static_checks=False,
+        says="clamp",
+    ),
+    # A reduction spelled as a copy (threat 37): an accumulating index_put, two spellings.
+    Case(
+        "g_row_sum_unsafe_index_put",
+        "torch_ops",
+        37,
+        kernels="cuda_guard_tricks",
+        static_checks=False,
+        says="accumulate=True",
+    ),
+    Case(
+        "g_row_sum_index_put_",
+        "torch_ops",
+        37,
+        kernels="cuda_guard_tricks",
+        static_checks=False,
+        says="accumulate=True",
+    ),
+]
+
+# The judge's threats on the GPU that stay correct where they are not caught: replays keyed on
+# integer ids (30) or on signs (31), and an expanded view handed back for the judge to copy (35).
+# Each is profiled beside its honest twin (kernel set cuda_judged): it must buy no speed.
+GPU_JUDGED_TRICKS: list[tuple[str, str, int]] = [
+    ("g_replay_by_integer_ids", "gh_embedding_linear_relu", 30),
+    ("g_replay_by_signs", "gh_fraction_positive", 31),
+    ("g_expanded_view_output", "gh_repeated_relu", 35),
 ]
 
 # GPU timing tricks that stay correct, each profiled beside its honest twin (candidate, twin,
@@ -363,8 +457,15 @@ GPU_HONEST: list[Case] = [
     Case("gh_add_relu", None, None, kernels="cuda_honest"),
     Case("gh_row_sum", None, None, kernels="cuda_honest"),
     Case("gh_linear_cublas", None, None, kernels="cuda_honest"),
-    Case("gh_slow_relu", None, None, kernels="cuda_tricks"),
-    Case("gh_fast_row_sum", None, None, kernels="cuda_tricks"),
+    # The honest twins of the tricks share the tricks' kernel set, whose other bindings the static
+    # checks refuse: their own code is honest, and what they are for is the time beside a trick.
+    Case("gh_slow_relu", None, None, kernels="cuda_tricks", static_checks=False),
+    Case("gh_fast_row_sum", None, None, kernels="cuda_tricks", static_checks=False),
     Case("gh_inline_add_relu", None, None, kernels=None),
     Case("gh_conv_cudnn", None, None, kernels=None),
+    Case("gh_embedding_linear_relu", None, None, kernels="cuda_judged"),
+    Case("gh_fraction_positive", None, None, kernels="cuda_judged"),
+    Case("gh_softmax", None, None, kernels="cuda_judged"),
+    Case("gh_scaled_row_sum", None, None, kernels="cuda_judged"),
+    Case("gh_repeated_relu", None, None, kernels="cuda_judged"),
 ]

@@ -25,6 +25,7 @@ from adversarial.manifest import (  # noqa: E402
     GPU_BASELINE_TRICKS,
     GPU_CACHE_TRICKS,
     GPU_HONEST,
+    GPU_JUDGED_TRICKS,
     GPU_TIMING_TRICKS,
     Case,
 )
@@ -85,13 +86,18 @@ def run(case: Case, workspaces: Workspaces, tmp: Path, action: str | None = None
     return fn(ws, device="cuda", policy=case.policy, static_checks=case.static_checks)
 
 
+def _twin(name: str) -> Case:
+    """An honest twin as GPU_HONEST lists it (its kernel set, and whether static checks run)."""
+    return next(c for c in GPU_HONEST if c.name == name)
+
+
 def failed_checks(result) -> dict[str, str]:
     return {c.name: c.detail for c in result.checks if not c.passed}
 
 
 def test_gpu_manifest_matches_the_candidate_directories():
     listed = {c.name for c in GPU_ADVERSARIAL + GPU_HONEST} | {
-        t for t, _, _ in GPU_TIMING_TRICKS + GPU_BASELINE_TRICKS + GPU_CACHE_TRICKS
+        t for t, _, _ in GPU_TIMING_TRICKS + GPU_BASELINE_TRICKS + GPU_CACHE_TRICKS + GPU_JUDGED_TRICKS
     }
     assert listed == {p.name for p in CANDIDATES.iterdir() if p.is_dir()}
 
@@ -140,7 +146,7 @@ def test_gpu_timing_trick_buys_no_speed(trick: str, twin: str, threat: int, gpu,
     """Work hidden on other streams, or times rewritten on their way out, against the same kernel
     launched plainly: the harness's own clock must see the work."""
     tmp = tmp_path_factory.getbasetemp()
-    honest = run(Case(twin, None, None, kernels="cuda_tricks"), workspaces, tmp, action="profile")
+    honest = run(_twin(twin), workspaces, tmp, action="profile")
     tricked = run(
         Case(trick, None, threat, kernels="cuda_tricks", static_checks=False), workspaces, tmp, action="profile"
     )
@@ -160,7 +166,7 @@ def test_gpu_work_beside_the_baselines_buys_no_speed(
     stopped, shares the device with the baselines' blocks: those blocks are made again once it has
     drained, and where it never does, the round fails instead of reading the baselines slow."""
     tmp = tmp_path_factory.getbasetemp()
-    honest = run(Case(twin, None, None, kernels="cuda_tricks"), workspaces, tmp, action="profile")
+    honest = run(_twin(twin), workspaces, tmp, action="profile")
     tricked = run(
         Case(trick, None, threat, kernels="cuda_tricks", static_checks=False), workspaces, tmp, action="profile"
     )
@@ -186,7 +192,7 @@ def test_gpu_cache_trick_buys_no_speed(trick: str, twin: str, threat: int, gpu, 
     benchmarks/l2_kept_inputs.py). In the harness's rounds this candidate gained nothing even with
     the reset switched off, so tests/gpu/test_l2_persistence_gpu.py holds the call itself."""
     tmp = tmp_path_factory.getbasetemp()
-    honest = run(Case(twin, None, None, kernels="cuda_tricks"), workspaces, tmp, action="profile")
+    honest = run(_twin(twin), workspaces, tmp, action="profile")
     tricked = run(
         Case(trick, None, threat, kernels="cuda_tricks", static_checks=False), workspaces, tmp, action="profile"
     )
@@ -194,3 +200,23 @@ def test_gpu_cache_trick_buys_no_speed(trick: str, twin: str, threat: int, gpu, 
     honest_us = honest.timing_detail["candidate"]["events_us"]
     tricked_us = tricked.timing_detail["candidate"]["events_us"]
     assert tricked_us >= 0.95 * honest_us, f"{trick}'s calls read {tricked_us:.2f} us, {twin}'s {honest_us:.2f} us"
+
+
+@pytest.mark.parametrize("trick, twin, threat", GPU_JUDGED_TRICKS, ids=[t[0] for t in GPU_JUDGED_TRICKS])
+def test_gpu_replay_or_layout_trick_buys_no_speed(
+    trick: str, twin: str, threat: int, gpu, workspaces, tmp_path_factory
+):
+    """Answers replayed by a key of a few input values (integer ids, signs), which every timed call
+    now draws anew, and an expanded view whose copies the judge would have made after the clock:
+    rejected, or timed with the work paid for, beside the honest twin."""
+    tmp = tmp_path_factory.getbasetemp()
+    honest = run(_twin(twin), workspaces, tmp, action="profile")
+    tricked = run(
+        Case(trick, None, threat, kernels="cuda_judged", static_checks=False), workspaces, tmp, action="profile"
+    )
+    assert honest.correct and honest.timings is not None, failed_checks(honest)
+    if tricked.correct:
+        assert tricked.timings is not None
+        assert tricked.timings.candidate_us >= 0.8 * honest.timings.candidate_us, (
+            f"{trick} measured {tricked.timings.candidate_us:.1f} us against {honest.timings.candidate_us:.1f} us"
+        )

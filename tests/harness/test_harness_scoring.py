@@ -10,6 +10,7 @@ from cuda_agent_cli.harness.extension_check import (
     extension_kernel_check,
     kernel_names_in_sources,
     library_calls_in_sources,
+    torch_kernels_check,
 )
 from cuda_agent_cli.harness.reference_check import reference_problems
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
@@ -307,6 +308,36 @@ def test_extension_kernel_check_on_cuda_needs_a_kernel_from_the_sources() -> Non
     ghost = extension_kernel_check("cuda", 0, ["at::native::vectorized_elementwise_kernel<4>"], {"relu_kernel"})
     assert not ghost.passed and "relu_kernel" in ghost.detail
     assert not extension_kernel_check("cuda", 3, None, {"relu_kernel"}, "CUPTI missing").passed
+
+
+def test_torch_compute_kernels_beside_the_extensions_fail_strict_on_cuda() -> None:
+    # ATen's relu run from C++ with the op guard's dispatch key switched off: the profiler still
+    # names torch's kernel, beside the candidate's own.
+    relu = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::"
+        "launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)"
+        "::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}>"
+    )
+    seen = ["(anonymous namespace)::row_index_kernel(long*, long, long)", relu]
+    check = torch_kernels_check("cuda", "strict", seen)
+    assert check is not None and not check.passed and "clamp_scalar" in check.detail
+    # copies, fills and indexing move memory: what strict allows beside a kernel
+    moves = [
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >",
+        "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::"
+        "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const>",
+        "void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 2, 64, 64>",
+        "Memcpy DtoD (Device -> Device)",
+        "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32",
+    ]
+    honest = torch_kernels_check("cuda", "strict", ["void relu_kernel(float*)", *moves])
+    assert honest is not None and honest.passed
+    copysign = "void at::native::vectorized_elementwise_kernel<4, at::native::copysign_kernel_cuda(...)>"
+    assert not torch_kernels_check("cuda", "strict", [copysign]).passed  # type: ignore[union-attr]
+    # nothing to say under hybrid, on the CPU, or without a profile
+    assert torch_kernels_check("cuda", "hybrid", seen) is None
+    assert torch_kernels_check("cpu", "strict", seen) is None
+    assert torch_kernels_check("cuda", "strict", None) is None
 
 
 def test_a_pure_cublas_gemm_counts_as_the_extensions_kernel_on_cuda() -> None:

@@ -201,6 +201,37 @@ torch::Tensor slow_relu_skipping_timed(torch::Tensor x) {
   return slow_relu(x);
 }
 
+// Threat 33: wrong on one timed call in five (only the first half of the output written, the
+// rest zeros), right on every other call: a few checked calls out of many would miss it.
+torch::Tensor slow_relu_half_one_timed_call_in_five(torch::Tensor x) {
+  const int64_t id = current_call_id(x);
+  if (id < 1000 || id % 5 != 0) return slow_relu(x);
+  auto out = torch::empty_like(x);
+  const int64_t half = x.numel() / 2;
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  launch_slow_relu(x.data_ptr<float>(), out.data_ptr<float>(), half, kPasses, stream);
+  cudaMemsetAsync(out.data_ptr<float>() + half, 0, static_cast<size_t>(x.numel() - half) * sizeof(float), stream);
+  return out;
+}
+
+// The same class: on one timed call in six, a copy of the previous call's output (stale values in
+// a buffer of its own, so nothing is shared with an earlier output).
+torch::Tensor slow_relu_stale_one_timed_call_in_six(torch::Tensor x) {
+  static torch::Tensor last;
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const int64_t id = current_call_id(x);
+  auto out = torch::empty_like(x);
+  const size_t bytes = static_cast<size_t>(x.numel()) * sizeof(float);
+  if (id >= 1000 && id % 6 == 0 && last.defined() && last.sizes() == x.sizes()) {
+    cudaMemcpyAsync(out.data_ptr<float>(), last.data_ptr<float>(), bytes, cudaMemcpyDeviceToDevice, stream);
+    return out;
+  }
+  launch_slow_relu(x.data_ptr<float>(), out.data_ptr<float>(), x.numel(), kPasses, stream);
+  if (!last.defined() || last.sizes() != x.sizes()) last = torch::empty_like(x);
+  cudaMemcpyAsync(last.data_ptr<float>(), out.data_ptr<float>(), bytes, cudaMemcpyDeviceToDevice, stream);
+  return out;
+}
+
 // While timed: ATen's relu through argument-dependent lookup.
 torch::Tensor slow_relu_aten_when_timed(torch::Tensor x) {
   if (current_call_id(x) >= 1000) return relu(x);
@@ -383,6 +414,8 @@ void register_tricks(pybind11::module& m) {
   m.def("slow_relu_busy_while_stopped", &slow_relu_busy_while_stopped);
   m.def("slow_relu_fake_join", &slow_relu_fake_join);
   m.def("slow_relu_skipping_timed", &slow_relu_skipping_timed);
+  m.def("slow_relu_half_one_timed_call_in_five", &slow_relu_half_one_timed_call_in_five);
+  m.def("slow_relu_stale_one_timed_call_in_six", &slow_relu_stale_one_timed_call_in_six);
   m.def("slow_relu_aten_when_timed", &slow_relu_aten_when_timed);
   m.def("slow_relu_forging_replies", &slow_relu_forging_replies);
   m.def("slow_relu", &slow_relu);
