@@ -97,6 +97,9 @@ class CompileResult(TypedDict):
     log: NotRequired[str]  # the full log's path
     module_dir: NotRequired[str | None]  # where cuda_extension.so is
     arch_list: NotRequired[str | None]
+    # "used": a precompiled torch/extension.h was on the include path; "missing": none yet for
+    # these flags (the harness has one built beside its work); "off": not asked for
+    pch: NotRequired[str]
 
 
 # -- the inputs job (tools/verify_kernels.py) ------------------------------------------------------

@@ -7,7 +7,7 @@ initialized here, so every child may initialize it freshly. A child starts its o
 timeout kills its whole process group), points its stdout/stderr at a log file and never sees
 the zygote's pipes: nothing a candidate prints can reach the harness.
 
-Request:  {"id": int, "job": "compile"|"inputs"|"evaluate"|"judge"|"probe",
+Request:  {"id": int, "job": "compile"|"pch"|"inputs"|"evaluate"|"judge"|"probe"|"inline_build",
            "spec": path of a JSON spec, "log": path, "timeout": seconds}
           ("service" starts or prewarms a baselines service, "warm" does the zygote's own
           warm-up of the dispatch modes' imports now, "warm-compiler" that and torch.compile's
@@ -55,6 +55,10 @@ def _job_function(name: str):
         from compile_kernels import run_compile_job
 
         return run_compile_job
+    if name == "pch":
+        from compile_kernels import run_pch_job
+
+        return run_pch_job
     if name == "probe":
         from worker_common import run_probe_job
 
