@@ -117,6 +117,16 @@ _TORCH_DATA_MOVEMENT = re.compile(
 )
 
 
+_NAME_NOISE = re.compile(r"\bvoid |at::native::|\(anonymous namespace\)::|::\{lambda\(\)#\d+\}::operator\(\)\(\) const")
+
+
+def short_kernel_name(name: str, limit: int = 160) -> str:
+    """A profiler's kernel name without its namespaces and lambda scaffolding: what it computes
+    (launch_clamp_scalar, FillFunctor) within the first words, where the full name starts with
+    pages of template arguments."""
+    return _NAME_NOISE.sub("", name)[:limit]
+
+
 def torch_kernels_check(device: str, policy: Policy, profiled: list[str] | None) -> Check | None:
     """Under strict on CUDA: did torch compute on the device during forward, as the profiler saw it?
 
@@ -131,7 +141,8 @@ def torch_kernels_check(device: str, policy: Policy, profiled: list[str] | None)
         return Check(
             "torch_kernels",
             False,
-            f"torch's own compute kernels ran during forward under strict: {', '.join(c[:90] for c in compute[:3])}; "
+            f"torch's own compute kernels ran during forward under strict: "
+            f"{'; '.join(short_kernel_name(c) for c in compute[:3])}; "
             "do the work in your kernels (or choose the hybrid policy)",
         )
     return Check("torch_kernels", True, "no torch compute kernels ran during forward")

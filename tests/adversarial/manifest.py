@@ -389,7 +389,7 @@ GPU_ADVERSARIAL: list[Case] = [
         36,
         kernels="cuda_guard_tricks",
         static_checks=False,
-        says="clamp",
+        says="launch_clamp_scalar",
     ),
     Case(
         "g_python_key_unset",
@@ -397,7 +397,7 @@ GPU_ADVERSARIAL: list[Case] = [
         36,
         kernels="cuda_guard_tricks",
         static_checks=False,
-        says="clamp",
+        says="launch_clamp_scalar",
     ),
     # A reduction spelled as a copy (threat 37): an accumulating index_put, two spellings.
     Case(
@@ -414,7 +414,7 @@ GPU_ADVERSARIAL: list[Case] = [
         37,
         kernels="cuda_guard_tricks",
         static_checks=False,
-        says="accumulate=True",
+        says="aten.index_put_",  # not among the ops strict allows at all
     ),
 ]
 
