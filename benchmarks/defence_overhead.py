@@ -105,6 +105,9 @@ def measure(device: str, rounds: int, repeat: int) -> dict[str, Any]:
         import guards
 
         guards.warm_up()
+        # As every process of an evaluation does first: which tensors carry a SHA-256 digest
+        # (all on the CPU; on CUDA only those up to 8 MB, the rest their sums on the device).
+        evidence.session_device(device)
         sys.path.insert(0, module_dir)
         import cuda_extension  # noqa: F401  (model_new.py imports it)
 
