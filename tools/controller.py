@@ -385,6 +385,25 @@ class Pinning:
                     continue
 
 
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _callers() -> list[int]:
+    """This process, the zygote that forked it and the zygote's parent (the harness's caller)."""
+    found = [os.getpid()]
+    zygote = os.getppid()
+    caller = _parent_of(zygote)
+    for pid in (zygote, caller):
+        if pid is not None and pid > 1:
+            found.append(pid)
+    return found
+
+
 def _idle_load(pids: list[int], seconds: float = 0.2) -> float:
     meter = LoadMeter(pids)
     meter.start()
@@ -631,8 +650,15 @@ def _timed_window(
     one_thread = spec["device"] == "cpu" and int(spec.get("threads") or 0) == 1
     pinned_cpu = None
     if one_thread:
-        core = max(os.sched_getaffinity(0))
+        allowed = os.sched_getaffinity(0)
+        core = max(allowed)
         pinned_cpu = core if pinning.pin([cand.pid, base.pid], {core}) else None
+        # The harness's own processes (this controller, the zygote, and the program that asked
+        # for the profile: a terminal app redrawing as it waits) keep to the other cores while
+        # the window is timed, so their work never lands between one side's blocks and not the
+        # other's. Put back after the window, and by the harness itself after every job.
+        if pinned_cpu is not None and len(allowed) > 1:
+            pinning.pin(_callers(), allowed - {core})
     # Eager, every compiled baseline the baselines' process could make, then the candidate.
     sides = ["eager", *[s for s in BASELINE_SIDES if s in ready.get("sides", [])], "candidate"]
     # The baselines' process makes null blocks too: the same harness work around a stand-in,

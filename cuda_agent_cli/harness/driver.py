@@ -55,6 +55,28 @@ LONGER_BLOCKS = 4
 
 # A candidate refused only because the strict policy forbids the torch ops it uses.
 POLICY_ONLY = "rejected by policy strict (would be judged under hybrid)"
+
+
+def _thread_affinities() -> dict[int, set[int]]:
+    """The CPUs each thread of this process may run on (empty where the system cannot say)."""
+    found: dict[int, set[int]] = {}
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            found[int(tid)] = os.sched_getaffinity(int(tid))
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return found
+
+
+def _restore_affinities(before: dict[int, set[int]]) -> None:
+    for tid, cpus in before.items():
+        try:
+            if os.sched_getaffinity(tid) != cpus:
+                os.sched_setaffinity(tid, cpus)
+        except OSError:
+            continue
+
+
 PCH_BACKGROUND_MIN_CORES = 8
 # (cache, device) pairs this process has asked to precompile torch/extension.h for
 _PCH_STARTED: set[tuple[str, str]] = set()
@@ -381,9 +403,13 @@ class Harness:
 
     def _evaluate(self, timed: bool) -> HarnessResult:
         run_dir = self._new_run_dir()
+        # The controller keeps this process off the timing core while a window is timed and
+        # puts it back after; put back here too, should the controller have ended mid-window.
+        affinity = _thread_affinities()
         try:
             return self._evaluate_in(run_dir, timed)
         finally:
+            _restore_affinities(affinity)
             if not os.environ.get("CUDA_AGENT_KEEP_RUNS"):
                 shutil.rmtree(run_dir, ignore_errors=True)
 
