@@ -21,9 +21,11 @@ def clean_env(tmp: Path, cache: Path) -> dict[str, str]:
         for k, v in os.environ.items()
         if not k.startswith(("CUDA_AGENT_", "GITHUB_")) and not k.endswith("_API_KEY")
     }
-    # The suite's choice of baselines (tests/conftest.py) holds in the commands it runs too.
-    if "CUDA_AGENT_BASELINES" in os.environ:
-        env["CUDA_AGENT_BASELINES"] = os.environ["CUDA_AGENT_BASELINES"]
+    # The suite's choice of baselines and its shared precompiled header (tests/conftest.py) hold
+    # in the commands it runs too.
+    for name in ("CUDA_AGENT_BASELINES", "CUDA_AGENT_PCH_DIR"):
+        if name in os.environ:
+            env[name] = os.environ[name]
     env.update(XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(cache))
     return env
 

@@ -59,7 +59,11 @@ def test_cuda_demo_kernel_compiles_for_sm_90(tmp_path: Path):
 
 @pytest.mark.integration
 def test_cpu_demo_runs_for_real_and_applies_into_its_own_repository(tmp_path: Path, harness_cache_root: Path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_") and not k.endswith("_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (not k.startswith("CUDA_AGENT_") or k == "CUDA_AGENT_PCH_DIR") and not k.endswith("_API_KEY")
+    }
     env.update(
         XDG_DATA_HOME=str(tmp_path / "data"),
         XDG_CONFIG_HOME=str(tmp_path / "config"),

@@ -37,7 +37,11 @@ def project(tmp_path: Path):
     root = tmp_path / "proj"
     root.mkdir()
     (root / "blocks.py").write_text(MODULE)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_") and not k.endswith("_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (not k.startswith("CUDA_AGENT_") or k == "CUDA_AGENT_PCH_DIR") and not k.endswith("_API_KEY")
+    }
     env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
 
     def cli(*args: str, wrap: list[str] = ()) -> subprocess.CompletedProcess:
@@ -217,7 +221,7 @@ def test_a_kernel_never_timed_is_not_called_not_faster(tmp_path: Path):
 
 
 def test_no_bubblewrap_means_exit_3_unless_unsafe_is_asked_for(tmp_path: Path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
+    env = {k: v for k, v in os.environ.items() if (not k.startswith("CUDA_AGENT_") or k == "CUDA_AGENT_PCH_DIR")}
     env.update(
         PATH=str(tmp_path / "empty-bin"), XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config")
     )
@@ -333,7 +337,7 @@ def test_an_unusable_data_or_cache_dir_is_refused_at_once(tmp_path: Path):
         ("XDG_DATA_HOME", str(afile), f"cannot be used: {afile} is a file, so"),
         ("XDG_CACHE_HOME", "/sys/cuda-agent-test", "the cache dir /sys/cuda-agent-test/cuda-agent cannot be used"),
     ]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
+        env = {k: v for k, v in os.environ.items() if (not k.startswith("CUDA_AGENT_") or k == "CUDA_AGENT_PCH_DIR")}
         env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
         env[var] = value
         (tmp_path / "blocks.py").write_text(MODULE)
@@ -352,7 +356,7 @@ def test_an_unusable_data_or_cache_dir_is_refused_at_once(tmp_path: Path):
 def test_demo_dir_that_is_a_file_or_unwritable_is_refused(tmp_path: Path):
     afile = tmp_path / "notes.txt"
     afile.write_text("mine\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
+    env = {k: v for k, v in os.environ.items() if (not k.startswith("CUDA_AGENT_") or k == "CUDA_AGENT_PCH_DIR")}
     env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
     for where, words in [
         (afile, f"--dir {afile} is a file"),
