@@ -16,6 +16,7 @@ so a session never links half an object another one is writing.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -151,6 +152,8 @@ def arch_flags(arch_list: str) -> list[str]:
 _HEADER_SUFFIXES = {".h", ".cuh", ".hpp", ".inl"}
 
 
+# Asked once per job: the precompiled header's key and the objects' keys both need it.
+@functools.lru_cache(maxsize=None)
 def _toolchain_identity(device: str) -> str:
     """The compilers and torch an object was built with (part of every stored object's name)."""
     import torch
@@ -188,6 +191,7 @@ def _cuda_includes(home: str) -> str:
     return " ".join(f"-I{_esc(p)}" for p in [os.path.join(home, "include"), *pip_cuda_includes()])
 
 
+@functools.lru_cache(maxsize=None)
 def cxx_flags(device: str) -> str:
     """The C++ compiler's flags for every .cpp of a build, as build.ninja's text writes them."""
     includes = " ".join(f"-I{_esc(p)}" for p in _include_paths())

@@ -385,19 +385,13 @@ class Pinning:
                     continue
 
 
-def _parent_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def _callers() -> list[int]:
     """This process, the zygote that forked it and the zygote's parent (the harness's caller)."""
+    from worker_common import parent_of
+
     found = [os.getpid()]
     zygote = os.getppid()
-    caller = _parent_of(zygote)
+    caller = parent_of(zygote)
     for pid in (zygote, caller):
         if pid is not None and pid > 1:
             found.append(pid)

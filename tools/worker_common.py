@@ -72,17 +72,23 @@ def to_cpu(obj: Any) -> Any:
     return obj
 
 
+def parent_of(pid: int | str) -> int | None:
+    """The process's parent, from /proc (None where it is gone or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def children_by_parent() -> dict[int, list[int]]:
     """Every process's children, from one scan of /proc (ppid -> pids)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
+            ppid = parent_of(entry)
+            if ppid is not None:
+                children.setdefault(ppid, []).append(int(entry))
     return children
 
 

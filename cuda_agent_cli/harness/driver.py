@@ -78,8 +78,8 @@ def _restore_affinities(before: dict[int, set[int]]) -> None:
 
 
 PCH_BACKGROUND_MIN_CORES = 8
-# (cache, device) pairs this process has asked to precompile torch/extension.h for
-_PCH_STARTED: set[tuple[str, str]] = set()
+# The folders (one per device) this process has asked to precompile torch/extension.h into
+_PCH_STARTED: set[str] = set()
 
 # CPU priority of the inputs job, which runs beside a build and times nothing.
 _BESIDE_BUILD = 10
@@ -310,11 +310,11 @@ class Harness:
         """Have torch/extension.h precompiled for this device's flags, at low priority while the
         session goes on (once per process; nobody waits for it): the builds after it compile
         each binding in about half the time."""
-        key = (str(self._pch_dir()), self.device)
-        if key in _PCH_STARTED:
+        folder = str(self._pch_dir())
+        if folder in _PCH_STARTED:
             return
-        _PCH_STARTED.add(key)
-        spec = {"device": self.device, "pch_dir": str(self._pch_dir())}
+        _PCH_STARTED.add(folder)
+        spec = {"device": self.device, "pch_dir": folder}
         self.pool.submit("pch", spec, self._cache / "pch-job" / self.device, self.compile_timeout, nice=10)
 
     def _collect_compile(self, result: HarnessResult, submitted: tuple[Ticket, float] | None) -> str | None:
