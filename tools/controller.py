@@ -23,6 +23,7 @@ import math
 import os
 import secrets
 import signal
+import statistics
 import sys
 import time
 import traceback
@@ -44,6 +45,17 @@ BASELINE_SIDES = ("compile", "autotune", "graphs")
 DEVICE_SLOW = 1.25
 TRUSTED_RETRIES = 3
 RETRY_PAUSE_S = 0.05
+# Bursts (tools/timing.py): where the candidate's median claim is below BURST_CLAIM_MOST_US, the
+# window is followed by `bursts` rounds, each a burst of the candidate's calls, one of its
+# process's null calls and one of the baselines' process's null calls, in turn. A burst has as
+# many calls as take about BURST_TARGET_US by the claim (with BURST_HOST_US of host work a
+# call), within [BURST_LEAST, BURST_MOST] and as many as BURST_BYTES of inputs and outputs hold.
+BURST_CLAIM_MOST_US = 2000.0
+BURST_TARGET_US = 20000.0
+BURST_HOST_US = 20.0
+BURST_LEAST, BURST_MOST = 4, 256
+BURST_BYTES = 1 << 30
+BURST_BASE = 200000  # burst call ids count up from here
 # What the candidate's process committed to for each call (its output's fingerprint, the call's
 # evidence), by call id.
 Commits = dict[int, tuple[wire.Fingerprint, wire.CallEvidence]]
@@ -484,6 +496,7 @@ def run_evaluate_job(spec: dict) -> wire.EvaluateResult:
             result["phases"]["baselines_wait"] = window.get("baselines_wait_s", 0.0)
             result["phases"]["baselines_prepare"] = (window.get("baselines_ready") or {}).get("prepare_s") or 0.0
             timed_calls = window.pop("calls")
+            burst_checked = window.pop("burst_calls", [])
             # Chosen now, after every timed call has returned and committed to its output: as many
             # as a kernel wrong on one call in `one_in` needs to be caught with `detect` certainty.
             rng = secrets.SystemRandom()
@@ -496,6 +509,9 @@ def run_evaluate_job(spec: dict) -> wire.EvaluateResult:
                 "one_in": int(spec.get("one_in", 5)),
                 "probability": round(1.0 - miss, 4),
             }
+            if "burst_detection" in window:
+                result["detection"]["bursts"] = window.pop("burst_detection")
+            checked = sorted(checked + burst_checked, key=lambda c: c["id"])
             result["phases"]["timing"] = round(time.perf_counter() - mark, 4)
         result["checked_calls"] = checked
         mark = time.perf_counter()
@@ -612,6 +628,108 @@ def checks_needed(n: int, one_in: int, detect: float) -> tuple[int, float]:
         if miss <= 1.0 - detect:
             return m, miss
     return n, 0.0
+
+
+def burst_size(claim_us: float, call_bytes: int, budget: int = BURST_BYTES) -> int:
+    """Calls in a burst for a kernel that claims `claim_us` a call and whose inputs and outputs
+    take `call_bytes`: 0 where none is needed (a claim long enough for the window's calls) or
+    fewer than BURST_LEAST fit the budget."""
+    if not math.isfinite(claim_us) or claim_us >= BURST_CLAIM_MOST_US:
+        return 0
+    wanted = math.ceil(BURST_TARGET_US / (max(claim_us, 0.0) + BURST_HOST_US))
+    fits = budget // max(1, call_bytes)
+    k = min(max(wanted, BURST_LEAST), BURST_MOST, fits)
+    return k if k >= BURST_LEAST else 0
+
+
+def burst_checks(k: int, rounds: int, one_in: int, detect: float) -> tuple[int, float]:
+    """(m, p): how many of each burst's `k` calls to check, drawn after the burst, so that a
+    kernel wrong on one call in `one_in` of every burst is caught with probability at least
+    `detect` over `rounds` bursts, and the probability p that it is missed."""
+    if k <= 0 or rounds <= 0:
+        return 0, 1.0
+    bad = max(1, math.ceil(k / max(1, one_in)))
+    for m in range(1, k + 1):
+        miss = (math.comb(k - bad, m) / math.comb(k, m)) ** rounds
+        if miss <= 1.0 - detect:
+            return m, miss
+    return k, 0.0
+
+
+def _bursts(
+    spec: dict, cand: _Peer, base: _Peer, claim_us: float, commits: Commits, rng: Any
+) -> tuple[list[wire.Burst], list[wire.Call], wire.Detection | None] | wire.WindowError:
+    """The window's bursts: each round's candidate burst, its process's null burst and the
+    baselines' null burst, each timed here from request to reply; the candidate's outputs
+    committed to, a few of each burst kept to be checked (chosen after the commit) and the rest
+    dropped."""
+    import executor
+
+    rounds = int(spec["timing"].get("bursts") or 0)
+    timed_sets = [int(k) for k in spec["timed_sets"]]
+    if rounds <= 0 or not timed_sets:
+        return [], [], None
+    sizes = base.ask({"op": "burst_sizes", "sets": timed_sets})
+    if not sizes.get("ok"):
+        return [], [], None
+    k = burst_size(claim_us, int(sizes.get("input_bytes") or 0) + int(sizes.get("output_bytes") or 0))
+    if not k:
+        return [], [], None
+    per_burst, miss = burst_checks(k, rounds, int(spec.get("one_in", 5)), float(spec.get("detect", 0.99)))
+    found: list[wire.Burst] = []
+    checked: list[wire.Call] = []
+    ops = 0  # the ops the candidate's stand-in dispatches, which the baselines' stand-in matches
+    sides = ["candidate", "null", "base_null"]
+    for r in range(rounds):
+        row: wire.Burst = {"round": r, "n": k, "candidate_us": 0.0, "null_us": 0.0, "base_null_us": 0.0}
+        for side in sides[r % 3 :] + sides[: r % 3]:
+            first = BURST_BASE + (r * len(sides) + sides.index(side)) * k
+            calls: list[wire.Call] = [
+                {"id": first + j, "model": 0, "set": rng.choice(timed_sets), "seed": secrets.randbits(62)}
+                for j in range(k)
+            ]
+            peer = base if side == "base_null" else cand
+            stopped = cand.stop(spare=(base.pid,)) if side == "base_null" else []
+            try:
+                made = peer.ask({"op": "burst_prepare", "calls": calls, "null": side != "candidate", "ops": ops})
+                if side == "candidate" and isinstance(made.get("ops"), int):
+                    ops = max(0, min(int(made["ops"]), executor.STAND_IN_OPS_MOST))
+                if not made.get("ok"):
+                    return {
+                        "error": f"{side} burst could not be prepared: {made.get('error', '')}"[:600],
+                        "baselines_failed": side == "base_null",
+                    }
+                reply, burst_us = _make_calls(peer, {"op": "burst_run"})
+            finally:
+                cand.cont(stopped)
+            if not reply.get("ok"):
+                return {
+                    "error": f"{side} failed in a burst: {reply.get('error', '')}"[:600],
+                    "baselines_failed": side == "base_null",
+                }
+            row[f"{side}_us"] = round(burst_us, 2)  # type: ignore[literal-required]
+            if side != "candidate":
+                continue
+            committed = cand.ask({"op": "burst_commit"})
+            if not committed.get("ok"):
+                return {"error": "the candidate's burst outputs could not be committed"}
+            fps, proofs = committed.get("fingerprints") or [], committed.get("evidence") or []
+            if len(fps) != k or len(proofs) != k:
+                return {"error": f"the candidate committed to {len(fps)} of a burst's {k} outputs"}
+            for c, fp, ev in zip(calls, fps, proofs):
+                commits[c["id"]] = (fp, ev)
+            chosen = rng.sample(calls, per_burst)
+            checked.extend(chosen)
+            keep = {c["id"] for c in chosen}
+            cand.ask({"op": "drop", "ids": [c["id"] for c in calls if c["id"] not in keep]})
+        found.append(row)
+    detection: wire.Detection = {
+        "checked": len(checked),
+        "timed": k * rounds,
+        "one_in": int(spec.get("one_in", 5)),
+        "probability": round(1.0 - miss, 4),
+    }
+    return found, sorted(checked, key=lambda c: c["id"]), detection
 
 
 def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: Commits) -> wire.TimingWindow | wire.WindowError:
@@ -782,10 +900,14 @@ def _timed_window(
             if side == "candidate":
                 for c, fp, ev in zip(calls, reply.get("fingerprints", []), reply.get("evidence", [])):
                     commits[c["id"]] = (fp, ev)
+    claims = [e for b in blocks["candidate"] for e in b["events_us"]]
+    bursts = _bursts(spec, cand, base, statistics.median(claims) if claims else math.inf, commits, rng)
+    if isinstance(bursts, dict):
+        return bursts
     strays = _strays(cand, base)
     if strays:
         return _strays_error(strays, "while it was timed")
-    return {
+    found: wire.TimingWindow = {
         "blocks": blocks,
         "calls": all_calls,
         "load_before": round(load_before, 3),
@@ -802,3 +924,9 @@ def _timed_window(
             "reused": ready.get("reused"),
         },
     }
+    if bursts[0]:
+        found["bursts"] = bursts[0]
+        found["burst_calls"] = bursts[1]
+        if bursts[2] is not None:
+            found["burst_detection"] = bursts[2]
+    return found

@@ -531,6 +531,71 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             "flushes_us": flushes,
         }
 
+    # A burst's calls between its three requests: made (inputs), run (outputs), committed.
+    burst_state: dict[str, Any] = {}
+
+    def burst_prepare(request: dict) -> dict:
+        burst_state.clear()
+        try:
+            made = [caller.burst_inputs(sets.device_inputs(int(c["set"])), int(c["seed"])) for c in request["calls"]]
+            device_sync(device)
+        except BaseException as exc:
+            checks.append(_check("crash", False, f"a burst's inputs could not be made: {trim_exception(exc, 400)}"))
+            return {"ok": False}
+        burst_state.update(calls=list(request["calls"]), inputs=made, null=bool(request.get("null")))
+        # How many ops its null calls' stand-in dispatches (as many as its real calls ran through
+        # the op guard): the baselines' null bursts dispatch as many.
+        return {"ok": True, "ops": int(statistics.median(dispatched)) if dispatched else 0}
+
+    def burst_run(request: dict) -> dict:
+        # Timed from outside, request to reply: the calls and nothing else. The reply says only
+        # that they are done; what they returned is committed to by the next request.
+        null = bool(burst_state.get("null"))
+        ops = int(statistics.median(dispatched)) if null and dispatched else 0
+        fn = _stand_in(kept.get(0), ops) if null else models[0]
+        try:
+            outs, used = caller.burst(fn, burst_state.get("inputs") or [], lambda: guards.StrictOpGuard(policy), null)
+        except BaseException as exc:
+            checks.append(_check("crash", False, f"ModelNew raised in a burst of calls: {trim_exception(exc, 800)}"))
+            return {"ok": False}
+        if null:
+            burst_state.clear()
+            return {"ok": True}
+        for guard in used:
+            if guard.violations:
+                violations.append(guard.detail())
+            dispatched.append(guard.dispatched)
+        burst_state["outputs"] = outs
+        return {"ok": True}
+
+    def burst_commit(request: dict) -> dict:
+        fps, proofs = [], []
+        for c, args, out in zip(
+            burst_state.get("calls") or [], burst_state.get("inputs") or [], burst_state.get("outputs") or []
+        ):
+            why = _plain_outputs(out)
+            if why:
+                checks.append(_check("output_type", False, f"call {c['id']}: {why}"))
+                return {"ok": False}
+            proofs.append(evidence.call_evidence(args, out))
+            fps.append(evidence.fingerprint(list(out) if isinstance(out, (tuple, list)) else [out]))
+            earlier = kept.reused_by(out)
+            if earlier is not None:
+                checks.append(
+                    _check(
+                        "output_reused",
+                        False,
+                        f"call {c['id']} returned the memory of call {earlier}'s output, which the caller "
+                        "still holds: a module whose earlier outputs change under the caller's feet is not a "
+                        "drop-in replacement; allocate each output (torch::empty) instead of reusing a buffer",
+                    )
+                )
+                return {"ok": False}
+            kept.keep(int(c["id"]), out)
+        burst_state.clear()
+        device_sync(device)
+        return {"ok": True, "fingerprints": fps, "evidence": proofs}
+
     native: dict[str, int] = {}
 
     def checkpoint(request: dict) -> dict:
@@ -617,6 +682,9 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         {
             "build": build,
             "calls": calls,
+            "burst_prepare": burst_prepare,
+            "burst_run": burst_run,
+            "burst_commit": burst_commit,
             "checkpoint": checkpoint,
             "kernels": kernels,
             "reveal": reveal,
@@ -692,6 +760,8 @@ class Baselines:
         self.graphs_at_start = 0
         self.work: wire.Work | None = None
         self.peaks: wire.Peaks | None = spec.get("peaks")
+        self._burst: list[Any] = []  # a null burst's inputs, between its two requests
+        self._burst_ops = 0  # and the ops its stand-in dispatches (the candidate's stand-in's)
 
     @property
     def compile_error(self) -> str | None:
@@ -863,6 +933,57 @@ class Baselines:
             reply["device_ratio"] = ratio
         return reply
 
+    def _null_template(self, args: list[Any]) -> Any:
+        if self.template is None:
+            with torch.no_grad():
+                self.template = self.sides["eager"](*args)
+        return self.template
+
+    def burst_sizes(self, request: dict) -> dict:
+        """What one burst call holds on the device: the largest timed input set and the outputs
+        (bytes), measured here where no candidate code runs, so no candidate can size its bursts."""
+        assert self.sets is not None
+        sets = [int(k) for k in request.get("sets") or []]
+        inputs = max((_output_bytes(timing.tensor_leaves(self.sets.device_inputs(k))) for k in sets), default=0)
+        first = self.sets.device_inputs(sets[0]) if sets else []
+        return {"ok": True, "input_bytes": inputs, "output_bytes": _output_bytes(self._null_template(first))}
+
+    def burst_prepare(self, request: dict) -> dict:
+        assert self.caller is not None and self.sets is not None
+        self._burst_ops = int(request.get("ops") or 0)
+        try:
+            self._burst = [
+                self.caller.burst_inputs(self.sets.device_inputs(int(c["set"])), int(c["seed"]))
+                for c in request["calls"]
+            ]
+            device_sync(self.device)
+        except Exception as exc:
+            return {"ok": False, "error": trim_exception(exc, 600)}
+        return {"ok": True}
+
+    def burst_run(self, request: dict) -> dict:
+        """A null burst: the stand-in, the op guard and the synchronizes of the candidate's bursts,
+        in a process no candidate code ever ran in."""
+        assert self.caller is not None
+        inputs, self._burst = self._burst, []
+        try:
+            stand_in = _stand_in(self._null_template(inputs[0]), self._burst_ops) if inputs else None
+            if stand_in is not None:
+                self.caller.burst(stand_in, inputs, lambda: guards.StrictOpGuard("strict"), null=True)
+        except Exception as exc:
+            return {"ok": False, "error": trim_exception(exc, 600)}
+        return {"ok": True}
+
+    def handlers(self) -> dict[str, Any]:
+        """What a round's controller may ask, by op."""
+        return {
+            "calls": self.calls,
+            "burst_sizes": self.burst_sizes,
+            "burst_prepare": self.burst_prepare,
+            "burst_run": self.burst_run,
+            "finish": self.finish,
+        }
+
     def finish(self, request: dict) -> dict:
         info: wire.BaselinesInfo = {
             "precision": self.precision,
@@ -904,7 +1025,7 @@ def serve_baselines(spec: dict, chan: channel.Channel) -> None:
     """The baselines of one evaluation, in a process of its own."""
     baselines = Baselines(spec)
     chan.send(baselines.start_round(spec))
-    _serve(chan, {"calls": baselines.calls, "finish": baselines.finish})
+    _serve(chan, baselines.handlers())
 
 
 def serve_baselines_service(spec: dict, chan: channel.Channel) -> None:
@@ -940,8 +1061,8 @@ def serve_baselines_service(spec: dict, chan: channel.Channel) -> None:
             except Exception as exc:
                 reply, active = {"ok": False, "error": trim_exception(exc, 600)}, False
             chan.send({**reply, "nonce": request.get("nonce")})
-        elif active and baselines is not None and op in ("calls", "finish"):
-            chan.send(baselines.calls(request) if op == "calls" else baselines.finish(request))
+        elif active and baselines is not None and op in baselines.handlers():
+            chan.send(baselines.handlers()[op](request))
             active = op != "finish"
         else:
             chan.send({"ok": False, "error": f"request {op!r} out of turn"})

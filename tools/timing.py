@@ -31,6 +31,13 @@ one profile to the next (docs/benchmarks.md). Inputs that fit the private cache 
 after the perturbation whatever the neighbours do, and the sweep's few milliseconds would
 only blur the clock that bounds a small call's claims.
 
+A burst (CUDA, for kernels too short for the call above to resolve from outside) makes K calls
+back to back on K inputs made and given their values beforehand: no lead-in, no flush, no events,
+a device-wide synchronize after each call. Around a call the harness then does a few
+microseconds of work where the call above does milliseconds, so the controller's clock, timing
+the whole burst from outside, resolves what the K calls took; null bursts (the same calls around
+a stand-in that launches one empty kernel) measure the rest (harness/scoring.py).
+
 The numbers this process records are claims. The process that asked for the calls times whole
 blocks of them from outside and decides what is believed (harness/scoring.py).
 """
@@ -323,6 +330,40 @@ class Caller:
                 if guard is not None:
                     guard.__exit__(None, None, None)
             return out, (t1 - t0) / 1000.0, (t1 - t0) / 1000.0
+
+    def burst_inputs(self, base: list[Any], seed: int) -> list[Any]:
+        """A burst call's inputs: a fresh copy of `base` with the call's values from `seed` (the
+        same values `prepare` and `run` give it), queued; `burst` synchronizes before its calls."""
+        if self.device == "cuda" and self._reset_l2 is not None:
+            self._reset_l2()
+        return perturb(fresh_clone(base), seed, self.plan)
+
+    def burst(
+        self, fn: Callable[..., Any], inputs: list[list[Any]], guard_for: Callable[[], Any], null: bool = False
+    ) -> tuple[list[Any], list[Any]]:
+        """Call `fn` on each of `inputs` back to back, a device-wide synchronize after each:
+        (the outputs, the guards). A null burst also launches one empty kernel after each call,
+        so it pays the launch and the wait for it that a real call's kernel costs."""
+        outs: list[Any] = []
+        used: list[Any] = []
+        cuda = self.device == "cuda"
+        if cuda:
+            torch.cuda.synchronize()
+        with torch.no_grad():
+            for args in inputs:
+                guard = guard_for()
+                guard.__enter__()
+                try:
+                    out = _dense(fn(*args))
+                finally:
+                    guard.__exit__(None, None, None)
+                if cuda:
+                    if null:
+                        self._spin(1)
+                    torch.cuda.synchronize()
+                outs.append(out)
+                used.append(guard)
+        return outs, used
 
     def call(
         self, fn: Callable[..., Any], base: list[Any], seed: int, guard: Any = None

@@ -155,6 +155,17 @@ class BaselinesReady(TypedDict):
     reused: bool | None  # whether the service reused the models of an earlier round
 
 
+class Burst(TypedDict):
+    """One round of bursts (tools/timing.py): each side's burst of `n` calls, timed by the
+    controller's clock from request to reply (µs)."""
+
+    round: int
+    n: int
+    candidate_us: float
+    null_us: float  # the candidate's process around a stand-in
+    base_null_us: float  # the baselines' process around a stand-in
+
+
 class TimingWindow(TypedDict):
     """The side-by-side window: every block of every side, and the conditions it ran in."""
 
@@ -170,6 +181,10 @@ class TimingWindow(TypedDict):
     pinned_cpu: int | None  # the core both processes were held to (CPU, one thread a side)
     trusted_retries: list[float]  # device ratios of the trusted blocks made again
     baselines_ready: BaselinesReady
+    # After the window, for kernels its calls are too short to resolve (controller.BURST_*).
+    bursts: NotRequired[list[Burst]]
+    burst_calls: NotRequired[list[Call]]  # the burst calls kept to be checked; taken out like `calls`
+    burst_detection: NotRequired["Detection"]
 
 
 class WindowError(TypedDict):
@@ -218,6 +233,7 @@ class Detection(TypedDict):
     timed: int
     one_in: int
     probability: float  # that a kernel wrong on one call in `one_in` is caught
+    bursts: NotRequired["Detection"]  # the same for the calls of the bursts
 
 
 class Work(TypedDict):

@@ -49,6 +49,9 @@ def _nvcc_present(env: dict[str, str]) -> bool:
 TIMED_CHECKS = 3
 DETECT_ONE_IN, DETECT = 5, 0.99
 
+# Rounds of bursts after the side-by-side window (tools/controller.py, BURST_*).
+BURST_ROUNDS = {"cuda": 8, "cpu": 0}
+
 # A profile whose kernel the clock did not resolve is timed again once, with blocks (and calls)
 # this many times as many.
 LONGER_BLOCKS = 4
@@ -103,6 +106,7 @@ class Harness:
         static_checks: bool = True,
         baselines: Sequence[str] | None = None,
         reward_baseline: str = "paper",
+        bursts: int | None = None,
     ) -> None:
         if policy not in POLICIES:
             raise BadInput(f"unknown policy {policy!r}", "use --policy strict or --policy hybrid")
@@ -128,6 +132,9 @@ class Harness:
         default_trials, default_warmup = DEFAULT_TRIALS[self.device]
         self.trials = int(trials or default_trials)
         self.warmup = int(warmup if warmup is not None else default_warmup)
+        # Rounds of bursts after the window, for kernels too short for its calls to resolve
+        # (tools/timing.py): on CUDA, where the harness's work around a call is milliseconds.
+        self.bursts = int(bursts if bursts is not None else BURST_ROUNDS[self.device])
         self.last_compile: wire.CompileResult | None = None
         self._block_scale = 1  # LONGER_BLOCKS while a profile is timed again in longer blocks
         # Both sides of a CPU comparison run with the same number of threads: half the cores,
@@ -704,7 +711,7 @@ class Harness:
         if input_bytes > 0:
             trials = max(_MIN_TRIALS, min(trials, budget // input_bytes))
         block = max(1, min(_BLOCK[self.device] * self._block_scale, trials))
-        return {"trials": trials, "warmup": self.warmup, "block": block}
+        return {"trials": trials, "warmup": self.warmup, "block": block, "bursts": self.bursts}
 
     @staticmethod
     def _record_phases(result: HarnessResult, job: str, info: dict[str, Any] | None) -> None:
@@ -754,7 +761,7 @@ class Harness:
             result.warnings.append(
                 f"torch.compile baseline unavailable, eager time used instead: {str(base_info['compile_error'])[:200]}"
             )
-        stats = scoring.side_by_side(blocks)
+        stats = scoring.side_by_side(blocks, bursts=window.get("bursts") or ())
         skipped = stats.detail.get("skipped_work") or []
         if skipped:
             result.checks.append(
@@ -787,6 +794,13 @@ class Harness:
                 f"returned (a kernel wrong on one call in {detection['one_in']} is caught with probability "
                 f"{detection['probability']:.3f})"
             )
+            burst = detection.get("bursts")
+            if burst and burst.get("checked"):
+                checked += (
+                    f"; then {stats.detail.get('burst_rounds')} bursts of {stats.detail.get('burst_calls')} calls "
+                    f"back to back timed from outside, {burst['checked']} of their {burst['timed']} calls checked "
+                    f"(probability {burst['probability']:.3f})"
+                )
             head, sep, tail = method.rpartition("; median of")
             method = f"{head}; {checked}{sep}{tail}" if sep else f"{method}; {checked}"
             result.timing_detail["detection"] = detection

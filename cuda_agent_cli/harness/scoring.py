@@ -484,6 +484,75 @@ def hold_to_window(held: HeldBlocks, resolution: Resolution) -> HeldBlocks:
     return HeldBlocks([max(t, bound) for t in held.times], sorted(set(held.held) | set(raised)))
 
 
+# -- 4b. bursts: the clock that resolves short kernels ---------------------------------------------
+
+# A burst of the candidate's process around a stand-in (its null burst) is believed up to
+# BURST_NULL_TRUST times the baselines' process's null burst of the same calls, plus
+# BURST_NULL_TRUST_US a call: a process stalling on purpose in its null bursts would make its
+# kernel's calls look shorter than they are.
+BURST_NULL_TRUST, BURST_NULL_TRUST_US = 1.25, 3.0
+
+
+@dataclass(frozen=True)
+class BurstBound:
+    """What the bursts say about the candidate's calls (µs a call): timed from outside, less the
+    believed null burst, with what they cannot tell apart."""
+
+    outside: float  # the median round's candidate burst less its believed null burst, a call
+    resolution: float  # three times those rounds' null bursts' median deviation, or a share of them
+    null_us: float  # the believed null burst, a call (median over the rounds)
+    capped: bool  # the candidate process's null bursts showed more than is believed
+    rounds: int
+    calls: int  # calls in each burst
+
+    @property
+    def below(self) -> bool:
+        """The bursts do not resolve the kernel either."""
+        return self.outside < RESOLVED * self.resolution
+
+    @property
+    def bound(self) -> float:
+        """The bound on the candidate's time a call: `(outside - resolution) / BOUND_SLACK`."""
+        return (self.outside - self.resolution) / BOUND_SLACK
+
+
+def resolve_bursts(bursts: Sequence[wire.Burst]) -> BurstBound | None:
+    """The bursts' bound (None without bursts). Each round's null is the candidate process's own,
+    capped by the baselines' process's (BURST_NULL_TRUST)."""
+    rows = [b for b in bursts if int(b.get("n") or 0) > 0]
+    if not rows:
+        return None
+    outside, nulls = [], []
+    capped = False
+    for b in rows:
+        n = int(b["n"])
+        own, trusted = float(b["null_us"]) / n, float(b["base_null_us"]) / n
+        most = BURST_NULL_TRUST * trusted + BURST_NULL_TRUST_US
+        capped = capped or own > most
+        believed = min(own, most)
+        nulls.append(believed)
+        outside.append(float(b["candidate_us"]) / n - believed)
+    null = statistics.median(nulls)
+    wander = 3.0 * statistics.median([abs(x - null) for x in nulls])
+    return BurstBound(
+        outside=statistics.median(outside),
+        resolution=max(wander, BOUND_RESOLUTION * null),
+        null_us=null,
+        capped=capped,
+        rounds=len(rows),
+        calls=int(rows[0]["n"]),
+    )
+
+
+def hold_to_bursts(held: HeldBlocks, bursts: BurstBound | None) -> HeldBlocks:
+    """Every block's time raised to the bursts' bound where the candidate's claims fall below it;
+    the blocks raised are held too."""
+    if bursts is None or statistics.median(held.times) * 1.02 + 0.5 >= bursts.bound:
+        return held
+    raised = [i for i, t in enumerate(held.times) if t < bursts.bound]
+    return HeldBlocks([max(t, bursts.bound) for t in held.times], sorted(set(held.held) | set(raised)))
+
+
 # -- 5. the paired ratios and their bootstrap ------------------------------------------------------
 
 
@@ -524,7 +593,7 @@ def paired_ratios(baselines: dict[str, Sequence[wire.Block]], cand_times: Sequen
 # -- the window ------------------------------------------------------------------------------------
 
 
-def side_by_side(blocks: wire.SideBlocks, seed: int = 0) -> SideBySide:
+def side_by_side(blocks: wire.SideBlocks, seed: int = 0, bursts: Sequence[wire.Burst] = ()) -> SideBySide:
     """Times and ratios from one window of interleaved blocks (tools/controller.py).
 
     Baseline blocks are trusted: their time is the median of their own events. The candidate's
@@ -545,6 +614,9 @@ def side_by_side(blocks: wire.SideBlocks, seed: int = 0) -> SideBySide:
     `trusted_bounds` allow (`believe`), bound each block and hold those whose claims fall below
     (`block_bounds`, `hold_to_bounds`), say whether the clock resolves the kernel at all
     (`resolve`), and pair the rounds' blocks into ratios with their bootstrap (`paired_ratios`).
+    Where the window was followed by bursts (`bursts`: kernels too short for its calls), their
+    bound holds the claims too (`resolve_bursts`, `hold_to_bursts`), and the kernel is resolved
+    where either clock resolves it.
     """
     cand = blocks["candidate"]
     eager = blocks["eager"]
@@ -561,12 +633,28 @@ def side_by_side(blocks: wire.SideBlocks, seed: int = 0) -> SideBySide:
     clock = believed.clock
     bounds = block_bounds(cand, clock)
     resolution = resolve(cand, clock)
-    held = hold_to_window(hold_to_bounds(cand, bounds, calibration.idle_gap), resolution)
+    burst = resolve_bursts(bursts)
+    held = hold_to_bursts(hold_to_window(hold_to_bounds(cand, bounds, calibration.idle_gap), resolution), burst)
     # Where torch.compile could not be used, eager stands in for it (the result says so).
     timed = {side: blocks.get(side) or [] for side in BASELINES}
     timed["compile"] = timed["compile"] or eager
     ratios = paired_ratios({side: b for side, b in timed.items() if b}, held.times, seed)
     detail = _detail(blocks, calibration, trusted, believed, bounds, held, resolution, skipped, around)
+    if burst is not None:
+        detail.update(
+            below_resolution=resolution.below and burst.below,
+            window_below_resolution=resolution.below,
+            burst_outside_us=round(burst.outside, 2),
+            burst_resolution_us=round(burst.resolution, 2),
+            burst_bound_us=round(burst.bound, 2),
+            burst_null_us=round(burst.null_us, 2),
+            burst_null_capped=burst.capped,
+            burst_rounds=burst.rounds,
+            burst_calls=burst.calls,
+        )
+        if resolution.below and not burst.below:
+            # What the driver's message names: the clock that resolved it.
+            detail.update(outside_us=round(burst.outside, 2), resolution_us=round(burst.resolution, 2))
     e, c = ratios.versus["eager"], ratios.versus["compile"]
     return SideBySide(
         eager_us=e.us,

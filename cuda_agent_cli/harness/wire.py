@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from tools.wire import (
         BaselinesInfo,
         Block,
+        Burst,
         Claims,
         CompileResult,
         EvaluateResult,
@@ -22,6 +23,7 @@ else:
     from cuda_agent_cli.assets.tools.wire import (
         BaselinesInfo,
         Block,
+        Burst,
         Claims,
         CompileResult,
         EvaluateResult,
@@ -34,6 +36,7 @@ else:
 __all__ = [
     "BaselinesInfo",
     "Block",
+    "Burst",
     "Claims",
     "CompileResult",
     "EvaluateResult",

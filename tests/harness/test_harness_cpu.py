@@ -47,6 +47,7 @@ KERNELS = r"""
 #include <torch/csrc/utils/pybind.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
+#include <chrono>
 #include "../binding_registry.h"
 
 static at::Tensor add_scale(const at::Tensor& a, const at::Tensor& b, double scale, float bias) {
@@ -62,12 +63,21 @@ static at::Tensor add_scale(const at::Tensor& a, const at::Tensor& b, double sca
 
 at::Tensor add_scaled(const at::Tensor& a, const at::Tensor& b, double scale) { return add_scale(a, b, scale, 0.f); }
 at::Tensor add_scaled_wrong(const at::Tensor& a, const at::Tensor& b, double scale) { return add_scale(a, b, scale, 0.25f); }
+// Right when its calls are apart, wrong when they come back to back (as in a burst).
+at::Tensor add_scaled_apart(const at::Tensor& a, const at::Tensor& b, double scale) {
+  static auto last = std::chrono::steady_clock::time_point{};
+  bool close = std::chrono::steady_clock::now() - last < std::chrono::microseconds(200);
+  auto out = add_scale(a, b, scale, close ? 0.25f : 0.f);
+  last = std::chrono::steady_clock::now();
+  return out;
+}
 at::Tensor crash(const at::Tensor& a) { *(volatile int*)nullptr = 1; return a; }
 at::Tensor spin(const at::Tensor& a) { volatile int stop = 0; while (!stop) {} return a; }
 
 static void register_add(pybind11::module& m) {
   m.def("add_scaled", &add_scaled);
   m.def("add_scaled_wrong", &add_scaled_wrong);
+  m.def("add_scaled_apart", &add_scaled_apart);
   m.def("crash", &crash);
   m.def("spin", &spin);
 }
@@ -276,6 +286,27 @@ def test_kernel_that_goes_wrong_after_a_few_calls_fails_timed_outputs(ws: Worksp
         )
     )
     result = Harness(ws, device="cpu", trials=10, warmup=2).profile()
+    assert result.reward == -1 and "timed_outputs" in failed(result), result.summary()
+
+
+def test_bursts_time_a_short_kernel_back_to_back_and_check_their_calls(ws: Workspace) -> None:
+    result = Harness(ws, device="cpu", trials=10, warmup=2, bursts=3).profile()
+    assert result.correct and result.reward is not None and result.reward >= 1, result.summary()
+    detail = result.timing_detail or {}
+    assert detail["burst_rounds"] == 3 and detail["burst_calls"] >= 4, detail
+    assert detail["burst_outside_us"] is not None and detail["burst_null_us"] > 0
+    found = detail["detection"]["bursts"]
+    assert found["checked"] >= 3 and found["probability"] >= 0.99
+    assert result.timings is not None and "bursts of" in result.timings.method
+
+
+def test_a_kernel_wrong_only_when_called_back_to_back_fails_timed_outputs(ws: Workspace) -> None:
+    # Right wherever the harness's work (fresh inputs, the sweep, evidence) separates its calls,
+    # wrong in bursts, where a kernel that skipped its work would make its calls look short: the
+    # bursts' calls are checked too.
+    ws.candidate.write_text(candidate("        return cuda_extension.add_scaled_apart(a, b, self.scale)"))
+    assert Harness(ws, device="cpu", trials=10, warmup=2).profile().correct
+    result = Harness(ws, device="cpu", trials=10, warmup=2, bursts=3).profile()
     assert result.reward == -1 and "timed_outputs" in failed(result), result.summary()
 
 
