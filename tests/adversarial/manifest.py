@@ -381,6 +381,16 @@ GPU_ADVERSARIAL: list[Case] = [
         action="profile",
         static_checks=False,
     ),
+    # Its work skipped only when its calls come back to back, as in the bursts that time short
+    # kernels from outside (threat 34): the bursts' calls are checked too.
+    Case(
+        "g_skip_back_to_back",
+        "timed_outputs",
+        34,
+        kernels="cuda_tricks",
+        action="profile",
+        static_checks=False,
+    ),
     # ATen compute with the op guard's dispatch key switched off from C++, beside a kernel of its
     # own (threat 36): the kernels the profiler saw give torch's own compute away.
     Case(
