@@ -233,12 +233,14 @@ torch::Tensor slow_relu_stale_one_timed_call_in_six(torch::Tensor x) {
   return out;
 }
 
-// Threat 34: right whenever the harness's work separates its calls, an output never written when
-// they come back to back (a burst): the bursts would then read its calls as short as nothing.
-torch::Tensor slow_relu_skip_back_to_back(torch::Tensor x) {
+// Threat 34: right whenever the harness's work separates its calls (hundreds of us on the host
+// between two window calls), an output never written when they come back to back (a burst: tens
+// of us for this relu): the bursts would then read its calls as short as nothing.
+torch::Tensor relu_skip_back_to_back(torch::Tensor x) {
   static auto last = std::chrono::steady_clock::time_point{};
   const bool close = std::chrono::steady_clock::now() - last < std::chrono::microseconds(100);
-  auto out = close ? torch::empty_like(x) : slow_relu(x);
+  auto out = torch::empty_like(x);
+  if (!close) launch_relu(x.data_ptr<float>(), out.data_ptr<float>(), x.numel(), at::cuda::getCurrentCUDAStream());
   last = std::chrono::steady_clock::now();
   return out;
 }
@@ -427,7 +429,7 @@ void register_tricks(pybind11::module& m) {
   m.def("slow_relu_skipping_timed", &slow_relu_skipping_timed);
   m.def("slow_relu_half_one_timed_call_in_five", &slow_relu_half_one_timed_call_in_five);
   m.def("slow_relu_stale_one_timed_call_in_six", &slow_relu_stale_one_timed_call_in_six);
-  m.def("slow_relu_skip_back_to_back", &slow_relu_skip_back_to_back);
+  m.def("relu_skip_back_to_back", &relu_skip_back_to_back);
   m.def("slow_relu_aten_when_timed", &slow_relu_aten_when_timed);
   m.def("slow_relu_forging_replies", &slow_relu_forging_replies);
   m.def("slow_relu", &slow_relu);
