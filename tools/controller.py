@@ -49,7 +49,9 @@ RETRY_PAUSE_S = 0.05
 # window is followed by `bursts` rounds, each a burst of the candidate's calls, one of its
 # process's null calls and one of the baselines' process's null calls, in turn. A burst has as
 # many calls as take about BURST_TARGET_US by the claim (with BURST_HOST_US of host work a
-# call), within [BURST_LEAST, BURST_MOST] and as many as BURST_BYTES of inputs and outputs hold.
+# call), within [BURST_LEAST, BURST_MOST] and as many as the spec's `burst_bytes` of inputs and
+# outputs hold (BURST_BYTES where it says none); the outputs kept to be checked take at most its
+# `burst_check_bytes` in all.
 BURST_CLAIM_MOST_US = 2000.0
 BURST_TARGET_US = 20000.0
 BURST_HOST_US = 20.0
@@ -642,18 +644,23 @@ def burst_size(claim_us: float, call_bytes: int, budget: int = BURST_BYTES) -> i
     return k if k >= BURST_LEAST else 0
 
 
-def burst_checks(k: int, rounds: int, one_in: int, detect: float) -> tuple[int, float]:
+def burst_checks(k: int, rounds: int, one_in: int, detect: float, most: int | None = None) -> tuple[int, float]:
     """(m, p): how many of each burst's `k` calls to check, drawn after the burst, so that a
     kernel wrong on one call in `one_in` of every burst is caught with probability at least
-    `detect` over `rounds` bursts, and the probability p that it is missed."""
+    `detect` over `rounds` bursts, yet no more than `most` (at least one), and the probability p
+    that such a kernel is missed by that many."""
     if k <= 0 or rounds <= 0:
         return 0, 1.0
     bad = max(1, math.ceil(k / max(1, one_in)))
-    for m in range(1, k + 1):
-        miss = (math.comb(k - bad, m) / math.comb(k, m)) ** rounds
-        if miss <= 1.0 - detect:
-            return m, miss
-    return k, 0.0
+    cap = k if most is None else max(1, min(k, most))
+
+    def missed(m: int) -> float:
+        return (math.comb(k - bad, m) / math.comb(k, m)) ** rounds
+
+    for m in range(1, cap + 1):
+        if missed(m) <= 1.0 - detect:
+            return m, missed(m)
+    return cap, missed(cap)
 
 
 def _bursts(
@@ -672,10 +679,13 @@ def _bursts(
     sizes = base.ask({"op": "burst_sizes", "sets": timed_sets})
     if not sizes.get("ok"):
         return [], [], None
-    k = burst_size(claim_us, int(sizes.get("input_bytes") or 0) + int(sizes.get("output_bytes") or 0))
+    out_bytes = max(1, int(sizes.get("output_bytes") or 0))
+    t = spec["timing"]
+    k = burst_size(claim_us, int(sizes.get("input_bytes") or 0) + out_bytes, int(t.get("burst_bytes") or BURST_BYTES))
     if not k:
         return [], [], None
-    per_burst, miss = burst_checks(k, rounds, int(spec.get("one_in", 5)), float(spec.get("detect", 0.99)))
+    most = int(t.get("burst_check_bytes") or BURST_BYTES) // (out_bytes * rounds)
+    per_burst, miss = burst_checks(k, rounds, int(spec.get("one_in", 5)), float(spec.get("detect", 0.99)), most)
     found: list[wire.Burst] = []
     checked: list[wire.Call] = []
     ops = 0  # the ops the candidate's stand-in dispatches, which the baselines' stand-in matches

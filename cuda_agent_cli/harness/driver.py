@@ -49,8 +49,11 @@ def _nvcc_present(env: dict[str, str]) -> bool:
 TIMED_CHECKS = 3
 DETECT_ONE_IN, DETECT = 5, 0.99
 
-# Rounds of bursts after the side-by-side window (tools/controller.py, BURST_*).
+# Rounds of bursts after the side-by-side window (tools/controller.py, BURST_*), the inputs and
+# outputs one burst may hold, and the outputs of all bursts kept to be checked.
 BURST_ROUNDS = {"cuda": 8, "cpu": 0}
+_BURST_BYTES = {"cuda": 4 * 2**30, "cpu": 2**29}
+_BURST_CHECK_BYTES = {"cuda": 2 * 2**30, "cpu": 2**28}
 
 # A profile whose kernel the clock did not resolve is timed again once, with blocks (and calls)
 # this many times as many.
@@ -711,7 +714,14 @@ class Harness:
         if input_bytes > 0:
             trials = max(_MIN_TRIALS, min(trials, budget // input_bytes))
         block = max(1, min(_BLOCK[self.device] * self._block_scale, trials))
-        return {"trials": trials, "warmup": self.warmup, "block": block, "bursts": self.bursts}
+        return {
+            "trials": trials,
+            "warmup": self.warmup,
+            "block": block,
+            "bursts": self.bursts,
+            "burst_bytes": _BURST_BYTES[self.device],
+            "burst_check_bytes": _BURST_CHECK_BYTES[self.device],
+        }
 
     @staticmethod
     def _record_phases(result: HarnessResult, job: str, info: dict[str, Any] | None) -> None:

@@ -64,6 +64,12 @@ def test_the_bursts_checks_catch_a_kernel_wrong_on_one_call_in_five_nearly_surel
         assert 1 <= m <= k and miss <= 0.01
 
 
+def test_where_outputs_are_large_fewer_burst_calls_are_checked_and_the_odds_say_so() -> None:
+    m, miss = burst_checks(21, 8, 5, 0.99, most=1)
+    assert m == 1 and 0.05 < miss < 0.2  # (16/21) ** 8
+    assert burst_checks(21, 8, 5, 0.99, most=0)[0] == 1  # never none
+
+
 def test_bursts_resolve_the_short_kernel_the_window_cannot() -> None:
     window_only = side_by_side(_unresolved_window(34.0))
     assert window_only.detail["below_resolution"]
