@@ -664,10 +664,17 @@ def burst_checks(k: int, rounds: int, one_in: int, detect: float, most: int | No
 
 
 def _bursts(
-    spec: dict, cand: _Peer, base: _Peer, claim_us: float, commits: Commits, rng: Any
+    spec: dict,
+    cand: _Peer,
+    base: _Peer,
+    claim_us: float,
+    commits: Commits,
+    rng: Any,
+    clocks: tuple[int | None, int | None] = (None, None),
 ) -> tuple[list[wire.Burst], list[wire.Call], wire.Detection | None] | wire.WindowError:
     """The window's bursts: each round's candidate burst, its process's null burst and the
-    baselines' null burst, each timed here from request to reply; the candidate's outputs
+    baselines' null burst, each timed here from request to reply (and, where `clocks` holds the
+    two processes' CPU-time clocks, on the burst's process's own clock too); the candidate's outputs
     committed to, a few of each burst kept to be checked (chosen after the commit) and the rest
     dropped."""
     import executor
@@ -709,7 +716,10 @@ def _bursts(
                         "error": f"{side} burst could not be prepared: {made.get('error', '')}"[:600],
                         "baselines_failed": side == "base_null",
                     }
+                clock = clocks[1] if side == "base_null" else clocks[0]
+                before = _cpu_us(clock)
                 reply, burst_us = _make_calls(peer, {"op": "burst_run"})
+                after = _cpu_us(clock)
             finally:
                 cand.cont(stopped)
             if not reply.get("ok"):
@@ -718,6 +728,8 @@ def _bursts(
                     "baselines_failed": side == "base_null",
                 }
             row[f"{side}_us"] = round(burst_us, 2)  # type: ignore[literal-required]
+            if before is not None and after is not None:
+                row[f"{side}_cpu_us"] = round(after - before, 2)  # type: ignore[literal-required]
             if side != "candidate":
                 continue
             committed = cand.ask({"op": "burst_commit"})
@@ -911,7 +923,9 @@ def _timed_window(
                 for c, fp, ev in zip(calls, reply.get("fingerprints", []), reply.get("evidence", [])):
                     commits[c["id"]] = (fp, ev)
     claims = [e for b in blocks["candidate"] for e in b["events_us"]]
-    bursts = _bursts(spec, cand, base, statistics.median(claims) if claims else math.inf, commits, rng)
+    bursts = _bursts(
+        spec, cand, base, statistics.median(claims) if claims else math.inf, commits, rng, (cpu_clock, base_clock)
+    )
     if isinstance(bursts, dict):
         return bursts
     strays = _strays(cand, base)

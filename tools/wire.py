@@ -164,6 +164,10 @@ class Burst(TypedDict):
     candidate_us: float
     null_us: float  # the candidate's process around a stand-in
     base_null_us: float  # the baselines' process around a stand-in
+    # The same on each burst's process's own CPU-time clock (the CPU with one thread).
+    candidate_cpu_us: NotRequired[float]
+    null_cpu_us: NotRequired[float]
+    base_null_cpu_us: NotRequired[float]
 
 
 class TimingWindow(TypedDict):

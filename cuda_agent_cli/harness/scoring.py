@@ -516,22 +516,30 @@ class BurstBound:
         return (self.outside - self.resolution) / BOUND_SLACK
 
 
+_BURST_CPU_KEYS = ("candidate_cpu_us", "null_cpu_us", "base_null_cpu_us")
+
+
 def resolve_bursts(bursts: Sequence[wire.Burst]) -> BurstBound | None:
     """The bursts' bound (None without bursts). Each round's null is the candidate process's own,
-    capped by the baselines' process's (BURST_NULL_TRUST)."""
+    capped by the baselines' process's (BURST_NULL_TRUST). Where every burst was also read on
+    its process's CPU-time clock (the CPU with one thread), that clock: other programs taking
+    the core inflate none of it."""
     rows = [b for b in bursts if int(b.get("n") or 0) > 0]
     if not rows:
         return None
+    cpu = all(all(k in b for k in _BURST_CPU_KEYS) for b in rows)
+    keys = _BURST_CPU_KEYS if cpu else ("candidate_us", "null_us", "base_null_us")
     outside, nulls = [], []
     capped = False
     for b in rows:
         n = int(b["n"])
-        own, trusted = float(b["null_us"]) / n, float(b["base_null_us"]) / n
+        seen = {k: float(b[k]) / n for k in keys}  # type: ignore[literal-required]
+        own, trusted = seen[keys[1]], seen[keys[2]]
         most = BURST_NULL_TRUST * trusted + BURST_NULL_TRUST_US
         capped = capped or own > most
         believed = min(own, most)
         nulls.append(believed)
-        outside.append(float(b["candidate_us"]) / n - believed)
+        outside.append(seen[keys[0]] - believed)
     null = statistics.median(nulls)
     wander = 3.0 * statistics.median([abs(x - null) for x in nulls])
     return BurstBound(

@@ -305,7 +305,7 @@ def test_a_kernel_wrong_only_when_called_back_to_back_fails_timed_outputs(ws: Wo
     # wrong in bursts, where a kernel that skipped its work would make its calls look short: the
     # bursts' calls are checked too.
     ws.candidate.write_text(candidate("        return cuda_extension.add_scaled_apart(a, b, self.scale)"))
-    assert Harness(ws, device="cpu", trials=10, warmup=2).profile().correct
+    assert Harness(ws, device="cpu").verify().correct  # its calls apart: right
     result = Harness(ws, device="cpu", trials=10, warmup=2, bursts=3).profile()
     assert result.reward == -1 and "timed_outputs" in failed(result), result.summary()
 
@@ -473,10 +473,11 @@ def test_reward_baseline_best_decides_the_reward_on_the_fastest_baseline(ws: Wor
         Harness(ws, device="cpu", baselines=("turbo",))
 
 
-def test_a_kernel_the_clock_does_not_resolve_is_timed_again_in_longer_blocks(ws: Workspace) -> None:
+def test_a_kernel_the_clock_does_not_resolve_is_timed_again_in_longer_blocks_and_bursts(ws: Workspace) -> None:
     # On a loaded machine the harness's own work per call wanders more than the kernel takes:
     # the first window cannot check its claims. The profile is timed once more, in blocks four
-    # times as long (and four times the calls), before its reward would be held.
+    # times as long (and four times the calls) and then in bursts of back-to-back calls read on
+    # the processes' CPU-time clocks, before its reward would be held.
     class Loaded(Harness):
         windows: list[dict] = []
 
@@ -491,4 +492,7 @@ def test_a_kernel_the_clock_does_not_resolve_is_timed_again_in_longer_blocks(ws:
     assert [w["block"] for w in Loaded.windows] == [5, 20] and Loaded.windows[1]["trials"] == 40
     assert result.correct and result.timings is not None and result.timings.trials == 40, result.summary()
     assert "interleaved in blocks of 20" in result.timings.method
-    assert any("timed again in blocks of 20 calls" in w for w in result.warnings)
+    assert any("timed again in blocks of 20 calls and in bursts" in w for w in result.warnings)
+    assert [w["bursts"] for w in Loaded.windows] == [0, 8]
+    detail = result.timing_detail or {}
+    assert detail["burst_rounds"] == 8 and not detail["below_resolution"], detail
