@@ -813,9 +813,8 @@ class Harness:
             burst = detection.get("bursts")
             if burst and burst.get("checked"):
                 checked += (
-                    f"; then {stats.detail.get('burst_rounds')} bursts of {stats.detail.get('burst_calls')} calls "
-                    f"back to back timed from outside, {burst['checked']} of their {burst['timed']} calls checked "
-                    f"(probability {burst['probability']:.3f})"
+                    f"; {stats.detail.get('burst_rounds')} bursts of {stats.detail.get('burst_calls')} "
+                    f"back-to-back calls, {burst['checked']} of {burst['timed']} checked ({burst['probability']:.3f})"
                 )
             head, sep, tail = method.rpartition("; median of")
             method = f"{head}; {checked}{sep}{tail}" if sep else f"{method}; {checked}"

@@ -68,7 +68,7 @@ def _review_to(root: Path, key: str) -> tuple[int, str, object]:
             seen["conversation"] = texts(app)
             seen["table"] = plain(review.query_one("#review-table").content)
             seen["facts"] = plain(review.query_one("#review-facts").content)
-            seen["diff"] = plain(review.query_one("#review-diff").content, width=400)
+            seen["diff"] = plain(review.query_one("#review-diff").content, width=1000)
             seen["keys"] = plain(review.query_one("#review-keys").content)
             seen["patch"] = review.outcome.plan.patch
             await pilot.press(key)

@@ -64,7 +64,7 @@ def test_optimize_in_chat_reviews_applies_undoes_and_resumes(kind: str, demo_rep
                 assert "eager PyTorch" in table and "torch.compile" in table and "spread" in table
                 facts = plain(review.query_one("#review-facts").content)
                 assert "method:" in facts and "GPU: none (cpu)" in facts
-                diff = plain(review.query_one("#review-diff").content, width=400)
+                diff = plain(review.query_one("#review-diff").content, width=1000)
                 plan = review.outcome.plan
                 # the whole patch is there, not cut: every line of it appears in the view
                 assert all(line.rstrip() in diff for line in plan.patch.splitlines()[:400] if line.strip())
