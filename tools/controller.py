@@ -671,26 +671,27 @@ def _bursts(
     commits: Commits,
     rng: Any,
     clocks: tuple[int | None, int | None] = (None, None),
-) -> tuple[list[wire.Burst], list[wire.Call], wire.Detection | None] | wire.WindowError:
-    """The window's bursts: each round's candidate burst, its process's null burst and the
+) -> dict[str, Any]:
+    """The window's bursts, as the window's `bursts`, `burst_calls` and `burst_detection` (none
+    where the kernel needs none), or a WindowError: each round's candidate burst, its process's null burst and the
     baselines' null burst, each timed here from request to reply (and, where `clocks` holds the
     two processes' CPU-time clocks, on the burst's process's own clock too); the candidate's outputs
     committed to, a few of each burst kept to be checked (chosen after the commit) and the rest
     dropped."""
     import executor
 
-    rounds = int(spec["timing"].get("bursts") or 0)
+    t = spec["timing"]
+    rounds = int(t.get("bursts") or 0)
     timed_sets = [int(k) for k in spec["timed_sets"]]
     if rounds <= 0 or not timed_sets:
-        return [], [], None
+        return {}
     sizes = base.ask({"op": "burst_sizes", "sets": timed_sets})
     if not sizes.get("ok"):
-        return [], [], None
+        return {}
     out_bytes = max(1, int(sizes.get("output_bytes") or 0))
-    t = spec["timing"]
     k = burst_size(claim_us, int(sizes.get("input_bytes") or 0) + out_bytes, int(t.get("burst_bytes") or BURST_BYTES))
     if not k:
-        return [], [], None
+        return {}
     most = int(t.get("burst_check_bytes") or BURST_BYTES) // (out_bytes * rounds)
     per_burst, miss = burst_checks(k, rounds, int(spec.get("one_in", 5)), float(spec.get("detect", 0.99)), most)
     found: list[wire.Burst] = []
@@ -751,7 +752,7 @@ def _bursts(
         "one_in": int(spec.get("one_in", 5)),
         "probability": round(1.0 - miss, 4),
     }
-    return found, sorted(checked, key=lambda c: c["id"]), detection
+    return {"bursts": found, "burst_calls": sorted(checked, key=lambda c: c["id"]), "burst_detection": detection}
 
 
 def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: Commits) -> wire.TimingWindow | wire.WindowError:
@@ -926,8 +927,8 @@ def _timed_window(
     bursts = _bursts(
         spec, cand, base, statistics.median(claims) if claims else math.inf, commits, rng, (cpu_clock, base_clock)
     )
-    if isinstance(bursts, dict):
-        return bursts
+    if "error" in bursts:
+        return bursts  # type: ignore[return-value]
     strays = _strays(cand, base)
     if strays:
         return _strays_error(strays, "while it was timed")
@@ -948,9 +949,5 @@ def _timed_window(
             "reused": ready.get("reused"),
         },
     }
-    if bursts[0]:
-        found["bursts"] = bursts[0]
-        found["burst_calls"] = bursts[1]
-        if bursts[2] is not None:
-            found["burst_detection"] = bursts[2]
+    found.update(bursts)  # type: ignore[typeddict-item]
     return found

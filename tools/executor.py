@@ -455,6 +455,29 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             return {"ok": False}
         return {"ok": True}
 
+    def stand_in_ops() -> int:
+        # As many ops as the real calls' forward dispatched through the op guard.
+        return int(statistics.median(dispatched)) if dispatched else 0
+
+    def keep_output(cid: int, out: Any) -> bool:
+        """Keep a real call's output for the checks; False (and `output_reused`) where it is the
+        memory of an output kept already."""
+        earlier = kept.reused_by(out)
+        if earlier is not None:
+            checks.append(
+                _check(
+                    "output_reused",
+                    False,
+                    f"call {cid} returned the memory of call "
+                    f"{earlier}'s output, which the caller still holds: a module whose earlier "
+                    "outputs change under the caller's feet is not a drop-in replacement; "
+                    "allocate each output (torch::empty) instead of reusing a buffer",
+                )
+            )
+            return False
+        kept.keep(cid, out)
+        return True
+
     def calls(request: dict) -> dict:
         # A null block makes the same calls with everything around them, but what is called is
         # the harness's own stand-in (outputs of the first verified call's shapes, never filled):
@@ -462,8 +485,7 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         # runs during and which bounds the candidate's claims (harness/scoring.py).
         null = bool(request.get("null"))
         template = kept.get(0)
-        # As many ops as the real calls' forward dispatched through the op guard.
-        ops = int(statistics.median(dispatched)) if null and dispatched else 0
+        ops = stand_in_ops() if null else 0
         events, walls, fps, proofs, leads, flushes = [], [], [], [], [], []
         for c in request["calls"]:
             model = _stand_in(template, ops) if null else models[int(c["model"])]
@@ -498,20 +520,8 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             fps.append(evidence.fingerprint(list(out) if isinstance(out, (tuple, list)) else [out]))
             device_sync(device)
             if not null:
-                earlier = kept.reused_by(out)
-                if earlier is not None:
-                    checks.append(
-                        _check(
-                            "output_reused",
-                            False,
-                            f"call {c['id']} returned the memory of call "
-                            f"{earlier}'s output, which the caller still holds: a module whose earlier "
-                            "outputs change under the caller's feet is not a drop-in replacement; "
-                            "allocate each output (torch::empty) instead of reusing a buffer",
-                        )
-                    )
+                if not keep_output(int(c["id"]), out):
                     return {"ok": False}
-                kept.keep(int(c["id"]), out)
             events.append(event_us)
             walls.append(wall_us)
             if caller.lead_us is not None:
@@ -545,14 +555,13 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
         burst_state.update(calls=list(request["calls"]), inputs=made, null=bool(request.get("null")))
         # How many ops its null calls' stand-in dispatches (as many as its real calls ran through
         # the op guard): the baselines' null bursts dispatch as many.
-        return {"ok": True, "ops": int(statistics.median(dispatched)) if dispatched else 0}
+        return {"ok": True, "ops": stand_in_ops()}
 
     def burst_run(request: dict) -> dict:
         # Timed from outside, request to reply: the calls and nothing else. The reply says only
         # that they are done; what they returned is committed to by the next request.
         null = bool(burst_state.get("null"))
-        ops = int(statistics.median(dispatched)) if null and dispatched else 0
-        fn = _stand_in(kept.get(0), ops) if null else models[0]
+        fn = _stand_in(kept.get(0), stand_in_ops()) if null else models[0]
         try:
             outs, used = caller.burst(fn, burst_state.get("inputs") or [], lambda: guards.StrictOpGuard(policy), null)
         except BaseException as exc:
@@ -579,19 +588,8 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
                 return {"ok": False}
             proofs.append(evidence.call_evidence(args, out))
             fps.append(evidence.fingerprint(list(out) if isinstance(out, (tuple, list)) else [out]))
-            earlier = kept.reused_by(out)
-            if earlier is not None:
-                checks.append(
-                    _check(
-                        "output_reused",
-                        False,
-                        f"call {c['id']} returned the memory of call {earlier}'s output, which the caller "
-                        "still holds: a module whose earlier outputs change under the caller's feet is not a "
-                        "drop-in replacement; allocate each output (torch::empty) instead of reusing a buffer",
-                    )
-                )
+            if not keep_output(int(c["id"]), out):
                 return {"ok": False}
-            kept.keep(int(c["id"]), out)
         burst_state.clear()
         device_sync(device)
         return {"ok": True, "fingerprints": fps, "evidence": proofs}
@@ -895,11 +893,8 @@ class Baselines:
             for c in request["calls"]:
                 args = self.caller.prepare(self.sets.device_inputs(int(c["set"])))
                 if null:
-                    if self.template is None:
-                        with torch.no_grad():
-                            self.template = fn(*args)
                     out, event_us, wall_us = self.caller.run(
-                        _stand_in(self.template), args, int(c["seed"]), guards.StrictOpGuard("strict")
+                        _stand_in(self._null_template(args)), args, int(c["seed"]), guards.StrictOpGuard("strict")
                     )
                 else:
                     out, event_us, wall_us = self.caller.run(fn, args, int(c["seed"]))
@@ -934,6 +929,7 @@ class Baselines:
         return reply
 
     def _null_template(self, args: list[Any]) -> Any:
+        """The outputs the null calls' stand-in is shaped like: eager's on the first null call."""
         if self.template is None:
             with torch.no_grad():
                 self.template = self.sides["eager"](*args)

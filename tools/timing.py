@@ -336,7 +336,7 @@ class Caller:
         same values `prepare` and `run` give it), queued; `burst` synchronizes before its calls."""
         if self.device == "cuda" and self._reset_l2 is not None:
             self._reset_l2()
-        return perturb(fresh_clone(base), seed, self.plan)
+        return call_inputs(base, seed, self.device, self.plan)
 
     def burst(
         self, fn: Callable[..., Any], inputs: list[list[Any]], guard_for: Callable[[], Any], null: bool = False

@@ -477,7 +477,12 @@ def resolve(cand: Sequence[wire.Block], clock: Clock) -> Resolution:
 def hold_to_window(held: HeldBlocks, resolution: Resolution) -> HeldBlocks:
     """Every block's time raised to the window's bound where the candidate's claims fall below it
     (see Resolution.window_bound); the blocks raised are held too."""
-    bound = resolution.window_bound()
+    return _raise_to(held, resolution.window_bound())
+
+
+def _raise_to(held: HeldBlocks, bound: float | None) -> HeldBlocks:
+    """Every block's time raised to `bound` where the median claim falls below it; the blocks
+    raised are held too."""
     if bound is None or statistics.median(held.times) * 1.02 + 0.5 >= bound:
         return held
     raised = [i for i, t in enumerate(held.times) if t < bound]
@@ -555,10 +560,7 @@ def resolve_bursts(bursts: Sequence[wire.Burst]) -> BurstBound | None:
 def hold_to_bursts(held: HeldBlocks, bursts: BurstBound | None) -> HeldBlocks:
     """Every block's time raised to the bursts' bound where the candidate's claims fall below it;
     the blocks raised are held too."""
-    if bursts is None or statistics.median(held.times) * 1.02 + 0.5 >= bursts.bound:
-        return held
-    raised = [i for i, t in enumerate(held.times) if t < bursts.bound]
-    return HeldBlocks([max(t, bursts.bound) for t in held.times], sorted(set(held.held) | set(raised)))
+    return _raise_to(held, bursts.bound if bursts is not None else None)
 
 
 # -- 5. the paired ratios and their bootstrap ------------------------------------------------------
