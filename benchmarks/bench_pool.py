@@ -41,7 +41,9 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average {load}"
 
 
-def run_bench(suite: Path, device: str, tasks: str, builders: int | None, work: Path) -> dict:
+def run_bench(
+    suite: Path, device: str, tasks: str, builders: int | None, work: Path, deadline: float | None = None
+) -> dict:
     """One `cuda-agent bench` from a fresh cache; its wall time and summary."""
     out = work / "out"
     env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
@@ -52,7 +54,24 @@ def run_bench(suite: Path, device: str, tasks: str, builders: int | None, work: 
     if builders is not None:
         cmd += ["--builders", str(builders)]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    results = out / "results.jsonl"
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        cut = False
+        while proc.poll() is None:
+            # Progress now and then, so that a run cut short by its caller still says how far it got.
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                done = len(results.read_text().splitlines()) if results.is_file() else 0
+                elapsed = time.perf_counter() - start
+                print(f"  {elapsed:.0f} s: {done} tasks done", file=sys.stderr, flush=True)
+                if deadline and elapsed > deadline:
+                    proc.terminate()
+                    cut = True
+        proc.wait()
+        err.seek(0)
+        stderr = err.read()
     wall = time.perf_counter() - start
     summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").is_file() else {}
     records = (
@@ -63,11 +82,12 @@ def run_bench(suite: Path, device: str, tasks: str, builders: int | None, work: 
     return {
         "wall_s": round(wall, 1),
         "exit": proc.returncode,
+        "cut_at_deadline": cut,
         "correct": sum(1 for r in records if r.get("correct")),
         "tasks": len(records),
         "utilization": summary.get("utilization"),
         "errors": [r.get("error") for r in records if not r.get("correct")][:3],
-        "stderr_tail": proc.stderr[-600:] if proc.returncode not in (0, 1) else "",
+        "stderr_tail": stderr[-600:] if proc.returncode not in (0, 1) else "",
     }
 
 
@@ -94,7 +114,7 @@ def gpu(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-pool-") as tmp:
         suite = Path(tmp) / "suite"
         write_suite(suite, "cuda", args.tasks)
-        run = run_bench(suite, "cuda", f"1-{args.tasks}", None, Path(tmp) / "run")
+        run = run_bench(suite, "cuda", f"1-{args.tasks}", None, Path(tmp) / "run", args.deadline)
         share = (run.get("utilization") or {}).get("device_timing_share_overall")
         print(
             f"{args.tasks} solutions: {run['wall_s']} s ({run['correct']} correct), GPU timing share {share} "
@@ -109,6 +129,9 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true")
     parser.add_argument("--tasks", type=int, default=40)
     parser.add_argument("--builders", type=int, nargs="+", default=[0, 1])
+    parser.add_argument(
+        "--deadline", type=float, default=None, help="stop the bench after this many seconds and report how far it got"
+    )
     args = parser.parse_args()
     print(json.dumps(gpu(args) if args.gpu else cpu(args), indent=2))
 

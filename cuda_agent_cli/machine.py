@@ -141,6 +141,17 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def memory_gib() -> float | None:
+    """Memory available to new processes now (MemAvailable), in GiB; None where /proc does not say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 @functools.lru_cache(maxsize=1)
 def this_machine() -> Machine:
     torch, cuda = _torch_versions()

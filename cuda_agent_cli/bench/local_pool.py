@@ -62,12 +62,20 @@ class _Slot:
     """One long-lived slot process. `gpu` is what it sees: an index, "" for no GPU at all, or
     None for the environment as it is (a CPU slot)."""
 
-    def __init__(self, gpu: str | None, log: Path, command: Sequence[str] = SLOT_COMMAND, nice: int = 0) -> None:
+    def __init__(
+        self,
+        gpu: str | None,
+        log: Path,
+        command: Sequence[str] = SLOT_COMMAND,
+        nice: int = 0,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.gpu, self.log, self.command, self.nice = gpu, log, list(command), nice
+        self.env = env or {}
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
             # Indices as nvidia-smi numbers them (what --gpus takes), not CUDA's fastest-first order.
@@ -208,8 +216,12 @@ class LocalPool:
         self.slots = [
             _Slot(g, log_dir / f"slot-{g if g is not None else 'cpu'}-{i}.log", command) for i, g in enumerate(gpus)
         ]
+        # The builders share the cores the slots leave: each one's ninja runs that share of compilers
+        # (unless the user set MAX_JOBS).
+        build_env = {} if "MAX_JOBS" in os.environ else {"MAX_JOBS": str(build_jobs(builders, len(gpus)))}
         self.builders = [
-            _Slot(build_gpu, log_dir / f"build-{i}.log", command, nice=BUILD_NICE) for i in range(builders)
+            _Slot(build_gpu, log_dir / f"build-{i}.log", command, nice=BUILD_NICE, env=build_env)
+            for i in range(builders)
         ]
         self.busy = 0
 
@@ -283,12 +295,38 @@ class LocalPool:
                 s.stop()
 
 
-def default_builders(device: str, slots: int, jobs: Sequence[dict[str, Any]], cores: int | None = None) -> int:
-    """Compile-ahead workers for a run: on a GPU, one per slot up to a quarter of the cores (an
-    nvcc build keeps a few cores busy); none on the CPU, where a build beside the timing would
-    take cores from the very thing being timed; none when no job has anything to build."""
-    from cuda_agent_cli.bench.prebuild import buildable
+BUILD_CORES = 2  # an extension's build runs about two compilers at once (the host C++ and nvcc)
+BUILD_MEMORY_GIB = 4  # an nvcc build against torch's headers peaks near 2 GiB a compiler
+SLOT_CORES = 2  # kept for each slot's timing process and its baselines' process
 
-    if device != "cuda" or not any(buildable(j) for j in jobs):
+
+def default_builders(
+    device: str,
+    slots: int,
+    jobs: Sequence[dict[str, Any]],
+    cores: int | None = None,
+    memory_gib: float | None = None,
+) -> int:
+    """Compile-ahead workers for a run: on a GPU, as many as the cores left beside the slots'
+    timing processes and the memory allow, and no more than there are jobs to build (a build
+    takes far longer than a timing round, so one builder per slot leaves the GPU waiting on
+    nvcc); none on the CPU, where a build beside the timing would take cores from the very
+    thing being timed; none when no job has anything to build."""
+    from cuda_agent_cli.bench.prebuild import buildable
+    from cuda_agent_cli.machine import memory_gib as machine_memory
+
+    wanted = sum(1 for j in jobs if buildable(j))
+    if device != "cuda" or not wanted:
         return 0
-    return max(1, min(slots, (cores or os.cpu_count() or 1) // 4))
+    cores = cores or os.cpu_count() or 1
+    memory = memory_gib if memory_gib is not None else machine_memory()
+    by_cores = (cores - SLOT_CORES * slots) // BUILD_CORES
+    by_memory = int(memory // BUILD_MEMORY_GIB) if memory else by_cores
+    return max(1, min(by_cores, by_memory, wanted))
+
+
+def build_jobs(builders: int, slots: int, cores: int | None = None) -> int:
+    """Compiler processes each builder's ninja may run (MAX_JOBS), so that the builders together
+    use the cores the slots leave."""
+    cores = cores or os.cpu_count() or 1
+    return max(1, (cores - SLOT_CORES * slots) // max(1, builders))

@@ -64,7 +64,8 @@ BuildersOpt = Annotated[
         "--builders",
         min=0,
         help="Compile-ahead workers that build queued tasks' candidates while the devices time others "
-        "(default: on a GPU one per GPU, up to a quarter of the cores; 0 on the CPU).",
+        "(default: on a GPU as many as the cores beside the timing and the memory allow, two cores "
+        "each; 0 on the CPU).",
     ),
 ]
 RayOpt = Annotated[

@@ -136,3 +136,27 @@ def test_tasks_start_longest_expected_first_and_ties_keep_the_suite_order(tmp_pa
     # One slot runs them one after another, so the records come back in the order they started:
     # most candidates to score first; a task that did not load, or has no candidate, costs nothing.
     assert [r["task"] for r in run(tmp_path, [None], jobs)] == ["two", "one", "one_b", "none", "broken"]
+
+
+def _buildable_job(k: int) -> dict:
+    return {
+        "mode": "solutions",
+        "task": {"name": f"t{k}"},
+        "samples": [{"index": 0, "files": {"kernels/k.cu": "x"}}],
+    }
+
+
+def test_a_gpu_run_gets_builders_for_the_cores_and_memory_the_slots_leave():
+    from cuda_agent_cli.bench.local_pool import build_jobs, default_builders
+
+    jobs = [_buildable_job(k) for k in range(40)]
+    # One GPU on 16 cores with plenty of memory: seven builders of two compilers each, two cores left to the slot.
+    assert default_builders("cuda", 1, jobs, cores=16, memory_gib=120) == 7
+    assert build_jobs(7, 1, cores=16) == 2
+    # Memory bounds them where it is short; the jobs to build bound them too; at least one always.
+    assert default_builders("cuda", 1, jobs, cores=16, memory_gib=10) == 2
+    assert default_builders("cuda", 1, jobs[:3], cores=64, memory_gib=500) == 3
+    assert default_builders("cuda", 8, jobs, cores=16, memory_gib=500) == 1
+    # None on the CPU (a build would take the timed cores), none with nothing to build.
+    assert default_builders("cpu", 1, jobs, cores=16, memory_gib=120) == 0
+    assert default_builders("cuda", 1, [{"mode": "agent", "task": {}}], cores=16, memory_gib=120) == 0
