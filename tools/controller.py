@@ -644,23 +644,32 @@ def burst_size(claim_us: float, call_bytes: int, budget: int = BURST_BYTES) -> i
     return k if k >= BURST_LEAST else 0
 
 
-def burst_checks(k: int, rounds: int, one_in: int, detect: float, most: int | None = None) -> tuple[int, float]:
-    """(m, p): how many of each burst's `k` calls to check, drawn after the burst, so that a
-    kernel wrong on one call in `one_in` of every burst is caught with probability at least
-    `detect` over `rounds` bursts, yet no more than `most` (at least one), and the probability p
-    that such a kernel is missed by that many."""
+def burst_checks(k: int, rounds: int, one_in: int, detect: float, most: int | None = None) -> tuple[list[int], float]:
+    """(ms, p): how many of each burst's `k` calls to check (one count a burst), drawn after the
+    burst, so that a kernel wrong on one call in `one_in` of every burst is caught with
+    probability at least `detect` over `rounds` bursts, yet no more than `most` a burst (at least
+    one), and the probability p that such a kernel is missed by those checks. The counts differ by
+    at most one: the fewest checks in all that reach `detect` (each checked output is a full copy
+    handed over, which is what a profile of a large output spends its checking on)."""
     if k <= 0 or rounds <= 0:
-        return 0, 1.0
+        return [], 1.0
     bad = max(1, math.ceil(k / max(1, one_in)))
     cap = k if most is None else max(1, min(k, most))
+    target = 1.0 - detect
 
     def missed(m: int) -> float:
-        return (math.comb(k - bad, m) / math.comb(k, m)) ** rounds
+        return math.comb(k - bad, m) / math.comb(k, m)
 
     for m in range(1, cap + 1):
-        if missed(m) <= 1.0 - detect:
-            return m, missed(m)
-    return cap, missed(cap)
+        if missed(m) ** rounds <= target:
+            # m in every burst suffices; as many bursts as can stay at m - 1 do.
+            lower = m - 1
+            for fewer in range(rounds - 1, -1, -1):
+                p = (missed(lower) ** fewer if lower else 1.0) * missed(m) ** (rounds - fewer)
+                if lower and p <= target:
+                    return [lower] * fewer + [m] * (rounds - fewer), p
+            return [m] * rounds, missed(m) ** rounds
+    return [cap] * rounds, missed(cap) ** rounds
 
 
 def _bursts(
@@ -694,6 +703,7 @@ def _bursts(
         return {}
     most = int(t.get("burst_check_bytes") or BURST_BYTES) // (out_bytes * rounds)
     per_burst, miss = burst_checks(k, rounds, int(spec.get("one_in", 5)), float(spec.get("detect", 0.99)), most)
+    rng.shuffle(per_burst)  # which bursts are checked more is not known in advance either
     found: list[wire.Burst] = []
     checked: list[wire.Call] = []
     ops = 0  # the ops the candidate's stand-in dispatches, which the baselines' stand-in matches
@@ -741,7 +751,7 @@ def _bursts(
                 return {"error": f"the candidate committed to {len(fps)} of a burst's {k} outputs"}
             for c, fp, ev in zip(calls, fps, proofs):
                 commits[c["id"]] = (fp, ev)
-            chosen = rng.sample(calls, per_burst)
+            chosen = rng.sample(calls, per_burst[r])
             checked.extend(chosen)
             keep = {c["id"] for c in chosen}
             cand.ask({"op": "drop", "ids": [c["id"] for c in calls if c["id"] not in keep]})

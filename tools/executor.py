@@ -611,10 +611,10 @@ def serve_candidate(spec: dict, chan: channel.Channel) -> None:
             return {"ok": True, "error": trim_exception(exc, 300)}
 
     def reveal(request: dict) -> dict:
-        for i in request["ids"]:
-            out = kept.get(int(i))
-            if out is not None:
-                tensor_files.save_outputs(out, out_dir / f"call_{int(i)}")
+        items = [(kept.get(int(i)), out_dir / f"call_{int(i)}") for i in request["ids"]]
+        errors = tensor_files.save_many([(out, base) for out, base in items if out is not None])
+        if errors:
+            raise errors[0]
         return {"ok": True}
 
     def drop(request: dict) -> dict:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,13 @@ _from_file = torch.from_file
 _empty = torch.empty
 _uint8 = torch.uint8
 
+_Thread = threading.Thread
 _ALIGN = 64
 _STAGE_BYTES = 32 << 20
-_stage: dict[str, Any] = {}
+_stage = threading.local()  # the pinned staging buffer a thread holds while it writes
+_spare: list[Any] = []  # staging buffers made before, for the next threads (pinning costs)
+_spare_lock = threading.Lock()
+SAVE_THREADS_MOST = 4
 _MAX_DEPTH = 16
 _DTYPES = {
     str(dt): dt
@@ -88,14 +93,54 @@ def save_outputs(obj: Any, base: Path) -> None:
     header.write_text(json.dumps({"structure": structure, "tensors": entries, "size": offset}))
 
 
+def save_many(items: list[tuple[Any, Path]], threads: int | None = None) -> list[BaseException]:
+    """save_outputs of each (outputs, base), on up to `threads` threads at once: what a handover
+    of many large outputs spends is writing their pages, which several cores do side by side.
+    Returns the errors met (the outputs they concern are simply not handed over)."""
+    if threads is None:
+        threads = min(SAVE_THREADS_MOST, max(1, (os.cpu_count() or 1) // 2))
+    threads = max(1, min(threads, len(items)))
+    errors: list[BaseException] = []
+    parts = [items[i::threads] for i in range(threads)]
+
+    def save(part: list[tuple[Any, Path]]) -> None:
+        for obj, base in part:
+            try:
+                save_outputs(obj, base)
+            except BaseException as exc:  # reported to the caller
+                errors.append(exc)
+
+    def save_with_buffer(part: list[tuple[Any, Path]]) -> None:
+        with _spare_lock:
+            _stage.buffer = _spare.pop() if _spare else None
+        try:
+            save(part)
+        finally:
+            if _stage.buffer is not None:
+                with _spare_lock:
+                    _spare.append(_stage.buffer)
+                _stage.buffer = None
+
+    if threads == 1:
+        save_with_buffer(items)
+        return errors
+    workers = [_Thread(target=save_with_buffer, args=(part,), daemon=True) for part in parts[1:]]
+    for w in workers:
+        w.start()
+    save_with_buffer(parts[0])
+    for w in workers:
+        w.join()
+    return errors
+
+
 def _write_bytes(f: Any, flat: Any) -> None:
     """Write a contiguous uint8 tensor's bytes at the file's position."""
     if flat.device.type == "cpu":
         f.write(memoryview(flat.numpy()))
         return
-    stage = _stage.get("buffer")
+    stage = getattr(_stage, "buffer", None)
     if stage is None:
-        stage = _stage["buffer"] = _empty(_STAGE_BYTES, dtype=_uint8, pin_memory=True)
+        stage = _stage.buffer = _empty(_STAGE_BYTES, dtype=_uint8, pin_memory=True)
     view = memoryview(stage.numpy())
     for start in range(0, flat.numel(), _STAGE_BYTES):
         n = min(_STAGE_BYTES, flat.numel() - start)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -228,6 +229,44 @@ def _in_float64(models64: dict[int, Any], m: int, model: Any, args: list[Any]) -
         return None
 
 
+class _OutputsAhead:
+    """The candidate's handed-over outputs, each read while the call before it is checked: reading
+    a large output off its file and onto the device is as long as the reference's forward, and
+    the two overlap. One output at most is read ahead, so the judge holds one more at a time."""
+
+    def __init__(self, cand_dir: Path, ids: list[int]) -> None:
+        self.cand_dir, self.ids = cand_dir, ids
+        self.pending: dict[int, tuple[threading.Thread, list[Any]]] = {}
+
+    def _read(self, cid: int, into: list[Any]) -> None:
+        path = self.cand_dir / f"call_{cid}"
+        try:
+            into.extend(
+                (tensor_files.load_outputs(path), "")
+                if tensor_files.exists(path)
+                else (None, "no output was handed over")
+            )
+        except Exception as exc:  # files the candidate process left malformed
+            into.extend((None, trim_exception(exc, 300)))
+
+    def _start(self, cid: int) -> None:
+        box: list[Any] = []
+        reader = threading.Thread(target=self._read, args=(cid, box), daemon=True)
+        reader.start()
+        self.pending[cid] = (reader, box)
+
+    def take(self, cid: int) -> tuple[Any, str]:
+        """(outputs or None, why none)."""
+        if cid not in self.pending:
+            self._start(cid)
+        reader, box = self.pending.pop(cid)
+        reader.join()
+        at = self.ids.index(cid) if cid in self.ids else -1
+        if 0 <= at < len(self.ids) - 1:
+            self._start(self.ids[at + 1])
+        return box[0], box[1]
+
+
 def run_judge_job(spec: dict) -> wire.JudgeResult:
     evidence.session_device(spec["device"])
     """Expected outputs from the pristine reference, compared with the candidate's on the device.
@@ -275,6 +314,7 @@ def run_judge_job(spec: dict) -> wire.JudgeResult:
                 first.update({"passed": False, "detail": f"{label}: {c['detail']}"})
 
     outputs: dict[int, Any] = {}
+    ahead = _OutputsAhead(cand_dir, [int(c["id"]) for c in spec["calls"]])
     timed_bad: list[str] = []
     timed_ids: list[int] = []
     for call in spec["calls"]:
@@ -304,13 +344,7 @@ def run_judge_job(spec: dict) -> wire.JudgeResult:
         model, call_args = models[m], args
         exact = lambda: _in_float64(models64, m, model, call_args)  # noqa: E731 (made only where it decides)
         label = f"seed {cid}" if role != "timed" else f"timed call {cid}"
-        path = cand_dir / f"call_{cid}"
-        try:
-            got = tensor_files.load_outputs(path) if tensor_files.exists(path) else None
-        except Exception as exc:  # files the candidate process left malformed
-            got, unreadable = None, trim_exception(exc, 300)
-        else:
-            unreadable = "no output was handed over"
+        got, unreadable = ahead.take(cid)
         committed = commits.get(str(cid)) or {}
         found: list[wire.Check] = []
         if got is None:

@@ -108,3 +108,17 @@ def test_inputs_unchanged_and_aliasing_decided_from_the_evidence() -> None:
     mutated = evidence.call_evidence([x], x[8:16])
     assert not evidence.check_inputs_unchanged(before, mutated["inputs_after"])["passed"]
     assert not evidence.check_aliasing(mutated["output_ranges"], mutated["input_ranges"])["passed"]
+
+
+def test_many_outputs_are_handed_over_side_by_side_and_a_bad_one_spoils_only_itself(tmp_path: Path):
+    outs = [torch.randn(64, 33) * k for k in range(7)] + [(torch.arange(5), [torch.ones(2, 2)])]
+    items = [(o, tmp_path / f"call_{k}") for k, o in enumerate(outs)]
+    items.append(({"not": "a tensor"}, tmp_path / "bad"))
+    errors = tensor_files.save_many(items, threads=3)
+    assert len(errors) == 1 and not tensor_files.exists(tmp_path / "bad")
+    for k, o in enumerate(outs):
+        back = tensor_files.load_outputs(tmp_path / f"call_{k}")
+        if isinstance(o, tuple):
+            assert torch.equal(back[0], o[0]) and torch.equal(back[1][0], o[1][0])
+        else:
+            assert torch.equal(back, o)
