@@ -216,6 +216,8 @@ def _recorded(entry: dict[str, Any]) -> dict[str, Any]:
         "speedup_vs_compile_interval",
         "speedup_per_call",
         "speedup_per_call_interval",
+        "speedup_compiled",
+        "speedup_compiled_interval",
         "best_baseline",
         "speedup_vs_best",
         "speedup_vs_best_interval",

@@ -16,13 +16,17 @@ loads it from, so the first real call does not wait for a compiler), and for eac
   bootstrap interval, like the harness's.
 
 The harness's speedup is device time per call; this one is what `for x in batches: y = m(x)`
-gets. Where the two differ by much, the kernel is launch-bound and the review says so.
+gets. Where the two differ by much, the kernel is launch-bound and the review says so. Where the
+repository calls torch.compile, the same blocks run through torch.compile of the patched module
+and of the original (default mode, each compiled once), so a kernel whose op costs more host time
+under a compiled program than the compiled original takes is seen as slower there.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import statistics
 import subprocess
@@ -48,6 +52,13 @@ class FamilyDeploy:
     original_us: float | None = None
     speedup: float | None = None
     interval: tuple[float, float] | None = None
+    # The same under torch.compile (default mode): the compiled patched module against the
+    # compiled original, where the program compiles its modules.
+    compiled_patched_us: float | None = None
+    compiled_original_us: float | None = None
+    compiled_speedup: float | None = None
+    compiled_interval: tuple[float, float] | None = None
+    compiled_error: str | None = None
 
     def problems(self) -> list[str]:
         c = self.check
@@ -81,6 +92,21 @@ class FamilyDeploy:
             "speedup_per_call": _r(self.speedup),
             "speedup_per_call_interval": None if self.interval is None else [_r(x) for x in self.interval],
             "calls_per_block": self.calls_per_block,
+            "compiled": self.compiled_json(),
+        }
+
+    def compiled_json(self) -> dict[str, Any] | None:
+        if self.compiled_error is not None:
+            return {"error": self.compiled_error}
+        if self.compiled_speedup is None:
+            return None
+        return {
+            "patched_us_per_call": _r(self.compiled_patched_us),
+            "original_us_per_call": _r(self.compiled_original_us),
+            "speedup_per_call": _r(self.compiled_speedup),
+            "speedup_per_call_interval": None
+            if self.compiled_interval is None
+            else [_r(x) for x in self.compiled_interval],
         }
 
 
@@ -130,6 +156,20 @@ class Deployment:
                 f"; the {device_speedup:.2f}x above is device time: host work per call (launch, checks) "
                 "takes much of this kernel's gain"
             )
+        if first.compiled_speedup is not None and first.compiled_patched_us and first.compiled_original_us:
+            clo, chi = first.compiled_interval or (first.compiled_speedup, first.compiled_speedup)
+            line += (
+                f"; under torch.compile, as your repository uses it: {first.compiled_speedup:.2f}x "
+                f"[{clo:.2f}, {chi:.2f}] against your compiled original ({first.compiled_patched_us:.1f} µs "
+                f"against {first.compiled_original_us:.1f} µs a call)"
+            )
+            if chi < 1.0:
+                line += (
+                    ": slower there, since the kernel's op costs more host time per call than the compiled "
+                    "original takes; keep the original for compiled code, or call the module eagerly"
+                )
+        elif first.compiled_error:
+            line += f"; under torch.compile it could not be timed here ({first.compiled_error[:120]})"
         return line
 
     def manifest(self) -> dict[str, Any]:
@@ -141,6 +181,10 @@ class Deployment:
         if f.interval is not None:
             out["speedup_per_call_interval"] = [round(x, 4) for x in f.interval]
         out["original_us_per_call"] = _r(f.original_us)
+        if f.compiled_speedup is not None:
+            out["speedup_compiled"] = round(f.compiled_speedup, 4)
+            if f.compiled_interval is not None:
+                out["speedup_compiled_interval"] = [round(x, 4) for x in f.compiled_interval]
         return out
 
 
@@ -177,9 +221,13 @@ def measure_deployment(
     class_name: str,
     build_timeout: float = 1800.0,
     rounds: int = ROUNDS,
+    compiled: bool | None = None,
 ) -> Deployment:
-    """Try the kernel folder (`kernel_files`: folder-relative path -> text) in the user's setting."""
+    """Try the kernel folder (`kernel_files`: folder-relative path -> text) in the user's setting;
+    under torch.compile too where `compiled` says so (None: where the repository calls it)."""
     start = time.perf_counter()
+    if compiled is None:
+        compiled = uses_torch_compile(repo_root)
     found = Deployment()
     with tempfile.TemporaryDirectory(prefix="cuda-agent-deploy-") as tmp:
         folder = Path(tmp) / "kernel"
@@ -212,7 +260,7 @@ def measure_deployment(
                 found.error = str(hello.get("error"))
                 return found
             for index in range(int(hello["families"])):
-                found.families.append(_family(probe, index, rounds))
+                found.families.append(_family(probe, index, rounds, compiled))
         except (TimeoutError, RuntimeError, ValueError) as exc:
             found.error = str(exc)
         finally:
@@ -227,7 +275,36 @@ def measure_deployment(
     return found
 
 
-def _family(probe: _Probe, index: int, rounds: int) -> FamilyDeploy:
+_SKIP_DIRS = {".git", ".hg", ".venv", "venv", "env", "node_modules", "__pycache__", "site-packages", "_cuda_agent"}
+_COMPILE_CALL = re.compile(r"\btorch\.compile\b")
+SCAN_FILES_MOST = 5000
+SCAN_BYTES_MOST = 512 * 1024
+
+
+def uses_torch_compile(repo_root: Path) -> bool:
+    """Whether the repository's Python calls torch.compile anywhere (a bounded scan: at most
+    SCAN_FILES_MOST files, each read up to SCAN_BYTES_MOST), so that its kernels are timed under
+    torch.compile too, as its program will run them."""
+    seen = 0
+    for folder, dirs, files in os.walk(repo_root):
+        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".")]
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            seen += 1
+            if seen > SCAN_FILES_MOST:
+                return False
+            try:
+                with open(os.path.join(folder, name), "rb") as f:
+                    text = f.read(SCAN_BYTES_MOST).decode("utf-8", "replace")
+            except OSError:
+                continue
+            if _COMPILE_CALL.search(text):
+                return True
+    return False
+
+
+def _family(probe: _Probe, index: int, rounds: int, compiled: bool = False) -> FamilyDeploy:
     from cuda_agent_cli.harness.scoring import bootstrap_medians, percentile_interval
 
     fam = FamilyDeploy(index)
@@ -258,4 +335,23 @@ def _family(probe: _Probe, index: int, rounds: int) -> FamilyDeploy:
     ratios = [o / p for o, p in zip(original, patched) if p > 0]
     fam.speedup = statistics.median(ratios)
     fam.interval = percentile_interval(bootstrap_medians(ratios))
+    if compiled:
+        try:
+            block("compiled_patched", 3)  # each compiles here, once
+            block("compiled_original", 3)
+            per_call = min(block("compiled_patched", 10), block("compiled_original", 10)) / 10
+            n = max(10, min(20000, int(BLOCK_SECONDS / max(per_call, 1e-7))))
+            patched, original = [], []
+            for r in range(rounds):
+                order = ("compiled_patched", "compiled_original")
+                times = {side: block(side, n) / n * 1e6 for side in (order if r % 2 == 0 else order[::-1])}
+                patched.append(times["compiled_patched"])
+                original.append(times["compiled_original"])
+        except RuntimeError as exc:
+            fam.compiled_error = str(exc)[:300]
+            return fam
+        fam.compiled_patched_us, fam.compiled_original_us = statistics.median(patched), statistics.median(original)
+        ratios = [o / p for o, p in zip(original, patched) if p > 0]
+        fam.compiled_speedup = statistics.median(ratios)
+        fam.compiled_interval = percentile_interval(bootstrap_medians(ratios))
     return fam

@@ -10,14 +10,18 @@ line per request on stdout:
   forward; under torch.compile the module makes one graph, with no graph break, that calls the
   kernel's op; with autograd, the gradients of the inputs and parameters match the original's.
 - `block`: `n` calls in a loop, as the user's Python makes them (host work included, one device
-  synchronize at the end), through the patched class or the original forward. The parent times
-  each block on its own clock: this process runs the candidate's code, so it reports no times.
+  synchronize at the end), through the patched class or the original forward, or (`compiled_`
+  sides) through torch.compile of the instance and of a twin whose class keeps the original
+  forward, each compiled once, so neither compiled function sees a class change under it. The
+  parent times each block on its own clock: this process runs the candidate's code, so it
+  reports no times.
 
 Standard library and torch only (the user's environment); the loader is the plan's own copy.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 import json
@@ -169,6 +173,7 @@ def main(argv: list[str]) -> None:
     _send({"ok": True, "families": len(loader["FAMILIES"])})
     families = loader["FAMILIES"]
     made: dict[int, tuple[Any, list[Any], dict[str, Any]]] = {}
+    compiled: dict[tuple[int, str], Any] = {}
     for line in sys.stdin:
         request = json.loads(line)
         try:
@@ -180,10 +185,27 @@ def main(argv: list[str]) -> None:
                 m = _instance(loader, cls, family, device)
                 made[request["family"]] = (m, *_make_inputs(torch, loader, family, device, original))
             m, args, kwargs = made[request["family"]]
+            side = request["side"]
+            if side.startswith("compiled_"):
+                key = (request["family"], side)
+                if key not in compiled:
+                    target = m
+                    if side == "compiled_original":
+                        target = copy.deepcopy(m)
+                        target.__class__ = type(f"Original{cls.__name__}", (cls,), {"forward": original})
+                    compiled[key] = torch.compile(target)
+                call = compiled[key]
+                with torch.no_grad():
+                    for _ in range(int(request["n"])):
+                        call(*args, **kwargs)
+                    if device == "cuda":
+                        torch.cuda.synchronize()
+                _send({"ok": True})
+                continue
             # Both sides are the call the program makes, m(x): the original side with the class's
             # own forward put back for the length of the block.
             patched = cls.forward
-            if request["side"] == "original":
+            if side == "original":
                 cls.forward = original
             try:
                 with torch.no_grad():

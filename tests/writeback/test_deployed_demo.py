@@ -33,3 +33,28 @@ def test_the_applied_demo_compiles_to_one_graph_that_calls_the_kernel(tmp_path: 
     assert set(modes) == {"default", "fullgraph", "max-autotune"}
     for name, row in modes.items():
         assert row == {"graphs": 1, "graph_breaks": 0, "calls_op": True, "matches": True}, name
+
+
+def test_a_repository_that_compiles_its_module_is_shown_the_speedup_under_torch_compile(
+    tmp_path: Path, harness_cache_root: Path, harness_cache: Path
+):
+    from cuda_agent_cli.writeback.deploy import measure_deployment
+
+    shared_cpu_demo(harness_cache_root, tmp_path / "demo")
+    repo = tmp_path / "demo"
+    (repo / "serve.py").write_text(
+        "import torch\nfrom vit_head import PooledLayerNorm\n\nmodel = torch.compile(PooledLayerNorm(384))\n"
+    )
+    folder = repo / "_cuda_agent" / "pooled_layer_norm"
+    files = {str(p.relative_to(folder)): p.read_text() for p in folder.rglob("*") if p.is_file()}
+    found = measure_deployment(
+        files, repo_root=repo, import_paths=[repo], module="vit_head", class_name="PooledLayerNorm", rounds=3
+    )
+    assert found.error is None and found.first is not None
+    fam = found.first
+    assert fam.check.get("taken") and fam.compiled_error is None
+    assert fam.compiled_speedup and fam.compiled_speedup > 0
+    assert fam.compiled_patched_us and fam.compiled_original_us
+    line = found.summary(None)
+    assert "under torch.compile, as your repository uses it" in line
+    assert found.manifest()["speedup_compiled"] == round(fam.compiled_speedup, 4)
