@@ -42,6 +42,13 @@ def one_round(harness, label: str) -> dict:
     total = time.perf_counter() - start
     t = result.timings
     rebuilt = [r for r in (harness.last_compile or {}).get("rebuilt", []) if not r.endswith(".so")]
+    # One line as each round ends, so a run cut short by its caller still says what it measured.
+    print(
+        f"  {label}: {total:.2f} s, reward {result.reward}, stages {dict(result.stage_seconds)}, "
+        f"phases {dict(result.phase_seconds)}",
+        file=sys.stderr,
+        flush=True,
+    )
     return {
         "round": label,
         "total_s": total,
