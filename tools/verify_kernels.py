@@ -246,8 +246,8 @@ class _OutputsAhead:
                 if tensor_files.exists(path)
                 else (None, "no output was handed over")
             )
-        except Exception as exc:  # files the candidate process left malformed
-            into.extend((None, trim_exception(exc, 300)))
+        except BaseException as exc:  # files the candidate process left malformed; nothing escapes the thread
+            into[:] = [None, trim_exception(exc, 300)]
 
     def _start(self, cid: int) -> None:
         box: list[Any] = []
