@@ -415,9 +415,7 @@ def run_compile_job(spec: dict) -> wire.CompileResult:
         }
     # MAX_JOBS as torch's own extension builds read it: a compile-ahead worker gets its share of the cores.
     max_jobs = os.environ.get("MAX_JOBS", "")
-    jobs = str(
-        spec.get("jobs") or (int(max_jobs) if max_jobs.isdigit() and int(max_jobs) > 0 else 0) or os.cpu_count() or 2
-    )
+    jobs = str(spec.get("jobs") or (max_jobs.isdigit() and int(max_jobs)) or os.cpu_count() or 2)
     # The C locale keeps compiler messages in plain ASCII quotes, the same on every machine.
     env = dict(os.environ, LC_ALL="C", LANG="C")
     proc = subprocess.run([_ninja(), "-C", str(build), "-j", jobs], capture_output=True, text=True, env=env)

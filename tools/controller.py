@@ -660,15 +660,14 @@ def burst_checks(k: int, rounds: int, one_in: int, detect: float, most: int | No
     def missed(m: int) -> float:
         return math.comb(k - bad, m) / math.comb(k, m)
 
+    def split(m: int, fewer: int) -> float:  # `fewer` bursts check m - 1 calls, the rest m
+        return missed(m - 1) ** fewer * missed(m) ** (rounds - fewer)
+
     for m in range(1, cap + 1):
         if missed(m) ** rounds <= target:
-            # m in every burst suffices; as many bursts as can stay at m - 1 do.
-            lower = m - 1
-            for fewer in range(rounds - 1, -1, -1):
-                p = (missed(lower) ** fewer if lower else 1.0) * missed(m) ** (rounds - fewer)
-                if lower and p <= target:
-                    return [lower] * fewer + [m] * (rounds - fewer), p
-            return [m] * rounds, missed(m) ** rounds
+            # m in every burst suffices; as many bursts as can stay at m - 1 (never none) do.
+            fewer = max((f for f in range(rounds) if m > 1 and split(m, f) <= target), default=0)
+            return [m - 1] * fewer + [m] * (rounds - fewer), split(m, fewer)
     return [cap] * rounds, missed(cap) ** rounds
 
 

@@ -35,7 +35,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable, NamedTuple
 
 BLOCK_SECONDS = 0.05  # a timed block's target length: well above the cost of the request and reply
 ROUNDS = 7
@@ -304,9 +304,35 @@ def uses_torch_compile(repo_root: Path) -> bool:
     return False
 
 
-def _family(probe: _Probe, index: int, rounds: int, compiled: bool = False) -> FamilyDeploy:
+class _Paired(NamedTuple):
+    mine_us: float
+    theirs_us: float
+    speedup: float  # theirs / mine, median of the rounds' paired ratios
+    interval: tuple[float, float] | None
+    calls: int  # per block
+
+
+def _paired(block: Callable[[str, int], float], mine: str, theirs: str, rounds: int) -> _Paired:
+    """Two sides timed per call in interleaved blocks, after a few first calls (caches fill,
+    compiles run), with their paired speedup and its bootstrap interval."""
     from cuda_agent_cli.harness.scoring import bootstrap_medians, percentile_interval
 
+    block(mine, 3)
+    block(theirs, 3)
+    per_call = min(block(mine, 10), block(theirs, 10)) / 10
+    n = max(10, min(20000, int(BLOCK_SECONDS / max(per_call, 1e-7))))
+    a, b = [], []
+    for r in range(rounds):
+        order = (mine, theirs) if r % 2 == 0 else (theirs, mine)
+        times = {side: block(side, n) / n * 1e6 for side in order}
+        a.append(times[mine])
+        b.append(times[theirs])
+    ratios = [o / p for o, p in zip(b, a) if p > 0]
+    interval = percentile_interval(bootstrap_medians(ratios))
+    return _Paired(statistics.median(a), statistics.median(b), statistics.median(ratios), interval, n)
+
+
+def _family(probe: _Probe, index: int, rounds: int, compiled: bool = False) -> FamilyDeploy:
     fam = FamilyDeploy(index)
     fam.check = probe.ask({"op": "check", "family": index}, 600)
     if not fam.check.get("ok") or not fam.check.get("taken"):
@@ -320,38 +346,13 @@ def _family(probe: _Probe, index: int, rounds: int, compiled: bool = False) -> F
             raise RuntimeError(str(answer.get("error")))
         return seconds
 
-    block("patched", 3)  # first calls: the kernel module is made, caches fill
-    block("original", 3)
-    per_call = min(block("patched", 10), block("original", 10)) / 10
-    n = max(10, min(20000, int(BLOCK_SECONDS / max(per_call, 1e-7))))
-    fam.calls_per_block = n
-    patched, original = [], []
-    for r in range(rounds):
-        order = ("patched", "original") if r % 2 == 0 else ("original", "patched")
-        times = {side: block(side, n) / n * 1e6 for side in order}
-        patched.append(times["patched"])
-        original.append(times["original"])
-    fam.patched_us, fam.original_us = statistics.median(patched), statistics.median(original)
-    ratios = [o / p for o, p in zip(original, patched) if p > 0]
-    fam.speedup = statistics.median(ratios)
-    fam.interval = percentile_interval(bootstrap_medians(ratios))
+    eager = _paired(block, "patched", "original", rounds)
+    fam.patched_us, fam.original_us, fam.speedup, fam.interval, fam.calls_per_block = eager
     if compiled:
-        try:
-            block("compiled_patched", 3)  # each compiles here, once
-            block("compiled_original", 3)
-            per_call = min(block("compiled_patched", 10), block("compiled_original", 10)) / 10
-            n = max(10, min(20000, int(BLOCK_SECONDS / max(per_call, 1e-7))))
-            patched, original = [], []
-            for r in range(rounds):
-                order = ("compiled_patched", "compiled_original")
-                times = {side: block(side, n) / n * 1e6 for side in (order if r % 2 == 0 else order[::-1])}
-                patched.append(times["compiled_patched"])
-                original.append(times["compiled_original"])
+        try:  # each side compiles in its first block, once
+            timed = _paired(block, "compiled_patched", "compiled_original", rounds)
         except RuntimeError as exc:
             fam.compiled_error = str(exc)[:300]
             return fam
-        fam.compiled_patched_us, fam.compiled_original_us = statistics.median(patched), statistics.median(original)
-        ratios = [o / p for o, p in zip(original, patched) if p > 0]
-        fam.compiled_speedup = statistics.median(ratios)
-        fam.compiled_interval = percentile_interval(bootstrap_medians(ratios))
+        fam.compiled_patched_us, fam.compiled_original_us, fam.compiled_speedup, fam.compiled_interval, _ = timed
     return fam
