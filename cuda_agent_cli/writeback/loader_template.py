@@ -43,7 +43,7 @@ AUTOGRAD = VERIFIED.get("autograd", "reference") != "off"
 _FLAG = "_cuda_agent_families"  # per instance: the families its constructor arguments fit
 
 _lock = threading.Lock()
-_state = {"new_class": None, "failed": None}
+_state = {"new_class": None, "failed": None, "extension": None}
 _local = threading.local()
 
 
@@ -210,6 +210,7 @@ def _load_new_class():
             sys.modules.pop("cuda_extension", None)
         else:
             sys.modules["cuda_extension"] = previous
+    _state["extension"] = ext
     return module.ModelNew
 
 
@@ -328,6 +329,12 @@ class _Family:
         self._constants = {}
         # Every argument a tensor: the call's values are the op's inputs as they are.
         self.flat = all(next(iter(a["spec"])) == "tensor" for a in spec["args"])
+        # The direct route (set once the kernel is loaded, where ModelNew.forward allows it):
+        # functions of (inputs, params) calling the operator, and the extension function.
+        self.direct_traced = None
+        self.direct_eager = None
+        self.direct_op = None
+        self.direct_plan = None
 
     def _checker(self, spec):
         """A function of one argument value: None where it fits the spec, else the reason."""
@@ -477,6 +484,257 @@ def _flat(out):
 
 
 # ---------------------------------------------------------------------------------------------
+# the direct route: where ModelNew.forward is one call of an extension function, that function
+# is the operator's implementation, with no Python of this file between the caller and it
+# ---------------------------------------------------------------------------------------------
+
+def _forward_call():
+    """(extension alias, function name, forward's parameter names, argument nodes) where
+    ModelNew.forward is `return <alias>.<function>(positional arguments)`, else None."""
+    import ast
+
+    try:
+        tree = ast.parse((HERE / "model_new.py").read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    forward = None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "forward":
+                    forward = item
+    if forward is None or forward.decorator_list:
+        return None
+    a = forward.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or not a.args:
+        return None
+    body = forward.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    if len(body) != 1 or not isinstance(body[0], ast.Return):
+        return None
+    call = body[0].value
+    if (not isinstance(call, ast.Call) or call.keywords or not isinstance(call.func, ast.Attribute)
+            or not isinstance(call.func.value, ast.Name) or any(isinstance(x, ast.Starred) for x in call.args)):
+        return None
+    return call.func.value.id, call.func.attr, [p.arg for p in a.args], call.args
+
+
+def _split_top(text):
+    """text split at its top-level commas (not those inside brackets)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    if text[start:].strip():
+        parts.append(text[start:].strip())
+    return parts
+
+
+def _schema_type(text):
+    """The operator schema's type for a type pybind11 names in a signature, or None."""
+    t = text.replace(" ", "").replace("typing.", "")
+    if t == "torch.Tensor":
+        return "Tensor"
+    if t in ("torch.Tensor|None", "Optional[torch.Tensor]", "None|torch.Tensor"):
+        return "Tensor?"
+    if t in ("list[torch.Tensor]", "List[torch.Tensor]"):
+        return "Tensor[]"
+    if t == "bool":
+        return "bool"
+    if t == "float" or "SupportsFloat" in t:
+        return "float"
+    if t in ("int", "SupportsIndex") or "SupportsInt" in t:
+        return "int"
+    return None
+
+
+def _function_schema(fn, name):
+    """(argument types, return type, output kind) of a pybind11 function from the signature on
+    its docstring's first line, or None (overloads, defaults, types an operator cannot take)."""
+    doc = (getattr(fn, "__doc__", None) or "").lstrip()
+    first = doc.split("\n", 1)[0]
+    if not first.startswith(name + "(") or " -> " not in first:
+        return None
+    head, ret = first[len(name) + 1:].rsplit(" -> ", 1)
+    if not head.endswith(")"):
+        return None
+    types = []
+    for part in _split_top(head[:-1]):
+        if ":" not in part or "=" in part:
+            return None
+        t = _schema_type(part.split(":", 1)[1])
+        if t is None:
+            return None
+        types.append(t)
+    r = ret.replace(" ", "").replace("typing.", "")
+    if r == "torch.Tensor":
+        return types, "Tensor", "tensor"
+    if r in ("list[torch.Tensor]", "List[torch.Tensor]"):
+        return types, "Tensor[]", "list"
+    for prefix in ("tuple[", "Tuple["):
+        if r.startswith(prefix) and r.endswith("]"):
+            items = _split_top(r[len(prefix):-1])
+            if items and all(x == "torch.Tensor" for x in items):
+                return types, "(" + ", ".join(["Tensor"] * len(items)) + ")", "tuple"
+    return None
+
+
+def _argument_source(node, self_name, inputs, instance, state_names, family):
+    """Where one argument of the extension call comes from: ("input", i), ("param", j) or
+    ("value", constant), or None where it is something else."""
+    import ast
+
+    import torch
+
+    if isinstance(node, ast.Name) and node.id in inputs:
+        return ("input", inputs.index(node.id))
+    if isinstance(node, ast.Constant) and type(node.value) in (bool, int, float):
+        return ("value", node.value)
+    if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant)
+            and type(node.operand.value) in (int, float)):
+        return ("value", -node.operand.value)
+    chain = []
+    while isinstance(node, ast.Attribute):
+        chain.append(node.attr)
+        node = node.value
+    if not chain or not isinstance(node, ast.Name) or node.id != self_name:
+        return None
+    found = instance
+    for part in reversed(chain):
+        found = getattr(found, part)
+    if isinstance(found, torch.Tensor):
+        name = state_names.get(id(found))
+        return ("param", family.param_names.index(name)) if name in family.param_names else None
+    if type(found) in (bool, int, float):
+        return ("value", found)
+    return None
+
+
+def _direct_plan(family, new_class, call):
+    """(function, plan, schema) of family's direct route, or None where it has none."""
+    import torch
+
+    alias, name, names, nodes = call
+    ext = _state["extension"]
+    module = sys.modules.get(new_class.__module__)
+    if ext is None or module is None or module.__dict__.get(alias) is not ext or not family.flat:
+        return None
+    fn = getattr(ext, name, None)
+    schema = _function_schema(fn, name) if fn is not None else None
+    if schema is None or len(schema[0]) != len(nodes) or len(names) - 1 != len(family.names):
+        return None
+    types, ret, kind = schema
+    if kind != family.output_kind:
+        return None
+    init = family.init
+    with torch.device("meta"):
+        instance = new_class(*[_make(a["spec"], "meta") for a in init if a["name"] is None],
+                             **{a["name"]: _make(a["spec"], "meta") for a in init if a["name"] is not None})
+    state_names = {id(t): n for n, t in [*instance.named_parameters(), *instance.named_buffers()]}
+    plan = []
+    for node, t in zip(nodes, types):
+        source = _argument_source(node, names[0], names[1:], instance, state_names, family)
+        if source is None:
+            return None
+        what, value = source
+        if what == "value":
+            if t == "float" and type(value) in (int, float):
+                value = float(value)
+            elif not (t == "int" and type(value) is int) and not (t == "bool" and type(value) is bool) \
+                    and not (t == "float" and type(value) is float):
+                return None
+            source = ("value", value)
+        elif t not in ("Tensor", "Tensor?"):
+            return None
+        plan.append(source)
+    # The fake rebuilds every input and parameter: one the call does not pass needs a fixed shape.
+    passed = {(w, k) for w, k in plan}
+    for i, a in enumerate(family.spec["args"]):
+        if ("input", i) not in passed and not all(isinstance(d, int) for d in a["spec"]["tensor"]["shape"]):
+            return None
+    return fn, tuple(plan), f"({', '.join(f'{t} a{i}' for i, t in enumerate(types))}) -> {ret}"
+
+
+def _contiguous(out, kind):
+    if kind == "tensor":
+        return out if out.is_contiguous() else out.contiguous()
+    outs = [o if o.is_contiguous() else o.contiguous() for o in out]
+    return tuple(outs) if kind == "tuple" else outs
+
+
+def _define_direct(op_name, family, fn, plan, schema):
+    """The family's direct operator: the extension function itself (outputs made contiguous)."""
+    import torch
+
+    reg = _registry()
+    short = f"{op_name.split('::')[1]}_direct{family.index}"
+    full = f"cuda_agent::{short}"
+    first = full not in reg.direct
+    reg.direct[full] = (fn, plan)
+    if first:
+        kind = family.output_kind
+        lib = torch.library.Library("cuda_agent", "FRAGMENT")
+        reg.libraries.append(lib)
+        lib.define(short + schema)
+
+        def impl(*args):
+            return _contiguous(reg.direct[full][0](*args), kind)
+
+        def fake(*args):
+            current = reg.ops[op_name]
+            fam = current.families[family.index]
+            device = next(a.device for a in args if isinstance(a, torch.Tensor))
+            inputs = [None] * len(fam.names)
+            params = [None] * len(fam.params)
+            for (what, k), a in zip(reg.direct[full][1], args):
+                if what == "input":
+                    inputs[k] = a
+                elif what == "param":
+                    params[k] = a
+            for i, a in enumerate(fam.spec["args"]):
+                if inputs[i] is None:
+                    body = a["spec"]["tensor"]
+                    inputs[i] = torch.empty(body["shape"], dtype=getattr(torch, body["dtype"]), device=device)
+            for j, (_, _, dtype, shape) in enumerate(fam.params):
+                if params[j] is None:
+                    params[j] = torch.empty(shape, dtype=dtype, device=device)
+            outs = [torch.empty_like(t, memory_format=torch.contiguous_format)
+                    for t in _flat(current.reference(family.index, inputs, params))]
+            return fam.shaped(outs)
+
+        lib.impl(short, impl, "CompositeExplicitAutograd")
+        try:
+            torch.library.register_fake(full, fake, lib=lib)
+        except Exception:
+            lib.impl(short, fake, "Meta")
+    op = getattr(torch.ops.cuda_agent, short).default
+    kind = family.output_kind
+    family.direct_op, family.direct_plan = op, plan
+
+    def traced(inputs, params):
+        """The operator's call from the op's inputs and parameters (what torch.compile records)."""
+        args = []
+        for what, k in plan:
+            args.append(inputs[k] if what == "input" else params[k] if what == "param" else k)
+        return op(*args)
+
+    def eager(inputs, params):
+        """The extension function called as the verified module calls it."""
+        args = []
+        for what, k in plan:
+            args.append(inputs[k] if what == "input" else params[k] if what == "param" else k)
+        return _contiguous(fn(*args), kind)
+
+    return traced, eager
+
+
+# ---------------------------------------------------------------------------------------------
 # trace: what each call did, written when the process exits
 # ---------------------------------------------------------------------------------------------
 
@@ -579,9 +837,12 @@ def _registry():
     if reg is None:
         reg = types.ModuleType("_cuda_agent_ops")
         reg.ops = {}
+        reg.direct = {}
         reg.libraries = []
         reg.traces = []
         sys.modules["_cuda_agent_ops"] = reg
+    if not hasattr(reg, "direct"):  # a table made by an older loader in this process
+        reg.direct = {}
     return reg
 
 
@@ -589,7 +850,9 @@ class _Op:
     """The operator of this kernel: the kernel module per family and thread, the fake and the
     backward through the original code."""
 
-    def __init__(self, cls, original_forward, original_init, families):
+    def __init__(self, cls, original_forward, original_init, families, op_name):
+        self.op_name = op_name
+        self.planned = None  # called once the direct routes are known
         self.cls = cls
         self.original_forward = original_forward
         self.original_init = original_init
@@ -602,13 +865,31 @@ class _Op:
             with _lock:
                 if _state["new_class"] is None and _state["failed"] is None:
                     try:
-                        _state["new_class"] = _load_new_class()
+                        new_class = _load_new_class()
                     except Exception as exc:  # no compiler, no GPU toolkit, ...: keep the original
                         _state["failed"] = exc
                         warnings.warn(f"cuda-agent: the kernel for __CLASS__ is off ({exc!s:.300}); "
                                       "using the original forward. Run `cuda-agent build` where a compiler "
                                       "is present (same torch) to ship a built copy", RuntimeWarning, stacklevel=6)
+                    else:
+                        self.plan_direct(new_class)
+                        _state["new_class"] = new_class
         return _state["new_class"]
+
+    def plan_direct(self, new_class):
+        """Give each family whose verified module is one extension call its direct route."""
+        call = _forward_call()
+        if call is None:
+            return
+        for family in self.families:
+            try:
+                found = _direct_plan(family, new_class, call)
+                if found is not None:
+                    family.direct_traced, family.direct_eager = _define_direct(self.op_name, family, *found)
+            except Exception:  # a module this reading does not follow: the family keeps the general route
+                family.direct_traced = family.direct_eager = None
+        if self.planned is not None:
+            self.planned()
 
     def kernel_module(self, family):
         """This thread's kernel module of `family`: built once from the verified constructor
@@ -697,12 +978,15 @@ def _define(op_name, op):
     reg = _registry()
     first = op_name not in reg.ops
     reg.ops[op_name] = op
-    if not first:
-        return getattr(torch.ops.cuda_agent, op_name.split("::")[1])
     short = op_name.split("::")[1]
+    if not first:
+        return getattr(torch.ops.cuda_agent, short), getattr(torch.ops.cuda_agent, short + "_nograd")
     lib = torch.library.Library("cuda_agent", "FRAGMENT")
     reg.libraries.append(lib)
     lib.define(f"{short}(Tensor[] inputs, Tensor[] params, int family) -> Tensor[]")
+    # The same without an autograd kernel, for calls that need no gradient: torch.compile records
+    # it where grad is off, sparing each call the autograd layer's Python.
+    lib.define(f"{short}_nograd(Tensor[] inputs, Tensor[] params, int family) -> Tensor[]")
 
     def impl(inputs, params, family):
         return reg.ops[op_name].run(inputs, params, family)
@@ -729,15 +1013,108 @@ def _define(op_name, op):
         grad_ins, grad_params = vjp([g if g is not None else torch.zeros(()) for g in grads])
         return list(grad_ins), list(grad_params), None
 
-    lib.impl(short, impl, "CompositeExplicitAutograd")
-    try:
-        torch.library.register_fake(op_name, fake, lib=lib)
-    except Exception:
-        # register_fake looks up the caller's source, which fails in some processes (a namespace
-        # package in sys.modules trips Python's inspect); a meta kernel serves fake tensors too.
-        lib.impl(short, fake, "Meta")
+    for name in (short, short + "_nograd"):
+        lib.impl(name, impl, "CompositeExplicitAutograd")
+        try:
+            torch.library.register_fake(f"cuda_agent::{name}", fake, lib=lib)
+        except Exception:
+            # register_fake looks up the caller's source, which fails in some processes (a namespace
+            # package in sys.modules trips Python's inspect); a meta kernel serves fake tensors too.
+            lib.impl(name, fake, "Meta")
     torch.library.register_autograd(op_name, backward, setup_context=setup_context, lib=lib)
-    return getattr(torch.ops.cuda_agent, short)
+    return getattr(torch.ops.cuda_agent, short), getattr(torch.ops.cuda_agent, short + "_nograd")
+
+
+def _compiled_route(families, sensitive, ops):
+    """A function (self, args, kwargs) -> output or None, for the calls torch.compile traces.
+
+    It makes attempt's decisions for the families it can write out with literals (tensor
+    arguments of fixed shapes passed by position, parameters under attribute names). Dynamo
+    guards every value it reads from a closure or an object, and a guard is checked on every
+    compiled call: with the verified dtypes, shapes and routes written into the code, the graph
+    carries about the guards of a plain module's. None where no family can be written so, and
+    the function returns None for a call it does not decide (attempt decides those).
+    """
+    import keyword
+
+    import torch
+
+    def literal(v):
+        if type(v) is float and v != v or v in (float("inf"), float("-inf")):
+            raise ValueError
+        return repr(v)
+
+    def name_ok(path):
+        return all(part.isidentifier() and not keyword.iskeyword(part) for part in path)
+
+    n = len(families[0].names)
+    blocks = []
+    for f in families:
+        shapes = [a["spec"]["tensor"]["shape"] for a in f.spec["args"]] if f.flat else None
+        if (not shapes or len(f.names) != n or not all(isinstance(d, int) for s in shapes for d in s)
+                or not all(name_ok((*path, leaf)) for path, leaf, _, _ in f.params)):
+            continue
+        cuda = "True" if f.on_cuda else "False"
+        checks = []
+        for i, (a, shape) in enumerate(zip(f.spec["args"], shapes)):
+            checks.append(f"isinstance(a{i}, Tensor) and a{i}.dtype is torch.{a['spec']['tensor']['dtype']} "
+                          f"and a{i}.is_cuda is {cuda} and a{i}.shape == {tuple(shape)!r} and a{i}.is_contiguous()")
+        lines = [f"    if {f.index} in fits and " + " and ".join(f"({c})" for c in checks) + ":"]
+        pnames = []
+        for j, (path, leaf, dtype, shape) in enumerate(f.params):
+            expr = "self"
+            for part in (*path, leaf):
+                expr = f"getattr({expr}, {part!r}, None)"
+            lines.append(f"        p{j} = {expr}")
+            pnames.append(f"p{j}")
+        pchecks = [f"isinstance(p{j}, Tensor) and p{j}.dtype is {dtype} and p{j}.is_cuda is {cuda} "
+                   f"and p{j}.shape == {tuple(shape)!r}" for j, (_, _, dtype, shape) in enumerate(f.params)]
+        indent = "        "
+        if pchecks:
+            lines.append(indent + "if " + " and ".join(f"({c})" for c in pchecks) + ":")
+            indent += "    "
+        tensors = [f"a{i}" for i in range(n)] + pnames
+        inputs = "[" + ", ".join(f"a{i}" for i in range(n)) + "]"
+        params = "[" + ", ".join(pnames) + "]"
+        shaped = {"tensor": "{}[0]", "tuple": "tuple({})", "list": "list({})"}[f.output_kind]
+        if f.direct_op is not None:
+            try:
+                args = [f"a{k}" if what == "input" else f"p{k}" if what == "param" else literal(k)
+                        for what, k in f.direct_plan]
+                plain = f"DIRECT{f.index}({', '.join(args)})"
+            except ValueError:
+                plain = shaped.format(f"NOGRAD({inputs}, {params}, {f.index})")
+        else:
+            plain = shaped.format(f"NOGRAD({inputs}, {params}, {f.index})")
+        lines.append(indent + "if grad_on and (" + " or ".join(f"{t}.requires_grad" for t in tensors) + "):")
+        if AUTOGRAD:
+            lines.append(indent + "    return " + shaped.format(f"OP({inputs}, {params}, {f.index})"))
+        else:
+            lines.append(indent + "    pass")
+        lines.append(indent + "else:")
+        lines.append(indent + "    return " + plain)
+        blocks.append("\n".join(lines))
+    if not blocks:
+        return None
+    unpack = ", ".join(f"a{i}" for i in range(n)) + ("," if n == 1 else "")
+    head = [
+        "def route(self, args, kwargs):",
+        f"    if kwargs or len(args) != {n} or _state['failed'] is not None:",
+        "        return None",
+        "    fits = self.__dict__.get(FLAG)",
+        "    if not fits:",
+        "        return None",
+        *(["    if self.training:", "        return None"] if sensitive else []),
+        f"    {unpack} = args" if n else "",
+        "    grad_on = torch.is_grad_enabled()",
+    ]
+    source = "\n".join([*head, *blocks, "    return None", ""])
+    namespace = {"torch": torch, "Tensor": torch.Tensor, "FLAG": _FLAG, "_state": _state,
+                 "OP": ops[0], "NOGRAD": ops[1]}
+    for f in families:
+        namespace[f"DIRECT{f.index}"] = f.direct_op
+    exec(compile(source, f"<cuda-agent route for __CLASS__>", "exec"), namespace)
+    return namespace["route"]
 
 
 def _binder(signature, families):
@@ -810,12 +1187,16 @@ def install(cls):
 
     families = [_Family(i, spec, VERIFIED["device"]) for i, spec in enumerate(FAMILIES)]
     op_name = VERIFIED.get("op") or f"cuda_agent::{VERIFIED['class_snake']}_{_source_digest()[:12]}"
-    op = _Op(cls, original, original_init, families)
-    call_op = _define(op_name, op)
+    op = _Op(cls, original, original_init, families, op_name)
+    call_op, call_nograd = _define(op_name, op)
     try:
         forward_signature = inspect.signature(original)
         bind = _binder(forward_signature, families)
+        by_position = families[0].by_position or [p.name for p in list(forward_signature.parameters.values())[
+            1:1 + len(families[0].names)]] == families[0].names
     except (TypeError, ValueError):
+        by_position = False
+
         def bind(self, args, kwargs):
             return None
     try:
@@ -823,6 +1204,21 @@ def install(cls):
     except (TypeError, ValueError):
         init_signature = None
     sensitive = bool(VERIFIED.get("training_sensitive"))
+    route = [None]  # the compiled route, written again once the direct routes are known
+
+    def plan_route():
+        route[0] = _compiled_route(families, sensitive, (call_op, call_nograd)) if by_position else None
+
+    plan_route()
+    op.planned = plan_route
+    try:
+        ready = _prebuilt(extension_name()) is not None
+    except Exception:
+        ready = False
+    if ready:
+        # A built copy loads in milliseconds: load it now, so that the direct route is there
+        # before torch.compile first traces the class (else its first graph takes the general op).
+        op.new_class()
     is_compiling = torch.compiler.is_compiling  # true under torch.compile and torch.export alike
     grad_enabled = torch.is_grad_enabled
     plain, parameter = torch.Tensor, torch.nn.Parameter
@@ -872,8 +1268,13 @@ def install(cls):
             if grad and not AUTOGRAD:
                 why = "autograd"
                 continue
-            if grad or is_compiling():
+            if grad:
                 return True, family.shaped(call_op(inputs, params, index))
+            if is_compiling():
+                traced = family.direct_traced
+                if traced is not None:
+                    return True, traced(inputs, params)
+                return True, family.shaped(call_nograd(inputs, params, index))
             subclass = False
             for t in inputs:
                 if type(t) is not plain and type(t) is not parameter:
@@ -882,6 +1283,9 @@ def install(cls):
                 why = "arguments"
                 continue
             try:
+                direct = family.direct_eager
+                if direct is not None:
+                    return True, direct(inputs, params)
                 outs = op.kernel(inputs, params, index)
             except Exception as exc:
                 _state["failed"] = exc
@@ -902,6 +1306,12 @@ def install(cls):
         @functools.wraps(original)
         def forward(self, *args, **kwargs):
             if type(self) is cls:
+                if is_compiling():
+                    decided = route[0]
+                    if decided is not None:
+                        out = decided(self, args, kwargs)
+                        if out is not None:
+                            return out
                 ok, out = attempt(self, args, kwargs)
                 if ok:
                     return out

@@ -53,7 +53,7 @@ def _git(root: Path, *args: str) -> None:
     )
 
 
-def make_repo(root: Path, autograd: str = "reference") -> Path:
+def make_repo(root: Path, autograd: str = "reference", model_new: str = MODEL_NEW) -> Path:
     (root / "pkg").mkdir(parents=True)
     (root / "pkg" / "mix.py").write_text(MODULE)
     _git(root, "init", "-q", "-b", "main")
@@ -68,7 +68,7 @@ def make_repo(root: Path, autograd: str = "reference") -> Path:
             class_end=12,
             display="pkg/mix.py::Mix",
             session_id="s1",
-            candidate=KernelFiles.of({"model_new.py": MODEL_NEW, "kernels/mix.cpp": "// kernel\n"}),
+            candidate=KernelFiles.of({"model_new.py": model_new, "kernels/mix.cpp": "// kernel\n"}),
             binding_files={"binding.cpp": "", "binding_registry.h": ""},
             verified=Verified(
                 device="cpu",
@@ -127,7 +127,8 @@ def test_torch_compile_sees_one_op_and_no_graph_break(mix):
     with torch.no_grad():
         explained = torch._dynamo.explain(m)(a, b)
         assert explained.graph_break_count == 0 and explained.graph_count == 1
-        assert op in _op_targets(explained.graphs[0].graph)
+        # without grad the op's variant with no autograd layer
+        assert f"{op}_nograd" in _op_targets(explained.graphs[0].graph)
         for mode in ({}, {"fullgraph": True}):
             torch._dynamo.reset()
             compiled = torch.compile(m, backend="aot_eager", **mode)
@@ -149,6 +150,10 @@ def test_torch_export_and_opcheck(mix):
     assert torch.allclose(exported.module()(a, b), a * m.w + b * m.shift + 1000)
     op = getattr(torch.ops.cuda_agent, name.split("::")[1]).default
     results = torch.library.opcheck(op, ([a.requires_grad_(), b], [m.w, m.shift], 0))
+    assert set(results.values()) == {"SUCCESS"}, results
+    nograd = getattr(torch.ops.cuda_agent, name.split("::")[1] + "_nograd").default
+    with torch.no_grad():
+        results = torch.library.opcheck(nograd, ([a.detach(), b], [m.w.detach(), m.shift.detach()], 0))
     assert set(results.values()) == {"SUCCESS"}, results
 
 
@@ -248,3 +253,128 @@ def test_trace_counts_each_call_by_what_it_did(tmp_path: Path):
     )
     (record,) = [json.loads(line) for line in trace.read_text().splitlines()]
     assert record["state"] == "disabled" and record["calls"] == 7 and record["declined"] == {"disabled": 7}
+
+
+# A verified module that is one call of an extension function: the function is the operator.
+DIRECT_MODEL_NEW = """import torch
+import cuda_extension
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.empty(dim))
+        self.register_buffer("shift", torch.empty(dim))
+        self.offset = 1000.0
+
+    def forward(self, a, b):
+        \"\"\"One pass.\"\"\"
+        return cuda_extension.mix(a, b, self.w, self.shift, self.offset)
+"""
+
+
+def _extension(calls: list) -> object:
+    """A stand-in for the built extension: a function with pybind11's signature line."""
+    import types
+
+    def mix(a, b, w, shift, offset):
+        calls.append(1)
+        return a * w + b * shift + offset
+
+    mix.__doc__ = (
+        "mix(arg0: torch.Tensor, arg1: torch.Tensor, arg2: torch.Tensor, arg3: torch.Tensor, "
+        "arg4: typing.SupportsFloat | typing.SupportsIndex) -> torch.Tensor\n\nThe mix (CPU)\n"
+    )
+    ext = types.ModuleType("cuda_extension")
+    ext.mix = mix
+    return ext
+
+
+def test_a_module_that_is_one_extension_call_runs_that_function_as_the_operator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    root = make_repo(tmp_path / "repo", model_new=DIRECT_MODEL_NEW)
+    monkeypatch.syspath_prepend(str(root))
+    for name in ("pkg", "pkg.mix"):
+        sys.modules.pop(name, None)
+    module = importlib.import_module("pkg.mix")
+    loader = module.Mix.forward.__globals__
+    calls: list = []
+    ext = _extension(calls)
+
+    def load_new_class():
+        import types
+
+        model_new = types.ModuleType("direct_model_new")
+        model_new.cuda_extension = ext
+        monkeypatch.setitem(sys.modules, "direct_model_new", model_new)
+        exec(compile(DIRECT_MODEL_NEW.replace("import cuda_extension\n", ""), "model_new", "exec"), model_new.__dict__)
+        loader["_state"]["extension"] = ext
+        return model_new.ModelNew
+
+    monkeypatch.setitem(loader, "_load_new_class", load_new_class)
+    torch._dynamo.reset()
+    m = module.Mix(8)
+    a, b = torch.randn(4, 8), torch.randn(4, 8)
+    expected = a * m.w + b * m.shift
+    with torch.no_grad():
+        assert torch.allclose(m(a, b), expected + 1000)  # eager: the function itself, loaded at first call
+        assert len(calls) == 1
+        name = module.Mix.forward._cuda_agent_op.replace("::", ".")
+        explained = torch._dynamo.explain(m)(a, b)
+        assert explained.graph_break_count == 0 and explained.graph_count == 1
+        assert _op_targets(explained.graphs[0].graph) == [f"{name}_direct0.default"]
+        for mode in ({}, {"fullgraph": True}):
+            torch._dynamo.reset()
+            assert torch.allclose(torch.compile(m, backend="aot_eager", **mode)(a, b), expected + 1000)
+        # keyword arguments and other shapes take the general route under torch.compile
+        torch._dynamo.reset()
+        assert torch.allclose(torch.compile(m, backend="aot_eager")(a=a, b=b), expected + 1000)
+        other = torch.randn(3, 8)
+        assert torch.allclose(torch.compile(m, backend="aot_eager")(other, other), other * m.w + other * m.shift)
+        direct = getattr(torch.ops.cuda_agent, name.split(".")[1] + "_direct0").default
+        results = torch.library.opcheck(direct, (a, b, m.w.detach(), m.shift, 1000.0))
+        assert set(results.values()) == {"SUCCESS"}, results
+    # with gradients the general operator runs, with the original code's backward
+    a.requires_grad_()
+    out = torch.compile(m, backend="aot_eager")(a, b)
+    g = torch.randn_like(out)
+    out.backward(g)
+    assert torch.allclose(out, expected + 1000) and torch.allclose(a.grad, g * m.w)
+    torch._dynamo.reset()
+    for name in ("pkg", "pkg.mix"):
+        sys.modules.pop(name, None)
+
+
+def test_a_pybind11_signature_reads_as_an_operator_schema(mix):
+    schema = mix.Mix.forward.__globals__["_function_schema"]
+
+    def fn() -> None:
+        pass
+
+    def reads(line: str) -> object:
+        fn.__doc__ = line + "\n\nwhat it does\n"
+        return schema(fn, "f")
+
+    assert reads("f(arg0: torch.Tensor, arg1: typing.SupportsFloat | typing.SupportsIndex) -> torch.Tensor") == (
+        ["Tensor", "float"],
+        "Tensor",
+        "tensor",
+    )
+    assert reads("f(x: torch.Tensor, n: typing.SupportsInt | typing.SupportsIndex, flag: bool) -> list[torch.Tensor]") == (
+        ["Tensor", "int", "bool"],
+        "Tensor[]",
+        "list",
+    )
+    assert reads("f(arg0: list[torch.Tensor], arg1: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]") == (
+        ["Tensor[]", "Tensor?"],
+        "(Tensor, Tensor)",
+        "tuple",
+    )
+    assert reads("f(arg0: float, arg1: int) -> torch.Tensor") == (["float", "int"], "Tensor", "tensor")
+    # what an operator cannot take, or a signature that is not one: the general route
+    assert reads("f(arg0: torch.Tensor, eps: float = 1e-05) -> torch.Tensor") is None
+    assert reads("f(arg0: dict[str, torch.Tensor]) -> torch.Tensor") is None
+    assert reads("f(arg0: torch.Tensor) -> None") is None
+    assert reads("Overloaded function.") is None
+    assert reads("g(arg0: torch.Tensor) -> torch.Tensor") is None
