@@ -1113,7 +1113,7 @@ def _compiled_route(families, sensitive, ops):
                  "OP": ops[0], "NOGRAD": ops[1]}
     for f in families:
         namespace[f"DIRECT{f.index}"] = f.direct_op
-    exec(compile(source, f"<cuda-agent route for __CLASS__>", "exec"), namespace)
+    exec(compile(source, "<cuda-agent route for __CLASS__>", "exec"), namespace)
     return namespace["route"]
 
 

@@ -361,7 +361,9 @@ def test_a_pybind11_signature_reads_as_an_operator_schema(mix):
         "Tensor",
         "tensor",
     )
-    assert reads("f(x: torch.Tensor, n: typing.SupportsInt | typing.SupportsIndex, flag: bool) -> list[torch.Tensor]") == (
+    assert reads(
+        "f(x: torch.Tensor, n: typing.SupportsInt | typing.SupportsIndex, flag: bool) -> list[torch.Tensor]"
+    ) == (
         ["Tensor", "int", "bool"],
         "Tensor[]",
         "list",
