@@ -23,22 +23,72 @@ sys.exit(0 if result.get("ok") else 1)
 """
 
 
+# Kept between runs: a second run of the suite links what the first compiled.
+STORE_DAYS = 14
+
+
+def build_store() -> Path | None:
+    """Where the suite keeps compiled kernel objects and the precompiled header between its runs
+    (CUDA_AGENT_TEST_STORE, else the user's cache; "off" keeps them per run). Both are named by
+    the digest of everything that went into them (sources, headers, flags, compiler, torch
+    build), so a build never links an object made from anything else; a test about compiling
+    itself uses a folder of its own."""
+    value = os.environ.get("CUDA_AGENT_TEST_STORE", "")
+    if value == "off":
+        return None
+    if value:
+        return Path(value)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cuda-agent-tests"
+
+
+def _prune(store: Path) -> None:
+    """Forget what no run made in the last STORE_DAYS days (objects are never rewritten)."""
+    import shutil
+    import time
+
+    limit = time.time() - STORE_DAYS * 86400
+    for folder in (store / "objects", store / "pch"):
+        for device in folder.glob("*"):
+            for entry in device.glob("*"):
+                try:
+                    if entry.stat().st_mtime < limit:
+                        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+                except OSError:
+                    pass
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    store = build_store()
+    if store is None or os.environ.get("PYTEST_XDIST_WORKER"):
+        # xdist's workers inherit the controller's environment
+        return
+    try:
+        (store / "objects").mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
+    _prune(store)
+    os.environ.setdefault("CUDA_AGENT_OBJECTS_DIR", str(store / "objects"))
+    os.environ.setdefault("CUDA_AGENT_PCH_DIR", str(store / "pch"))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A run with tests that build kernels shares one precompiled torch/extension.h, made before
     the first of them (about 45 s on two cores; each kernel binding then compiles in about half
-    its time). Every harness of the run finds it through CUDA_AGENT_PCH_DIR, the CLI's
-    subprocesses too, so none starts a build of its own beside timed work."""
-    if os.environ.get("CUDA_AGENT_PCH_DIR") or not any(
-        item.get_closest_marker("integration") for item in session.items
-    ):
+    its time), and kept for the next run where the build store is on. Every harness of the run
+    finds it through CUDA_AGENT_PCH_DIR, the CLI's subprocesses too, so none starts a build of
+    its own beside timed work."""
+    if not any(item.get_closest_marker("integration") for item in session.items):
         return
     from cuda_agent_cli import resources
 
-    base = session.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
-    root = base / "cuda-agent-pch"
-    os.environ["CUDA_AGENT_PCH_DIR"] = str(root)
+    if os.environ.get("CUDA_AGENT_PCH_DIR"):
+        root = Path(os.environ["CUDA_AGENT_PCH_DIR"])
+    else:
+        base = session.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            base = base.parent
+        root = base / "cuda-agent-pch"
+        os.environ["CUDA_AGENT_PCH_DIR"] = str(root)
     subprocess.run(
         [sys.executable, "-c", _BUILD_PCH, str(resources.tools_dir()), str(root / "cpu")],
         timeout=900,

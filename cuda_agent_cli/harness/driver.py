@@ -306,10 +306,18 @@ class Harness:
             "kernels_dir": str(self.workspace.kernels_dir),
             # Objects by content, shared by every session of this user: binding.cpp and any
             # unchanged kernel are linked, not compiled again.
-            "objects_dir": str(self._cache / "objects" / self.device),
+            "objects_dir": str(self._objects_dir()),
             "pch_dir": str(self._pch_dir()),
         }
         return self.pool.submit("compile", spec, run_dir / "compile", self.compile_timeout), time.perf_counter()
+
+    def _objects_dir(self) -> Path:
+        """Where compiled objects are kept by content: the cache, or CUDA_AGENT_OBJECTS_DIR (a
+        folder several caches share, such as a test suite's between its runs). An object's name
+        is the digest of its source, headers, flags, compiler and torch build, so a shared folder
+        never gives a build an object made from anything else."""
+        shared = os.environ.get("CUDA_AGENT_OBJECTS_DIR")
+        return (Path(shared) if shared else self._cache / "objects") / self.device
 
     def _pch_dir(self) -> Path:
         """Where precompiled headers are kept: the cache, or CUDA_AGENT_PCH_DIR (a folder several

@@ -18,7 +18,11 @@ SUITE = Path(__file__).resolve().parents[1] / "bench_suite"
 
 
 def test_agent_bench_with_replay_sessions(tmp_path: Path, harness_cache_root: Path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (not k.startswith("CUDA_AGENT_") or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR"))
+    }
     env.update(
         XDG_DATA_HOME=str(tmp_path / "data"),
         XDG_CONFIG_HOME=str(tmp_path / "config"),

@@ -62,7 +62,8 @@ def test_cpu_demo_runs_for_real_and_applies_into_its_own_repository(tmp_path: Pa
     env = {
         k: v
         for k, v in os.environ.items()
-        if (not k.startswith("CUDA_AGENT_") or k == "CUDA_AGENT_PCH_DIR") and not k.endswith("_API_KEY")
+        if (not k.startswith("CUDA_AGENT_") or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR"))
+        and not k.endswith("_API_KEY")
     }
     env.update(
         XDG_DATA_HOME=str(tmp_path / "data"),

@@ -58,7 +58,11 @@ def test_a_failed_inline_build_reports_the_compilers_first_error(tmp_path: Path,
     pair.mkdir()
     (pair / "model.py").write_text(REFERENCE)
     (pair / "model_new.py").write_text(BROKEN)
-    env = {k: v for k, v in os.environ.items() if (not k.startswith("CUDA_AGENT_") or k == "CUDA_AGENT_PCH_DIR")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (not k.startswith("CUDA_AGENT_") or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR"))
+    }
     env.update(XDG_CACHE_HOME=str(harness_cache_root), XDG_DATA_HOME=str(tmp_path / "data"))
     proc = subprocess.run(
         [sys.executable, "-m", "cuda_agent_cli", "verify", str(pair), "--device", "cpu", "--json"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,9 @@ def test_a_binding_builds_with_the_precompiled_header_and_is_correct(
         assert compile_kernels.run_pch_job({"device": "cpu", "pch_dir": str(shared / "cpu")})["ok"]
     monkeypatch.setenv("XDG_CACHE_HOME", str(harness_cache.parent))
     monkeypatch.setenv("CUDA_AGENT_PCH_DIR", str(shared))
-    ws = create_workspace(tmp_path / "ws", REFERENCE, CANDIDATE, {"relu_twice.cpp": KERNEL})
+    # a source of its own: an object the suite's build store keeps from an earlier run is linked, not compiled
+    unique = f"// {uuid.uuid4()}\n"
+    ws = create_workspace(tmp_path / "ws", REFERENCE, CANDIDATE, {"relu_twice.cpp": unique + KERNEL})
     harness = Harness(ws, device="cpu")
     result = harness.verify()
     assert result.correct, result.summary()
@@ -112,7 +115,8 @@ def test_a_precompiled_header_that_does_not_fit_is_read_past(
         REFERENCE,
         CANDIDATE.replace("relu_twice(x)", "relu_twice(x) "),
         {
-            "relu_twice.cpp": KERNEL.replace("2.f * px[i]", "px[i] * 2.f")  # a source no earlier test built
+            # a source no earlier test (or run) built
+            "relu_twice.cpp": f"// {uuid.uuid4()}\n" + KERNEL.replace("2.f * px[i]", "px[i] * 2.f")
         },
     )
     harness = Harness(ws, device="cpu")

@@ -151,7 +151,11 @@ def test_verify_and_profile_a_pair_built_from_config_objects(tmp_path: Path, har
     pair.mkdir()
     (pair / "model.py").write_text(REFERENCE)
     (pair / "model_new.py").write_text(CANDIDATE)
-    env = {k: v for k, v in os.environ.items() if (not k.startswith("CUDA_AGENT_") or k == "CUDA_AGENT_PCH_DIR")} | {
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (not k.startswith("CUDA_AGENT_") or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR"))
+    } | {
         "XDG_CACHE_HOME": str(harness_cache_root),
         "XDG_DATA_HOME": str(tmp_path / "data"),
     }
