@@ -306,9 +306,9 @@ def test_a_module_that_is_one_extension_call_runs_that_function_as_the_operator(
         import types
 
         model_new = types.ModuleType("direct_model_new")
-        model_new.cuda_extension = ext
         monkeypatch.setitem(sys.modules, "direct_model_new", model_new)
-        exec(compile(DIRECT_MODEL_NEW.replace("import cuda_extension\n", ""), "model_new", "exec"), model_new.__dict__)
+        monkeypatch.setitem(sys.modules, "cuda_extension", ext)
+        exec(compile(DIRECT_MODEL_NEW, "model_new.py", "exec"), model_new.__dict__)
         loader["_state"]["extension"] = ext
         return model_new.ModelNew
 
