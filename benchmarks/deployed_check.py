@@ -48,6 +48,7 @@ def main() -> None:
     patched = PooledLayerNorm.forward
     original = patched.__wrapped__
     op = patched._cuda_agent_op.replace("::", ".")
+    general_names = {op, op + "_nograd"}
     verified = json.load(open(os.path.join(args.repo, "_cuda_agent", "pooled_layer_norm", "verified.json")))
     family = verified["families"][0]
     device = verified["device"]
@@ -69,15 +70,20 @@ def main() -> None:
             torch._dynamo.reset()
             explained = torch._dynamo.explain(m)(x)
             targets = [str(n.target) for g in explained.graphs for n in g.graph.nodes if n.op == "call_function"]
+            graph_ops = patched._cuda_agent_graph_ops()
             torch._dynamo.reset()
             compiled = torch.compile(m, **kw)
             got = compiled(x)
             row = {
                 "graphs": explained.graph_count,
                 "graph_breaks": explained.graph_break_count,
-                "calls_op": any(t.startswith(op) for t in targets),
-                # the extension's function itself as the operator (no Python of the loader per call)
-                "direct": any(t.startswith(op + "_direct") for t in targets),
+                "calls_op": any(t.rsplit(".", 1)[0] in graph_ops or t in graph_ops for t in targets),
+                # the extension's function itself as the operator (no Python of the loader per
+                # call), and registered from the extension's C++ (no Python at all)
+                "direct": any(t.rsplit(".", 1)[0] in graph_ops - general_names for t in targets),
+                "direct_cpp": any(
+                    not t.startswith("cuda_agent.") and t.rsplit(".", 1)[0] in graph_ops for t in targets
+                ),
                 "matches": bool(torch.allclose(got, expected, atol=1e-3, rtol=1e-3)),
             }
             if args.time:

@@ -96,12 +96,12 @@ def _check(
         try:
             torch._dynamo.reset()
             explained = torch._dynamo.explain(m)(*args, **kwargs)
-            op = cls.forward._cuda_agent_op.replace("::", ".")
+            ops = cls.forward._cuda_agent_graph_ops()
             targets = [str(n.target) for g in explained.graphs for n in g.graph.nodes if n.op == "call_function"]
             out["compile"] = {
                 "graphs": explained.graph_count,
                 "graph_breaks": explained.graph_break_count,
-                "calls_op": any(t.startswith(op) for t in targets),
+                "calls_op": any(t.rsplit(".", 1)[0] in ops or t in ops for t in targets),
             }
         except Exception as exc:  # torch.compile cannot trace it here (no compiler, an unsupported op)
             out["compile"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}

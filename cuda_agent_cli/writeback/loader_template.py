@@ -97,6 +97,120 @@ def extension_name():
     return f"cuda_agent_{VERIFIED['class_snake']}_{digest.hexdigest()[:12]}"
 
 
+_OPERATORS_H = r"""// The extension's functions as PyTorch operators, registered from C++: a compiled graph calls
+// them through the dispatcher with no Python in between. Only functions whose arguments and
+// results an operator schema can state are registered (tensors, float and int numbers, bool;
+// a tensor, a tuple of tensors or a list of tensors back); outputs are made contiguous.
+#pragma once
+#include <torch/library.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+namespace cuda_agent_operators {
+
+template <class T> using plain = std::remove_cv_t<std::remove_reference_t<T>>;
+
+template <class T, class = void> struct arg { static constexpr bool ok = false; using type = int64_t; };
+template <> struct arg<at::Tensor> { static constexpr bool ok = true; using type = at::Tensor; };
+template <> struct arg<double> { static constexpr bool ok = true; using type = double; };
+template <> struct arg<float> { static constexpr bool ok = true; using type = double; };
+template <> struct arg<bool> { static constexpr bool ok = true; using type = bool; };
+template <class T>
+struct arg<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
+  static constexpr bool ok = true;
+  using type = int64_t;
+};
+
+// A tensor taken by non-const reference may be written to: not an operator of ours.
+template <class T>
+constexpr bool arg_ok = arg<plain<T>>::ok && !(std::is_lvalue_reference_v<T> && !std::is_const_v<std::remove_reference_t<T>>);
+
+template <class R> struct result { static constexpr bool ok = false; };
+template <> struct result<at::Tensor> {
+  static constexpr bool ok = true;
+  static at::Tensor dense(at::Tensor t) { return t.contiguous(); }
+};
+template <> struct result<std::vector<at::Tensor>> {
+  static constexpr bool ok = true;
+  static std::vector<at::Tensor> dense(std::vector<at::Tensor> ts) {
+    for (auto& t : ts) t = t.contiguous();
+    return ts;
+  }
+};
+template <class... T> struct result<std::tuple<T...>> {
+  static constexpr bool ok = (std::is_same_v<T, at::Tensor> && ...);
+  static std::tuple<T...> dense(std::tuple<T...> ts) {
+    std::apply([](auto&... t) { ((t = t.contiguous()), ...); }, ts);
+    return ts;
+  }
+};
+
+template <auto F> struct adapt { static constexpr bool ok = false; };
+template <class R, class... A, R (*F)(A...)> struct adapt<F> {
+  static constexpr bool ok = result<plain<R>>::ok && (arg_ok<A> && ...);
+  static plain<R> call(typename arg<plain<A>>::type... a) {
+    return result<plain<R>>::dense(F(static_cast<plain<A>>(a)...));
+  }
+};
+
+template <auto F> void define(torch::Library& m, const char* name) {
+  if constexpr (adapt<F>::ok) {
+    m.def(name, torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd, TORCH_FN(adapt<F>::call)));
+  }
+}
+
+}  // namespace cuda_agent_operators
+
+#define CUDA_AGENT_OPERATOR(name, fn) \
+  TORCH_LIBRARY_FRAGMENT(TORCH_EXTENSION_NAME, m) { cuda_agent_operators::define<&fn>(m, #name); }
+"""
+
+# m.def("name", &function ...) in a binding file: the functions a unit can register as operators
+_DEF = None
+
+
+def _operator_sources(build_dir):
+    """The build's sources with each binding file compiled inside a unit of its own that also
+    registers the file's functions as operators of the extension (C++ end to end: a compiled
+    graph calls them with no Python in between); the plain sources where no file has any."""
+    import re
+
+    global _DEF
+    if _DEF is None:
+        _DEF = re.compile(r'\.def\(\s*"([A-Za-z_]\w*)"\s*,\s*&?\s*((?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)\s*[,)]')
+    sources = _sources()
+    units = build_dir / "operators"
+    defs = {}
+    for path in sources:
+        text = path.read_text(errors="replace") if path.suffix == ".cpp" and path.parent.name == "kernels" else ""
+        defs[path] = _DEF.findall(text) if "REGISTER_BINDING" in text else []
+    # A name bound more than once (pybind11 overloads, or two files) is left to pybind11: an
+    # operator registered twice would stop the extension from loading.
+    counts = {}
+    for found in defs.values():
+        for name, _ in found:
+            counts[name] = counts.get(name, 0) + 1
+    out, changed = [], False
+    for path in sources:
+        found = sorted({(n, f) for n, f in defs[path] if counts[n] == 1})
+        if not found:
+            out.append(path)
+            continue
+        units.mkdir(parents=True, exist_ok=True)
+        (units / "cuda_agent_operators.h").write_text(_OPERATORS_H)
+        unit = units / f"{path.stem}_operators.cpp"
+        lines = [f'#include "{path}"', '#include "cuda_agent_operators.h"']
+        lines += [f"CUDA_AGENT_OPERATOR({name}, {symbol})" for name, symbol in found]
+        unit.write_text("\n".join(lines) + "\n")
+        out.append(unit)
+        changed = True
+    return out, changed
+
+
 def _prebuilt(name):
     for d in _cache_dirs():
         library = d / name / f"{name}.so"
@@ -172,15 +286,30 @@ def build(announce=True):
     with warnings.catch_warnings():
         # Build-time notes (architecture lists, compiler versions) are not the user's concern.
         warnings.simplefilter("ignore")
-        module = cpp.load(
-            name=name,
-            sources=[str(p) for p in _sources()],
-            extra_include_paths=[str(HERE)],
-            extra_cflags=["-O3", "-std=c++17"],
-            extra_cuda_cflags=["-O3", "-std=c++17"],
-            build_directory=str(build_dir),
-            verbose=False,
-        )
+
+        def load(sources):
+            return cpp.load(
+                name=name,
+                sources=[str(p) for p in sources],
+                extra_include_paths=[str(HERE)],
+                extra_cflags=["-O3", "-std=c++17"],
+                extra_cuda_cflags=["-O3", "-std=c++17"],
+                build_directory=str(build_dir),
+                verbose=False,
+            )
+
+        try:
+            sources, with_operators = _operator_sources(build_dir)
+        except OSError:
+            sources, with_operators = _sources(), False
+        try:
+            module = load(sources)
+        except Exception:
+            if not with_operators:
+                raise
+            # A function the registration cannot take (an overload, say): the verified sources
+            # alone, and the operators the loader registers from Python.
+            module = load(_sources())
     seconds = time.perf_counter() - start
     (build_dir / "ready").write_text(name + "\n")
     if announce:
@@ -667,7 +796,26 @@ def _direct_plan(family, new_class, call):
     for i, a in enumerate(family.spec["args"]):
         if ("input", i) not in passed and not all(isinstance(d, int) for d in a["spec"]["tensor"]["shape"]):
             return None
-    return fn, tuple(plan), f"({', '.join(f'{t} a{i}' for i, t in enumerate(types))}) -> {ret}"
+    return fn, tuple(plan), f"({', '.join(f'{t} a{i}' for i, t in enumerate(types))}) -> {ret}", \
+        _cpp_operator(ext, name, types)
+
+
+def _cpp_operator(ext, name, types):
+    """The function as the extension registered it from C++ (`_operator_sources`), where its
+    schema is the one read off the signature line, else None."""
+    import torch
+
+    namespace = getattr(ext, "__name__", "")
+    try:
+        op = getattr(getattr(torch.ops, namespace), name).default
+    except (AttributeError, RuntimeError):
+        return None
+    schema = op._schema
+    if [str(a.type) for a in schema.arguments] != [
+        {"Tensor": "Tensor", "float": "float", "int": "int", "bool": "bool"}.get(t, "?") for t in types
+    ]:
+        return None
+    return op
 
 
 def _contiguous(out, kind):
@@ -677,23 +825,33 @@ def _contiguous(out, kind):
     return tuple(outs) if kind == "tuple" else outs
 
 
-def _define_direct(op_name, family, fn, plan, schema):
-    """The family's direct operator: the extension function itself (outputs made contiguous)."""
+def _define_direct(op_name, family, fn, plan, schema, cpp):
+    """The family's direct operator: the extension function itself (outputs made contiguous),
+    as the extension registered it from C++ where it did (and no other family took it: the fake
+    stands for one family), else registered here with the function as its Python kernel."""
     import torch
 
     reg = _registry()
-    short = f"{op_name.split('::')[1]}_direct{family.index}"
-    full = f"cuda_agent::{short}"
+    if cpp is not None and (cpp._schema.name not in reg.direct or reg.direct[cpp._schema.name][2] == (
+            op_name, family.index)):
+        full = cpp._schema.name
+    else:
+        cpp = None
+        full = f"cuda_agent::{op_name.split('::')[1]}_direct{family.index}"
+    namespace, short = full.split("::")
     first = full not in reg.direct
-    reg.direct[full] = (fn, plan)
+    reg.direct[full] = (fn, plan, (op_name, family.index))
     if first:
         kind = family.output_kind
-        lib = torch.library.Library("cuda_agent", "FRAGMENT")
+        lib = torch.library.Library(namespace, "FRAGMENT")
         reg.libraries.append(lib)
-        lib.define(short + schema)
+        if cpp is None:
+            lib.define(short + schema)
 
-        def impl(*args):
-            return _contiguous(reg.direct[full][0](*args), kind)
+            def impl(*args):
+                return _contiguous(reg.direct[full][0](*args), kind)
+
+            lib.impl(short, impl, "CompositeExplicitAutograd")
 
         def fake(*args):
             current = reg.ops[op_name]
@@ -717,12 +875,11 @@ def _define_direct(op_name, family, fn, plan, schema):
                     for t in _flat(current.reference(family.index, inputs, params))]
             return fam.shaped(outs)
 
-        lib.impl(short, impl, "CompositeExplicitAutograd")
         try:
             torch.library.register_fake(full, fake, lib=lib)
         except Exception:
             lib.impl(short, fake, "Meta")
-    op = getattr(torch.ops.cuda_agent, short).default
+    op = getattr(getattr(torch.ops, namespace), short).default
     kind = family.output_kind
     family.direct_op, family.direct_plan = op, plan
 
@@ -1328,6 +1485,14 @@ def install(cls):
 
     forward._cuda_agent = True
     forward._cuda_agent_op = op_name
+
+    def graph_ops():
+        """The names a compiled graph of this class may call its kernel by (ns.name)."""
+        names = {op_name, op_name + "_nograd"}
+        names.update(k for k, v in _registry().direct.items() if v[2][0] == op_name)
+        return {n.replace("::", ".") for n in names}
+
+    forward._cuda_agent_graph_ops = graph_ops
     forward._cuda_agent_route = attempt  # (True, output) where the kernel ran, else (False, why)
     cls.forward = forward
     cls.__init__ = __init__

@@ -68,7 +68,7 @@ def test_the_applied_cuda_demo_compiles_to_one_graph_that_calls_the_kernel(tmp_p
     report = json.loads(run.stdout)
     print(json.dumps(report, indent=1))
     for name, row in report["modes"].items():
-        assert (row["graphs"], row["graph_breaks"], row["calls_op"], row["direct"], row["matches"]) == (
+        assert (row["graphs"], row["graph_breaks"], row["calls_op"], row["direct_cpp"], row["matches"]) == (
             1,
             0,
             True,

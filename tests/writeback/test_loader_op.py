@@ -380,3 +380,72 @@ def test_a_pybind11_signature_reads_as_an_operator_schema(mix):
     assert reads("f(arg0: torch.Tensor) -> None") is None
     assert reads("Overloaded function.") is None
     assert reads("g(arg0: torch.Tensor) -> torch.Tensor") is None
+
+
+BINDING_TWO = """#include <torch/extension.h>
+#include "../binding_registry.h"
+
+static torch::Tensor mix(torch::Tensor a, const torch::Tensor& b, double offset) { return a; }
+namespace k { torch::Tensor scale(torch::Tensor a, float s) { return a; } }
+static void reg(pybind11::module& m) {
+  m.def("mix", &mix, "the mix");
+  m.def("scale", k::scale);
+  m.def("twice", &twice_float);
+  m.def("twice", &twice_double);  // a pybind11 overload: left to pybind11
+  m.def("cast", py::overload_cast<int>(&cast));
+}
+REGISTER_BINDING(mix, reg);
+"""
+
+
+def test_binding_functions_become_operators_in_units_of_their_own(mix, tmp_path: Path):
+    loader = mix.Mix.forward.__globals__
+    here = loader["HERE"]
+    (here / "kernels" / "mix_binding.cpp").write_text(BINDING_TWO)
+    (here / "kernels" / "plain.cpp").write_text("// no binding here\nint helper() { return 1; }\n")
+    try:
+        sources, changed = loader["_operator_sources"](tmp_path / "build")
+        assert changed
+        names = [p.name for p in sources]
+        assert "mix_binding_operators.cpp" in names and "mix_binding.cpp" not in names and "plain.cpp" in names
+        unit = (tmp_path / "build" / "operators" / "mix_binding_operators.cpp").read_text().splitlines()
+        assert unit[0] == f'#include "{here / "kernels" / "mix_binding.cpp"}"'
+        # each function bound once by name; overloads and casts stay pybind11's alone
+        assert unit[2:] == ["CUDA_AGENT_OPERATOR(mix, mix)", "CUDA_AGENT_OPERATOR(scale, k::scale)"]
+        assert (
+            "TORCH_LIBRARY_FRAGMENT(TORCH_EXTENSION_NAME"
+            in (tmp_path / "build" / "operators" / "cuda_agent_operators.h").read_text()
+        )
+    finally:
+        (here / "kernels" / "mix_binding.cpp").unlink()
+        (here / "kernels" / "plain.cpp").unlink()
+    # no binding file with a function: the verified sources as they are
+    assert loader["_operator_sources"](tmp_path / "build2") == (loader["_sources"](), False)
+
+
+def test_a_build_the_operator_units_break_is_made_again_from_the_verified_sources(
+    mix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import torch.utils.cpp_extension as cpp
+
+    loader = mix.Mix.forward.__globals__
+    here = loader["HERE"]
+    (here / "kernels" / "mix_binding.cpp").write_text(BINDING_TWO)
+    builds: list[list[str]] = []
+
+    def load(name: str, sources: list[str], **kwargs: object) -> object:
+        builds.append([Path(s).name for s in sources])
+        if any(s.endswith("_operators.cpp") for s in sources):
+            raise RuntimeError("Error building extension: ambiguous overload")
+        return "built"
+
+    monkeypatch.setattr(cpp, "load", load)
+    monkeypatch.setitem(loader, "_missing_compiler", lambda: None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("CUDA_AGENT_KERNEL_CACHE", raising=False)
+    try:
+        result = loader["build"](announce=False)
+    finally:
+        (here / "kernels" / "mix_binding.cpp").unlink()
+    assert result["built"] and result["module"] == "built"
+    assert "mix_binding_operators.cpp" in builds[0] and "mix_binding.cpp" in builds[1]
