@@ -28,8 +28,9 @@ STORE_DAYS = 14
 
 
 def build_store() -> Path | None:
-    """Where the suite keeps compiled kernel objects and the precompiled header between its runs
-    (CUDA_AGENT_TEST_STORE, else the user's cache; "off" keeps them per run). Both are named by
+    """Where the suite keeps compiled kernel objects, the precompiled header and torch.compile's
+    caches of the baselines between its runs
+    (CUDA_AGENT_TEST_STORE, else the user's cache; "off" keeps them per run). All are named by
     the digest of everything that went into them (sources, headers, flags, compiler, torch
     build), so a build never links an object made from anything else; a test about compiling
     itself uses a folder of its own."""
@@ -47,7 +48,7 @@ def _prune(store: Path) -> None:
     import time
 
     limit = time.time() - STORE_DAYS * 86400
-    for folder in (store / "objects", store / "pch"):
+    for folder in (store / "objects", store / "pch", store / "compile"):
         for device in folder.glob("*"):
             for entry in device.glob("*"):
                 try:
@@ -69,6 +70,9 @@ def pytest_configure(config: pytest.Config) -> None:
     _prune(store)
     os.environ.setdefault("CUDA_AGENT_OBJECTS_DIR", str(store / "objects"))
     os.environ.setdefault("CUDA_AGENT_PCH_DIR", str(store / "pch"))
+    # torch.compile's caches for the baselines (named by torch from the graph, its inputs, the
+    # config and torch's build): the eager models' compiled code is made once, not every run
+    os.environ.setdefault("CUDA_AGENT_COMPILE_CACHE", str(store / "compile"))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

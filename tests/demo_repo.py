@@ -23,7 +23,7 @@ def clean_env(tmp: Path, cache: Path) -> dict[str, str]:
     }
     # The suite's choice of baselines, its shared precompiled header and object store (tests/conftest.py) hold
     # in the commands it runs too.
-    for name in ("CUDA_AGENT_BASELINES", "CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR"):
+    for name in ("CUDA_AGENT_BASELINES", "CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE"):
         if name in os.environ:
             env[name] = os.environ[name]
     env.update(XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(cache))

@@ -982,10 +982,14 @@ def _merge_inputs(outcomes: list[JobOutcome]) -> JobOutcome:
 def _worker(cache: Path) -> tuple[dict[str, str], WorkerPool]:
     """The environment of the harness's processes and the worker every Harness of this process
     shares for `cache`."""
+    # torch.compile's own caches (content-addressed by torch): the cache's, or a folder several
+    # caches share (CUDA_AGENT_COMPILE_CACHE, such as a test suite's between its runs).
+    shared = os.environ.get("CUDA_AGENT_COMPILE_CACHE")
+    compiled = Path(shared) if shared else cache
     env = clean_env(
         {
-            "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-            "TRITON_CACHE_DIR": str(cache / "triton"),
+            "TORCHINDUCTOR_CACHE_DIR": str(compiled / "inductor"),
+            "TRITON_CACHE_DIR": str(compiled / "triton"),
             # The torch.compile baseline builds beside the extension's build: a pool of one
             # compiler process per core (each importing torch) would starve nvcc.
             "TORCHINDUCTOR_COMPILE_THREADS": "1",

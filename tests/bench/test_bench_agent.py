@@ -21,7 +21,10 @@ def test_agent_bench_with_replay_sessions(tmp_path: Path, harness_cache_root: Pa
     env = {
         k: v
         for k, v in os.environ.items()
-        if (not k.startswith("CUDA_AGENT_") or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR"))
+        if (
+            not k.startswith("CUDA_AGENT_")
+            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
+        )
     }
     env.update(
         XDG_DATA_HOME=str(tmp_path / "data"),

@@ -51,7 +51,10 @@ def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if (not k.startswith("CUDA_AGENT_") or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR"))
+        if (
+            not k.startswith("CUDA_AGENT_")
+            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
+        )
         and not k.endswith("_API_KEY")
     }
     env.update(XDG_DATA_HOME=str(root.parent / "data"), XDG_CONFIG_HOME=str(root.parent / "config"))

@@ -62,7 +62,10 @@ def test_cpu_demo_runs_for_real_and_applies_into_its_own_repository(tmp_path: Pa
     env = {
         k: v
         for k, v in os.environ.items()
-        if (not k.startswith("CUDA_AGENT_") or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR"))
+        if (
+            not k.startswith("CUDA_AGENT_")
+            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
+        )
         and not k.endswith("_API_KEY")
     }
     env.update(

@@ -61,7 +61,10 @@ def test_a_failed_inline_build_reports_the_compilers_first_error(tmp_path: Path,
     env = {
         k: v
         for k, v in os.environ.items()
-        if (not k.startswith("CUDA_AGENT_") or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR"))
+        if (
+            not k.startswith("CUDA_AGENT_")
+            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
+        )
     }
     env.update(XDG_CACHE_HOME=str(harness_cache_root), XDG_DATA_HOME=str(tmp_path / "data"))
     proc = subprocess.run(

@@ -154,7 +154,10 @@ def test_verify_and_profile_a_pair_built_from_config_objects(tmp_path: Path, har
     env = {
         k: v
         for k, v in os.environ.items()
-        if (not k.startswith("CUDA_AGENT_") or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR"))
+        if (
+            not k.startswith("CUDA_AGENT_")
+            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
+        )
     } | {
         "XDG_CACHE_HOME": str(harness_cache_root),
         "XDG_DATA_HOME": str(tmp_path / "data"),

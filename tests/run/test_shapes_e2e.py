@@ -71,7 +71,10 @@ def applied(tmp_path_factory: pytest.TempPathFactory, harness_cache_root: Path):
     env = {
         k: v
         for k, v in os.environ.items()
-        if (not k.startswith("CUDA_AGENT_") or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR"))
+        if (
+            not k.startswith("CUDA_AGENT_")
+            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
+        )
     }
     env.update(
         XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(harness_cache_root)
