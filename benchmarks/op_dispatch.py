@@ -67,7 +67,7 @@ def main() -> None:
         if family.direct_op is not None:
             eps = float(m.norm.eps)
             direct = family.direct_op
-            fn = sys.modules["_cuda_agent_ops"].direct[str(direct).split(".default")[0].replace(".", "::", 1)][0]
+            fn = sys.modules["_cuda_agent_ops"].direct[direct._schema.name][0]
             rows["the direct op (the extension function as the operator)"] = best_us(
                 lambda: direct(x, params[0], params[1], eps)
             )

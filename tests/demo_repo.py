@@ -12,6 +12,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# The suite's shared build folders (tests/conftest.py): the commands it runs use them too.
+SHARED_BUILDS = ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
+
+
+def suite_env(api_keys: bool = True) -> dict[str, str]:
+    """This environment without cuda-agent's own settings, the suite's shared build folders kept
+    (and without API keys unless api_keys)."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if (not k.startswith("CUDA_AGENT_") or k in SHARED_BUILDS) and (api_keys or not k.endswith("_API_KEY"))
+    }
+
 
 def clean_env(tmp: Path, cache: Path) -> dict[str, str]:
     """This environment without cuda-agent's own settings or API keys, with private XDG folders
@@ -23,7 +36,7 @@ def clean_env(tmp: Path, cache: Path) -> dict[str, str]:
     }
     # The suite's choice of baselines, its shared precompiled header and object store (tests/conftest.py) hold
     # in the commands it runs too.
-    for name in ("CUDA_AGENT_BASELINES", "CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE"):
+    for name in ("CUDA_AGENT_BASELINES", *SHARED_BUILDS):
         if name in os.environ:
             env[name] = os.environ[name]
     env.update(XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(cache))

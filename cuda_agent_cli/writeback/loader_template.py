@@ -29,6 +29,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -170,18 +171,13 @@ template <auto F> void define(torch::Library& m, const char* name) {
 """
 
 # m.def("name", &function ...) in a binding file: the functions a unit can register as operators
-_DEF = None
+_DEF = re.compile(r'\.def\(\s*"([A-Za-z_]\w*)"\s*,\s*&?\s*((?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)\s*[,)]')
 
 
 def _operator_sources(build_dir):
     """The build's sources with each binding file compiled inside a unit of its own that also
     registers the file's functions as operators of the extension (C++ end to end: a compiled
     graph calls them with no Python in between); the plain sources where no file has any."""
-    import re
-
-    global _DEF
-    if _DEF is None:
-        _DEF = re.compile(r'\.def\(\s*"([A-Za-z_]\w*)"\s*,\s*&?\s*((?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)\s*[,)]')
     sources = _sources()
     units = build_dir / "operators"
     defs = {}
@@ -818,6 +814,11 @@ def _cpp_operator(ext, name, types):
     return op
 
 
+def _direct_args(plan, inputs, params):
+    """The extension call's arguments: each the op's input, its parameter, or a constant."""
+    return [inputs[k] if what == "input" else params[k] if what == "param" else k for what, k in plan]
+
+
 def _contiguous(out, kind):
     if kind == "tensor":
         return out if out.is_contiguous() else out.contiguous()
@@ -885,17 +886,11 @@ def _define_direct(op_name, family, fn, plan, schema, cpp):
 
     def traced(inputs, params):
         """The operator's call from the op's inputs and parameters (what torch.compile records)."""
-        args = []
-        for what, k in plan:
-            args.append(inputs[k] if what == "input" else params[k] if what == "param" else k)
-        return op(*args)
+        return op(*_direct_args(plan, inputs, params))
 
     def eager(inputs, params):
         """The extension function called as the verified module calls it."""
-        args = []
-        for what, k in plan:
-            args.append(inputs[k] if what == "input" else params[k] if what == "param" else k)
-        return _contiguous(fn(*args), kind)
+        return _contiguous(fn(*_direct_args(plan, inputs, params)), kind)
 
     return traced, eager
 
@@ -1105,10 +1100,8 @@ class _Op:
         for slot, t in zip(slots, params):
             if slot is not None:
                 slot[0][slot[1]] = t
-        out = new.forward(*family.rebuild(inputs))
-        if family.output_kind == "tensor":
-            return [out if out.is_contiguous() else out.contiguous()]
-        return [o if o.is_contiguous() else o.contiguous() for o in out]
+        out = _contiguous(new.forward(*family.rebuild(inputs)), family.output_kind)
+        return [out] if family.output_kind == "tensor" else list(out)
 
     # the original code on the op's tensors --------------------------------------------------
     def reference_module(self, index):

@@ -5,12 +5,12 @@ gets its own session workspace under --out, and the best verified candidate is s
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from demo_repo import suite_env
 
 pytestmark = pytest.mark.integration
 
@@ -18,14 +18,7 @@ SUITE = Path(__file__).resolve().parents[1] / "bench_suite"
 
 
 def test_agent_bench_with_replay_sessions(tmp_path: Path, harness_cache_root: Path):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if (
-            not k.startswith("CUDA_AGENT_")
-            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
-        )
-    }
+    env = suite_env()
     env.update(
         XDG_DATA_HOME=str(tmp_path / "data"),
         XDG_CONFIG_HOME=str(tmp_path / "config"),

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from demo_repo import suite_env
 
 pytestmark = pytest.mark.integration
 
@@ -52,14 +53,7 @@ def bench_argv(out: Path, *extra: str) -> list[str]:
 
 
 def env_for(tmp: Path, cache: Path) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if (
-            not k.startswith("CUDA_AGENT_")
-            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
-        )
-    }
+    env = suite_env()
     env.update(XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(cache))
     return env
 

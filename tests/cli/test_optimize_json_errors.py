@@ -5,12 +5,12 @@ and the documented exit code, before any session is made."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from demo_repo import suite_env
 
 MODULE = """\
 import torch
@@ -48,15 +48,7 @@ def replay(tmp_path: Path) -> str:
 
 
 def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if (
-            not k.startswith("CUDA_AGENT_")
-            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
-        )
-        and not k.endswith("_API_KEY")
-    }
+    env = suite_env(api_keys=False)
     env.update(XDG_DATA_HOME=str(root.parent / "data"), XDG_CONFIG_HOME=str(root.parent / "config"))
     return subprocess.run(
         [sys.executable, "-m", "cuda_agent_cli", "optimize", *args],

@@ -1,13 +1,13 @@
 """`cuda-agent demo`: the shipped recorded sessions, the CUDA kernel's build, and a CPU run."""
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from demo_repo import suite_env
 
 from cuda_agent_cli import demo
 from cuda_agent_cli.doctor import find_nvcc
@@ -59,15 +59,7 @@ def test_cuda_demo_kernel_compiles_for_sm_90(tmp_path: Path):
 
 @pytest.mark.integration
 def test_cpu_demo_runs_for_real_and_applies_into_its_own_repository(tmp_path: Path, harness_cache_root: Path):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if (
-            not k.startswith("CUDA_AGENT_")
-            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
-        )
-        and not k.endswith("_API_KEY")
-    }
+    env = suite_env(api_keys=False)
     env.update(
         XDG_DATA_HOME=str(tmp_path / "data"),
         XDG_CONFIG_HOME=str(tmp_path / "config"),

@@ -4,12 +4,12 @@ the start of ninja's command lines, for a single-file load_inline candidate as f
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from demo_repo import suite_env
 
 pytestmark = pytest.mark.integration
 
@@ -58,14 +58,7 @@ def test_a_failed_inline_build_reports_the_compilers_first_error(tmp_path: Path,
     pair.mkdir()
     (pair / "model.py").write_text(REFERENCE)
     (pair / "model_new.py").write_text(BROKEN)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if (
-            not k.startswith("CUDA_AGENT_")
-            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
-        )
-    }
+    env = suite_env()
     env.update(XDG_CACHE_HOME=str(harness_cache_root), XDG_DATA_HOME=str(tmp_path / "data"))
     proc = subprocess.run(
         [sys.executable, "-m", "cuda_agent_cli", "verify", str(pair), "--device", "cpu", "--json"],

@@ -8,7 +8,6 @@ import dataclasses
 import enum
 import io
 import json
-import os
 import subprocess
 import sys
 from collections import namedtuple
@@ -17,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from demo_repo import suite_env
 
 from cuda_agent_cli.resources import tools_dir
 
@@ -151,14 +151,7 @@ def test_verify_and_profile_a_pair_built_from_config_objects(tmp_path: Path, har
     pair.mkdir()
     (pair / "model.py").write_text(REFERENCE)
     (pair / "model_new.py").write_text(CANDIDATE)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if (
-            not k.startswith("CUDA_AGENT_")
-            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
-        )
-    } | {
+    env = suite_env() | {
         "XDG_CACHE_HOME": str(harness_cache_root),
         "XDG_DATA_HOME": str(tmp_path / "data"),
     }

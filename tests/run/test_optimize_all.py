@@ -5,13 +5,13 @@ rerun that resumes instead of paying again."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from demo_repo import suite_env
 
 from cuda_agent_cli.demo import demo_dir, replay_path
 
@@ -58,15 +58,7 @@ def project(tmp_path: Path, harness_cache_root: Path):
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
     git(root, "commit", "-qm", "start")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if (
-            not k.startswith("CUDA_AGENT_")
-            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
-        )
-        and not k.endswith("_API_KEY")
-    }
+    env = suite_env(api_keys=False)
     env.update(
         XDG_DATA_HOME=str(tmp_path / "data"),
         XDG_CONFIG_HOME=str(tmp_path / "config"),

@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from demo_repo import suite_env
 
 from cuda_agent_cli.demo import replay_path
 
@@ -83,14 +84,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, harness_cache_root: Path):
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "start")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if (
-            not k.startswith("CUDA_AGENT_")
-            or k in ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
-        )
-    }
+    env = suite_env()
     env.update(
         XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(harness_cache_root)
     )
