@@ -48,14 +48,14 @@ def _prune(store: Path) -> None:
     import time
 
     limit = time.time() - STORE_DAYS * 86400
-    for folder in (store / "objects", store / "pch", store / "compile"):
-        for device in folder.glob("*"):
-            for entry in device.glob("*"):
-                try:
-                    if entry.stat().st_mtime < limit:
-                        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-                except OSError:
-                    pass
+    per_device = (store / "objects", store / "pch", store / "compile", store / "inline")
+    entries = [e for folder in per_device for device in folder.glob("*") for e in device.glob("*")]
+    for entry in entries + list((store / "extensions").glob("*")):
+        try:
+            if entry.stat().st_mtime < limit:
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        except OSError:
+            pass
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -73,6 +73,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # torch.compile's caches for the baselines (named by torch from the graph, its inputs, the
     # config and torch's build): the eager models' compiled code is made once, not every run
     os.environ.setdefault("CUDA_AGENT_COMPILE_CACHE", str(store / "compile"))
+    # The loaders' extensions (named by the digest of their sources, the loader's build recipe
+    # and torch's build) and single-file candidates' load_inline builds (rebuilt by torch when
+    # their sources change): each applied demo or KernelBench pair of a run, and of the next,
+    # links what the first one built. Tests about building pass folders of their own.
+    os.environ.setdefault("CUDA_AGENT_KERNEL_CACHE", str(store / "extensions"))
+    os.environ.setdefault("CUDA_AGENT_INLINE_DIR", str(store / "inline"))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

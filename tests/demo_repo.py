@@ -13,7 +13,21 @@ from pathlib import Path
 from typing import Any
 
 # The suite's shared build folders (tests/conftest.py): the commands it runs use them too.
-SHARED_BUILDS = ("CUDA_AGENT_PCH_DIR", "CUDA_AGENT_OBJECTS_DIR", "CUDA_AGENT_COMPILE_CACHE")
+SHARED_BUILDS = (
+    "CUDA_AGENT_PCH_DIR",
+    "CUDA_AGENT_OBJECTS_DIR",
+    "CUDA_AGENT_COMPILE_CACHE",
+    "CUDA_AGENT_KERNEL_CACHE",
+    "CUDA_AGENT_INLINE_DIR",
+)
+# What a test about building the loader's extension or a load_inline candidate must not find
+# built already.
+BUILT_ELSEWHERE = ("CUDA_AGENT_KERNEL_CACHE", "CUDA_AGENT_INLINE_DIR")
+
+
+def own_builds(env: dict[str, str]) -> dict[str, str]:
+    """env without the suite's store of built extensions: what the test builds, it builds."""
+    return {k: v for k, v in env.items() if k not in BUILT_ELSEWHERE}
 
 
 def suite_env(api_keys: bool = True) -> dict[str, str]:

@@ -289,7 +289,7 @@ class Harness:
             spec: dict[str, Any] = {
                 "device": self.device,
                 "candidate": str(snapshot),
-                "extensions_dir": str(self.workspace.build_dir / f"inline-{self.device}"),
+                "extensions_dir": str(self._inline_dir()),
                 "out_dir": str(run_dir / "inline-build" / "out"),
                 "writable": [],
                 "confine_writes": self.confine_writes,
@@ -318,6 +318,15 @@ class Harness:
         never gives a build an object made from anything else."""
         shared = os.environ.get("CUDA_AGENT_OBJECTS_DIR")
         return (Path(shared) if shared else self._cache / "objects") / self.device
+
+    def _inline_dir(self) -> Path:
+        """Where a single-file candidate's load_inline builds its extensions: the workspace's own
+        folder, or CUDA_AGENT_INLINE_DIR (a folder several workspaces share, such as a test suite's
+        between its runs). torch names and rebuilds what is there by the extension's name and
+        sources, as in its own default folder, so workspaces sharing one trust each other's
+        candidates: a folder for one user's own runs, never across users."""
+        shared = os.environ.get("CUDA_AGENT_INLINE_DIR")
+        return Path(shared) / self.device if shared else self.workspace.build_dir / f"inline-{self.device}"
 
     def _pch_dir(self) -> Path:
         """Where precompiled headers are kept: the cache, or CUDA_AGENT_PCH_DIR (a folder several
@@ -475,7 +484,7 @@ class Harness:
             "n": SEEDS,
             "seeds": seeds,
             "timed_sets": list(range(SEEDS, n_sets)),
-            "extensions_dir": str(self.workspace.build_dir / f"inline-{self.device}"),
+            "extensions_dir": str(self._inline_dir()),
             "writable": [str(run_dir / "evaluate")],
             "confine_writes": self.confine_writes,
             "threads": self.threads,

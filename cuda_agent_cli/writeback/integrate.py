@@ -126,7 +126,8 @@ def loader_source(display: str, class_name: str, session_id: str, op: str = "") 
     from cuda_agent_cli.writeback.fingerprint import class_digest
 
     text = resources.files("cuda_agent_cli.writeback").joinpath("loader_template.py").read_text()
-    text = text.replace("# __CLASS_DIGEST__\n", inspect.getsource(class_digest))
+    recipe = hashlib.sha256(text.encode()).hexdigest()[:16]
+    text = text.replace("# __CLASS_DIGEST__\n", inspect.getsource(class_digest)).replace("__RECIPE__", recipe)
     return (
         text.replace("__DISPLAY__", display)
         .replace("__CLASS__", class_name)

@@ -87,14 +87,21 @@ def _ninja_on_path():
     os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
 
 
+# The digest of the loader's own text as cuda-agent wrote it: how it builds (flags, the operator
+# units) is part of what a cached library was made from.
+_RECIPE = "__RECIPE__"
+_CFLAGS = ["-O3", "-std=c++17"]
+
+
 def extension_name():
-    """One name per source set and torch build: a cached library is reused only where it fits."""
+    """One name per source set, build recipe and torch build: a cached library is reused only
+    where it fits."""
     import platform
 
     import torch
 
     digest = hashlib.sha256(_source_digest().encode())
-    digest.update(f"{torch.__version__}|{torch.version.cuda}|{platform.python_version()}".encode())
+    digest.update(f"{torch.__version__}|{torch.version.cuda}|{platform.python_version()}|{_RECIPE}".encode())
     return f"cuda_agent_{VERIFIED['class_snake']}_{digest.hexdigest()[:12]}"
 
 
@@ -288,8 +295,8 @@ def build(announce=True):
                 name=name,
                 sources=[str(p) for p in sources],
                 extra_include_paths=[str(HERE)],
-                extra_cflags=["-O3", "-std=c++17"],
-                extra_cuda_cflags=["-O3", "-std=c++17"],
+                extra_cflags=_CFLAGS,
+                extra_cuda_cflags=_CFLAGS,
                 build_directory=str(build_dir),
                 verbose=False,
             )

@@ -57,10 +57,15 @@ def test_queued_builds_overlap_the_timing_and_are_reused(tmp_path: Path, harness
     assert set(busy["devices"]) == {"cpu"} and 0 < busy["overall"] <= 1
 
 
-def test_single_file_solutions_are_built_ahead_too(tmp_path: Path, harness_cache: Path):
+def test_single_file_solutions_are_built_ahead_too(
+    tmp_path: Path, harness_cache: Path, monkeypatch: pytest.MonkeyPatch
+):
     """A KernelBench solution file builds its extension with load_inline as it is imported: a
     builder imports it alone, confined, so the slot's round only loads the built extension."""
     import re
+
+    # Built here, by the builder: not found built by an earlier test.
+    monkeypatch.delenv("CUDA_AGENT_INLINE_DIR", raising=False)
 
     from cuda_agent_cli.bench.run import BenchRequest, plan_bench, run_bench
 

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from demo_repo import clean_env, shared_cpu_demo
+from demo_repo import clean_env, own_builds, shared_cpu_demo
 
 from cuda_agent_cli.writeback.manifest import MANIFEST_PATH, load_manifest, render_manifest
 
@@ -365,7 +365,7 @@ def _first_call(repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def test_no_compiler_at_run_time_falls_back_with_one_warning(repo: Path, tmp_path: Path):
-    env = clean_env(tmp_path, tmp_path / "empty-cache")
+    env = own_builds(clean_env(tmp_path, tmp_path / "empty-cache"))
     env["PATH"] = str(tmp_path / "no-tools")  # no c++ here, and nothing built yet
     run = _first_call(repo, env)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -376,7 +376,7 @@ def test_no_compiler_at_run_time_falls_back_with_one_warning(repo: Path, tmp_pat
 
 def test_build_ahead_of_time_then_the_first_call_needs_no_compiler(repo: Path, tmp_path: Path):
     cache = tmp_path / "kernels"
-    env = clean_env(tmp_path, tmp_path / "cache")
+    env = own_builds(clean_env(tmp_path, tmp_path / "cache"))
     proc = subprocess.run(
         [sys.executable, "-m", "cuda_agent_cli", "build", str(repo), "--cache-dir", str(cache), "--json"],
         env=env,
@@ -406,8 +406,12 @@ def test_build_ahead_of_time_then_the_first_call_needs_no_compiler(repo: Path, t
 def test_build_into_a_cache_dir_leaves_the_kernel_there_when_another_cache_had_it(
     repo: Path, tmp_path: Path, harness_cache_root: Path
 ):
-    # The session's cache holds this kernel already (applying it built it there).
-    env = clean_env(tmp_path, harness_cache_root)
+    # Another cache holds this kernel already: the one applying it built it in.
+    built_in = Path(os.environ.get("CUDA_AGENT_KERNEL_CACHE") or harness_cache_root / "cuda-agent" / "extensions")
+    other = tmp_path / "other" / "cuda-agent" / "extensions"
+    for folder in built_in.glob("cuda_agent_pooled_layer_norm_*"):
+        shutil.copytree(folder, other / folder.name)
+    env = own_builds(clean_env(tmp_path, tmp_path / "other"))
     target = tmp_path / "ship"
     proc = subprocess.run(
         [sys.executable, "-m", "cuda_agent_cli", "build", str(repo), "--cache-dir", str(target), "--json"],
@@ -419,6 +423,7 @@ def test_build_into_a_cache_dir_leaves_the_kernel_there_when_another_cache_had_i
     assert proc.returncode == 0, proc.stderr[-3000:]
     built = json.loads(proc.stdout)["kernels"][0]
     assert Path(built["library"]).is_file() and Path(built["library"]).is_relative_to(target)
+    assert not built["built"], built  # copied from the other cache, not compiled again
     run = _first_call(
         repo,
         {
@@ -431,7 +436,7 @@ def test_build_into_a_cache_dir_leaves_the_kernel_there_when_another_cache_had_i
 
 
 def test_the_loader_says_once_what_it_builds_and_how_long_it_took(repo: Path, tmp_path: Path):
-    env = clean_env(tmp_path, tmp_path / "cache")
+    env = own_builds(clean_env(tmp_path, tmp_path / "cache"))
     run = _first_call(repo, env)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "used=True same=True" in run.stdout

@@ -449,3 +449,17 @@ def test_a_build_the_operator_units_break_is_made_again_from_the_verified_source
         (here / "kernels" / "mix_binding.cpp").unlink()
     assert result["built"] and result["module"] == "built"
     assert "mix_binding_operators.cpp" in builds[0] and "mix_binding.cpp" in builds[1]
+
+
+def test_a_library_another_version_of_the_loader_built_is_not_reused(mix, monkeypatch: pytest.MonkeyPatch):
+    """How the loader builds (flags, operator units) is part of a built library's name: after an
+    upgrade that changes it, a cached build of the same sources is made again, not loaded."""
+    import hashlib
+    from importlib import resources
+
+    loader = mix.Mix.forward.__globals__
+    template = resources.files("cuda_agent_cli.writeback").joinpath("loader_template.py").read_text()
+    assert loader["_RECIPE"] == hashlib.sha256(template.encode()).hexdigest()[:16]
+    name = loader["extension_name"]()
+    monkeypatch.setitem(loader, "_RECIPE", "0" * 16)
+    assert loader["extension_name"]() != name
