@@ -326,7 +326,17 @@ class Harness:
         sources, as in its own default folder, so workspaces sharing one trust each other's
         candidates: a folder for one user's own runs, never across users."""
         shared = os.environ.get("CUDA_AGENT_INLINE_DIR")
-        return Path(shared) / self.device if shared else self.workspace.build_dir / f"inline-{self.device}"
+        if not shared:
+            return self.workspace.build_dir / f"inline-{self.device}"
+        folder = Path(shared) / self.device
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BadInput(
+                f"CUDA_AGENT_INLINE_DIR={shared} cannot hold builds ({exc.strerror or exc})",
+                "point it at a folder you can write, or unset it",
+            ) from None
+        return folder
 
     def _pch_dir(self) -> Path:
         """Where precompiled headers are kept: the cache, or CUDA_AGENT_PCH_DIR (a folder several

@@ -72,3 +72,30 @@ def test_a_failed_inline_build_reports_the_compilers_first_error(tmp_path: Path,
     assert not compile_check["passed"]
     first = compile_check["detail"].splitlines()[0]
     assert "error:" in first and "undefined_helper" in first and ".cpp:" in first, compile_check["detail"][:600]
+
+
+def test_an_inline_folder_that_cannot_hold_builds_is_one_line_and_exit_2(tmp_path: Path):
+    pair = tmp_path / "pair"
+    pair.mkdir()
+    (pair / "model.py").write_text(REFERENCE)
+    (pair / "model_new.py").write_text(BROKEN)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = suite_env()
+    env.update(
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        CUDA_AGENT_INLINE_DIR=str(blocker / "inline"),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_agent_cli", "verify", str(pair), "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        f"error: CUDA_AGENT_INLINE_DIR={blocker / 'inline'} cannot hold builds (Not a directory) — "
+        "point it at a folder you can write, or unset it"
+    ]
