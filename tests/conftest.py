@@ -58,7 +58,18 @@ def _prune(store: Path) -> None:
             pass
 
 
+def _keep_bytecode() -> None:
+    """The suite starts some hundreds of `python -m cuda_agent_cli` processes; where the
+    environment forbids writing bytecode (PYTHONDONTWRITEBYTECODE, set on some CI images), each
+    compiled cuda-agent's modules from source again, about 0.3 s of CPU apiece. The run and the
+    commands it starts write and reuse __pycache__ like any Python process (the harness's
+    workers keep their own rule: they start with -B)."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _keep_bytecode()
     store = build_store()
     if store is None or os.environ.get("PYTEST_XDIST_WORKER"):
         # xdist's workers inherit the controller's environment

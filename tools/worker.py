@@ -487,6 +487,20 @@ def serve() -> None:
     buffer = b""
     delay = 0.0005
     warm_soon = False
+    deferred: list[dict] = []  # services asked for before the warm-up, started right after it
+
+    def start_deferred() -> None:
+        while deferred:
+            services.prewarm(deferred.pop(0), [stdin, out.fileno(), *results])
+
+    def warm_dispatch() -> None:
+        _warm_dispatch()
+        start_deferred()
+
+    def warm_all(compiler: bool) -> dict:
+        answer = _warm_all(compiler)
+        start_deferred()
+        return answer
 
     def drain(fd: int, final: bool) -> None:
         while True:
@@ -527,9 +541,16 @@ def serve() -> None:
                     continue
                 req = json.loads(line)
                 if req["job"] == "service":
-                    started = isinstance(req.get("service"), dict) and services.prewarm(
-                        req["service"], [stdin, out.fileno(), *results]
-                    )
+                    wanted = req.get("service")
+                    started = isinstance(wanted, dict)
+                    if started and guards.is_warm():
+                        started = services.prewarm(wanted, [stdin, out.fileno(), *results])
+                    elif started:
+                        # Started once the zygote's warm-up has imported what the service
+                        # needs first (torch._dynamo): forked before it, the service imported
+                        # those ~800 modules again beside the zygote, seconds of CPU on a small
+                        # machine for nothing, as its prewarm waits for them either way.
+                        deferred.append(wanted)
                     out.write(
                         json.dumps(
                             {
@@ -552,7 +573,7 @@ def serve() -> None:
                                 "status": "ok",
                                 "returncode": 0,
                                 "signal": None,
-                                "result": _warm_all(req["job"] == "warm-compiler"),
+                                "result": warm_all(req["job"] == "warm-compiler"),
                             }
                         )
                         + "\n"
@@ -563,7 +584,7 @@ def serve() -> None:
                 # paid lazily, once the first burst of jobs (build, inputs, the baselines'
                 # prewarm) is running, not before "ready"; an evaluation waits for it.
                 if not guards.is_warm() and req["job"] in _NEEDS_WARM_UP:
-                    _warm_dispatch()
+                    warm_dispatch()
                 service = None
                 if req["job"] == "evaluate" and isinstance(req.get("service"), dict):
                     service = services.lend(req["service"], [stdin, out.fileno(), *results])
@@ -589,8 +610,8 @@ def serve() -> None:
                 running[pid] = (req["id"], time.monotonic() + float(req.get("timeout", 600)), read_fd)
                 if req["job"] != "probe":
                     warm_soon = True
-            if warm_soon and not guards.is_warm() and not select.select([stdin], [], [], 0.05)[0]:
-                _warm_dispatch()
+            if (warm_soon or deferred) and not guards.is_warm() and not select.select([stdin], [], [], 0.05)[0]:
+                warm_dispatch()
         if events:
             delay = 0.0005
         finished = False

@@ -102,7 +102,7 @@ def build_kernel(
     start = time.perf_counter()
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _BUILD, str(loader)],
+            [sys.executable, "-B", "-c", _BUILD, str(loader)],
             cwd=root,
             env=env,
             capture_output=True,

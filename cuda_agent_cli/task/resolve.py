@@ -48,7 +48,7 @@ def _run_probe(
         env["CUDA_AGENT_DISABLE_KERNELS"] = "1"
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "cuda_agent_cli.task.probe", str(req_path), str(out_path)],
+                [sys.executable, "-B", "-m", "cuda_agent_cli.task.probe", str(req_path), str(out_path)],
                 cwd=target.repo_root,
                 env=env,
                 stdin=subprocess.DEVNULL,

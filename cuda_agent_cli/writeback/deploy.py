@@ -244,7 +244,7 @@ def measure_deployment(
         req_path.write_text(json.dumps(request))
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_") or k == "CUDA_AGENT_KERNEL_CACHE"}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cuda_agent_cli.writeback.deploy_probe", str(req_path)],
+            [sys.executable, "-B", "-m", "cuda_agent_cli.writeback.deploy_probe", str(req_path)],
             cwd=repo_root,
             env=env,
             stdin=subprocess.PIPE,

@@ -73,7 +73,8 @@ def test_single_file_solutions_are_built_ahead_too(
     level.mkdir(parents=True)
     runs = tmp_path / "runs"
     runs.mkdir()
-    for k in (1, 2, 3):
+    # Two tasks: the slot builds the first itself while the builder builds the second.
+    for k in (1, 2):
         (level / f"{k}_ReLU{k}.py").write_text((SUITE / "KernelBench" / "level1" / "1_ReLU.py").read_text())
         shutil.copy(
             SUITE / "runs" / "level_1_problem_1_sample_0_kernel.py", runs / f"level_1_problem_{k}_sample_0_kernel.py"
@@ -91,7 +92,7 @@ def test_single_file_solutions_are_built_ahead_too(
     )
     outcome = run_bench(plan)
     records = {r["task"]: r for r in outcome.records}
-    assert [r["status"] for r in records.values()] == ["correct"] * 3, [r["error"] for r in records.values()]
+    assert [r["status"] for r in records.values()] == ["correct"] * 2, [r["error"] for r in records.values()]
     ahead = [r for r in records.values() if "compile_ahead" in r]
     assert ahead, "no task was built ahead"
     for r in ahead:
