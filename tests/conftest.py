@@ -58,18 +58,21 @@ def _prune(store: Path) -> None:
             pass
 
 
-def _keep_bytecode() -> None:
+def _compile_own_bytecode() -> None:
     """The suite starts some hundreds of `python -m cuda_agent_cli` processes; where the
     environment forbids writing bytecode (PYTHONDONTWRITEBYTECODE, set on some CI images), each
-    compiled cuda-agent's modules from source again, about 0.3 s of CPU apiece. The run and the
-    commands it starts write and reuse __pycache__ like any Python process (the harness's
-    workers keep their own rule: they start with -B)."""
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    sys.dont_write_bytecode = False
+    compiled cuda-agent's modules from source again, about 0.3 s of CPU apiece. Compiled once
+    here, they are read by every one (the modules the tests write and edit keep the
+    environment's rule: a rewrite within the second of an import could otherwise run stale
+    bytecode)."""
+    import compileall
+
+    compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "cuda_agent_cli"), quiet=1, workers=1)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _keep_bytecode()
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        _compile_own_bytecode()
     store = build_store()
     if store is None or os.environ.get("PYTEST_XDIST_WORKER"):
         # xdist's workers inherit the controller's environment

@@ -70,7 +70,8 @@ def test_optimize_in_chat_reviews_applies_undoes_and_resumes(kind: str, demo_rep
                 assert all(line.rstrip() in diff for line in plan.patch.splitlines()[:400] if line.strip())
                 assert len(diff.splitlines()) >= len(plan.patch.splitlines())
                 await pilot.press("y")
-                await wait_for(pilot, lambda: "applied: committed" in texts(app), what="apply")
+                # Applying may build the kernel for the repository: slow beside other tests.
+                await wait_for(pilot, lambda: "applied: committed" in texts(app), timeout=180, what="apply")
                 cards = list(app.query(HarnessCard))
                 assert [c.result.get("compiled") for c in cards] == [True, True, True]
                 assert cards[-1].result["timings"] and cards[-1].best
