@@ -24,6 +24,7 @@ under a compiled program than the compiled original takes is seen as slower ther
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, NamedTuple
@@ -276,7 +278,7 @@ def measure_deployment(
 
 
 _SKIP_DIRS = {".git", ".hg", ".venv", "venv", "env", "node_modules", "__pycache__", "site-packages", "_cuda_agent"}
-_COMPILE_CALL = re.compile(r"\btorch\.compile\b")
+_COMPILE_WORD = re.compile(r"\bcompile\b")  # the quick look before the tokens decide
 SCAN_FILES_MOST = 5000
 SCAN_BYTES_MOST = 512 * 1024
 
@@ -299,8 +301,36 @@ def uses_torch_compile(repo_root: Path) -> bool:
                     text = f.read(SCAN_BYTES_MOST).decode("utf-8", "replace")
             except OSError:
                 continue
-            if _COMPILE_CALL.search(text):
+            if "torch" in text and _COMPILE_WORD.search(text) and refers_to_torch_compile(text):
                 return True
+    return False
+
+
+def refers_to_torch_compile(source: str) -> bool:
+    """Whether Python source names torch.compile in its code: `torch.compile`, through an alias
+    of torch (`import torch as th`) or imported (`from torch import compile`), and not in a
+    comment or a string, where a mention (the demo's docstring says what torch.compile fuses)
+    made the probe time the compiled module for a repository that never compiles it. A file
+    that does not tokenize to its end (cut at SCAN_BYTES_MOST) is read as far as it goes. Pure."""
+    words: list[str] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type in (tokenize.NAME, tokenize.OP):
+                words.append(tok.string)
+            elif tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT):
+                words.append("")  # a string, a number, the end of a statement
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    torch_names = {"torch"}
+    for i, word in enumerate(words):
+        if word == "import" and words[i + 1 : i + 3] == ["torch", "as"] and i + 3 < len(words):
+            torch_names.add(words[i + 3])
+        elif word == "from" and words[i + 1 : i + 3] == ["torch", "import"]:
+            end = words.index("", i) if "" in words[i:] else len(words)
+            if "compile" in words[i + 3 : end]:
+                return True
+        elif word == "compile" and i >= 2 and words[i - 1] == "." and words[i - 2] in torch_names:
+            return True
     return False
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cuda_agent_cli.writeback.deploy import Deployment, FamilyDeploy, uses_torch_compile
+import pytest
+
+from cuda_agent_cli.writeback.deploy import Deployment, FamilyDeploy, refers_to_torch_compile, uses_torch_compile
 
 
 def _family(**compiled: object) -> FamilyDeploy:
@@ -25,8 +27,29 @@ def test_a_repository_that_compiles_its_modules_gets_the_compiled_timing(tmp_pat
     venv.mkdir(parents=True)
     (venv / "x.py").write_text("m = torch.compile(m)\n")
     assert not uses_torch_compile(tmp_path)  # installed packages are not the repository's code
+    # Said in a docstring, a comment or a string: not a call.
+    (tmp_path / "pkg" / "notes.py").write_text(
+        '"""torch.compile fuses the normalization."""\n# m = torch.compile(m)\nHINT = "try torch.compile"\n'
+    )
+    assert not uses_torch_compile(tmp_path)
     (tmp_path / "train.py").write_text("from pkg.blocks import Block\nmodel = torch.compile(Block())\n")
     assert uses_torch_compile(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "source, calls",
+    [
+        ("import torch as th\nm = th.compile(m)\n", True),
+        ("from torch import (\n    nn,\n    compile,\n)\n", True),
+        ("@torch.compile\ndef f(x):\n    return x\n", True),
+        ("def f(m):\n    return torch.compile(m", True),  # cut short where the scan stops reading
+        ('"""torch.compile fuses it."""\nimport torch\n', False),
+        ("import re\npattern = re.compile('torch')\n", False),
+        ("import torch\nf = torch.compiler.disable(print)\n", False),
+    ],
+)
+def test_only_code_that_names_torch_compile_counts(source: str, calls: bool) -> None:
+    assert refers_to_torch_compile(source) is calls
 
 
 def test_the_summary_says_when_the_kernel_is_slower_under_torch_compile() -> None:
