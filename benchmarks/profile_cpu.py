@@ -22,18 +22,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from suite_cpu import busy_seconds  # beside this script
+
 SUITE = Path(__file__).resolve().parents[1] / "tests" / "bench_suite"
 # A KernelBench pair: the suite's ReLU and a single-file solution that builds with load_inline.
 DEFAULT_REFERENCE = SUITE / "KernelBench" / "level1" / "1_ReLU.py"
 DEFAULT_CANDIDATE = SUITE / "runs" / "level_1_problem_1_sample_0_kernel.py"
-
-
-def busy_seconds() -> float:
-    """CPU seconds spent by every process on this machine since boot (all cores)."""
-    with open("/proc/stat") as f:
-        fields = [int(v) for v in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]  # idle, iowait
-    return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def one(workdir: Path, env: dict[str, str]) -> dict[str, float]:

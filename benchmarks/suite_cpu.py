@@ -26,9 +26,13 @@ _OUT = os.environ.get("SUITE_CPU_OUT", "suite_cpu.jsonl")
 
 
 def busy_seconds() -> float:
-    with open("/proc/stat") as f:
-        fields = [int(v) for v in f.readline().split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds spent by every process on this machine since boot (all cores)."""
+    from cuda_agent_cli.bench.timeline import cpu_times
+
+    times = cpu_times()
+    if times is None:
+        raise SystemExit("the machine's CPU time is read from /proc/stat (Linux), which is not readable here")
+    return times[0] / os.sysconf("SC_CLK_TCK")
 
 
 try:

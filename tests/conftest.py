@@ -67,7 +67,7 @@ def _compile_own_bytecode() -> None:
     bytecode)."""
     import compileall
 
-    compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "cuda_agent_cli"), quiet=1, workers=1)
+    compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "cuda_agent_cli"), quiet=1)
 
 
 def pytest_configure(config: pytest.Config) -> None:

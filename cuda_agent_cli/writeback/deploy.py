@@ -326,7 +326,7 @@ def refers_to_torch_compile(source: str) -> bool:
         if word == "import" and words[i + 1 : i + 3] == ["torch", "as"] and i + 3 < len(words):
             torch_names.add(words[i + 3])
         elif word == "from" and words[i + 1 : i + 3] == ["torch", "import"]:
-            end = words.index("", i) if "" in words[i:] else len(words)
+            end = next((j for j in range(i, len(words)) if not words[j]), len(words))
             if "compile" in words[i + 3 : end]:
                 return True
         elif word == "compile" and i >= 2 and words[i - 1] == "." and words[i - 2] in torch_names:
