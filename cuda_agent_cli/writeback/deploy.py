@@ -301,14 +301,15 @@ def uses_torch_compile(repo_root: Path) -> bool:
                     text = f.read(SCAN_BYTES_MOST).decode("utf-8", "replace")
             except OSError:
                 continue
-            if "torch" in text and _COMPILE_WORD.search(text) and refers_to_torch_compile(text):
+            if _COMPILE_WORD.search(text) and refers_to_torch_compile(text):
                 return True
     return False
 
 
 def refers_to_torch_compile(source: str) -> bool:
     """Whether Python source names torch.compile in its code: `torch.compile`, through an alias
-    of torch (`import torch as th`) or imported (`from torch import compile`), and not in a
+    of torch (`import torch as th`) or imported (`from torch import compile`),
+    `torch.compiler.compile`, or a module's own `.compile()` (keywords only), and not in a
     comment or a string, where a mention (the demo's docstring says what torch.compile fuses)
     made the probe time the compiled module for a repository that never compiles it. A file
     that does not tokenize to its end (cut at SCAN_BYTES_MOST) is read as far as it goes. Pure."""
@@ -329,8 +330,16 @@ def refers_to_torch_compile(source: str) -> bool:
             end = next((j for j in range(i, len(words)) if not words[j]), len(words))
             if "compile" in words[i + 3 : end]:
                 return True
-        elif word == "compile" and i >= 2 and words[i - 1] == "." and words[i - 2] in torch_names:
-            return True
+        elif word == "compile" and i >= 2 and words[i - 1] == ".":
+            owner = words[i - 2]
+            if owner in torch_names or (
+                owner == "compiler" and words[i - 4 : i - 2] in ([n, "."] for n in torch_names)
+            ):
+                return True  # torch.compile, torch.compiler.compile
+            # nn.Module.compile(), which compiles the module in place: a method call with no
+            # argument or keywords only (re.compile and the like take a pattern first).
+            if words[i + 1 : i + 3] == ["(", ")"] or (words[i + 1 : i + 2] == ["("] and words[i + 3 : i + 4] == ["="]):
+                return True
     return False
 
 

@@ -43,6 +43,9 @@ def test_a_repository_that_compiles_its_modules_gets_the_compiled_timing(tmp_pat
         ("from torch import (\n    nn,\n    compile,\n)\n", True),
         ("@torch.compile\ndef f(x):\n    return x\n", True),
         ("def f(m):\n    return torch.compile(m", True),  # cut short where the scan stops reading
+        ("model = Block()\nmodel.compile()\n", True),
+        ("model.compile(mode='max-autotune')\n", True),
+        ("import torch\nm = torch.compiler.compile(m)\n", True),
         ('"""torch.compile fuses it."""\nimport torch\n', False),
         ("import re\npattern = re.compile('torch')\n", False),
         ("import torch\nf = torch.compiler.disable(print)\n", False),
@@ -50,6 +53,11 @@ def test_a_repository_that_compiles_its_modules_gets_the_compiled_timing(tmp_pat
 )
 def test_only_code_that_names_torch_compile_counts(source: str, calls: bool) -> None:
     assert refers_to_torch_compile(source) is calls
+
+
+def test_a_module_compiled_by_its_own_method_counts_too(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("from pkg.blocks import Block\nmodel = Block()\nmodel.compile()\n")
+    assert uses_torch_compile(tmp_path)
 
 
 def test_the_summary_says_when_the_kernel_is_slower_under_torch_compile() -> None:
