@@ -201,8 +201,11 @@ def _settle(
     if not best.correct:
         from cuda_agent_cli.harness.driver import POLICY_ONLY
 
-        failed = [c.name for c in best.failed_checks()]
-        record["error"] = "no sample is correct" + (f" (best failed: {', '.join(failed[:4])})" if failed else "")
+        checks = best.failed_checks()
+        failed = [c.name for c in checks]
+        # The first failed check's own words too: a name alone does not say what to fix.
+        why = f": {' '.join(checks[0].detail.split())[:240]}" if checks and checks[0].detail else ""
+        record["error"] = "no sample is correct" + (f" (best failed: {', '.join(failed[:4])}){why}" if failed else "")
         if POLICY_ONLY in best.errors:
             record["error"] = f"{POLICY_ONLY}: {', '.join(failed[:4])}"
             record["rejected_by_policy"] = True

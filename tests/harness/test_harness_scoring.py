@@ -593,3 +593,46 @@ def test_enough_timed_calls_are_checked_to_catch_one_wrong_call_in_five() -> Non
         if m > 1:  # one check fewer would not do
             assert math.comb(n - bad, m - 1) / math.comb(n, m - 1) > 0.01
     assert checks_needed(100, 5, 0.99)[0] == 19
+
+
+def _cpu_rounds(null_cpu: list[float], base_null_cpu: list[float], claim: float, real_cpu: float) -> dict:
+    """One thread a side (the CPU-time clock): baselines of 3,000 and 2,000 µs calls, the
+    candidate's calls costing its process `real_cpu` µs of CPU each, and each round's null
+    blocks of both processes at the CPU time per call given."""
+    window: dict[str, list[dict]] = {"eager": [], "compile": [], "candidate": [], "null": [], "base_null": []}
+    for r, (own, base) in enumerate(zip(null_cpu, base_null_cpu)):
+        window["eager"].append(_block(r, [3000.0] * 4, 4 * (3000.0 + base)))
+        window["compile"].append(_block(r, [2000.0] * 4, 4 * (2000.0 + base)))
+        window["candidate"].append({**_block(r, [claim] * 4, 4 * (real_cpu + 100.0)), "cpu_us": 4 * real_cpu})
+        window["null"].append({**_block(r, [5.0] * 4, 4 * (own + 100.0)), "cpu_us": 4 * (own + 5.0)})
+        window["base_null"].append({**_block(r, [5.0] * 4, 4 * (base + 100.0)), "cpu_us": 4 * (base + 5.0)})
+    return window
+
+
+def test_an_honest_process_whose_null_blocks_wander_is_capped_quietly_not_held() -> None:
+    # Measured on the dev CPU (h_fraction_positive, about 4,800 µs of harness work a call): the
+    # candidate's null blocks wandered 1,355 µs from round to round where the baselines' wandered
+    # 373 µs, with the same typical overhead. That is noise, not a stall: the cap bounds it and
+    # the result is not held at 1.
+    own = [4750.0, 5350.0, 4700.0, 5300.0, 4750.0, 5350.0, 4700.0, 5300.0]
+    base = [4800.0, 4900.0, 4750.0, 4880.0, 4790.0, 4900.0, 4770.0, 4870.0]
+    stats = side_by_side(_cpu_rounds(own, base, claim=600.0, real_cpu=4900.0 + 600.0))
+    assert stats.detail["null_capped"] and not stats.detail["null_stalled"]
+    assert stats.clamped_blocks == 0 and stats.candidate_us == 600.0
+
+
+def test_a_stall_in_a_few_null_blocks_buys_no_more_than_noise_at_the_cap() -> None:
+    # The process stalls in three null blocks of eight (20 ms a call), too few to move their
+    # median: it shows only as wander, which is believed up to what the baselines' process
+    # allows, exactly as much as a process that wanders by 400 µs from round to round. Its claim
+    # of 1 µs for 600 µs of work is still overruled in every block, and a result whose claims
+    # are overruled in most blocks is held at a reward of 1 (the driver's timing_bound).
+    base = [4800.0] * 8
+    stalled = side_by_side(_cpu_rounds([4800.0, 25_000.0] * 3 + [4800.0] * 2, base, claim=1.0, real_cpu=5400.0))
+    wandering = side_by_side(_cpu_rounds([4800.0, 5200.0] * 4, base, claim=1.0, real_cpu=5400.0))
+    assert stalled.detail["null_capped"] and not stalled.detail["null_stalled"]
+    assert stalled.detail["cpu_wander_us"] == wandering.detail["cpu_wander_us"]
+    assert stalled.clamped_blocks == 8 and stalled.candidate_us > 50.0
+    # In most rounds it moves the typical overhead itself: flagged, and held at 1 for that.
+    flagged = side_by_side(_cpu_rounds([25_000.0] * 5 + [4800.0] * 3, base, claim=1.0, real_cpu=5400.0))
+    assert flagged.detail["null_stalled"]
