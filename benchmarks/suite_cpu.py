@@ -43,6 +43,9 @@ try:
         start, cpu = time.time(), busy_seconds()
         yield
         row = {"id": item.nodeid, "start": start, "wall": time.time() - start, "cpu": busy_seconds() - cpu}
+        # Which xdist worker ran it: where each worker's last test ended shows how evenly the
+        # files were shared out.
+        row["worker"] = os.environ.get("PYTEST_XDIST_WORKER", "")
         with open(_OUT, "a") as f:
             f.write(json.dumps(row) + "\n")
 
