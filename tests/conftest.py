@@ -14,6 +14,22 @@ import pytest
 # them (Harness(baselines=...)). A run that sets the variable keeps its own choice.
 os.environ.setdefault("CUDA_AGENT_BASELINES", "compile")
 
+
+def _share_the_cores() -> None:
+    """torch's threads in every process a test worker starts (its own, the CLI's, the
+    deployment probe's, a capture's program): the worker's share of the cores. With all of them
+    in each process while another worker keeps one busy, an OpenMP region's threads spin at its
+    barrier for a thread that has no core: a process took several times its CPU that way, and
+    the suite's two workers about a sixth more time (docs/benchmarks.md, "Threads per worker").
+    The harness sets its own timed processes' threads and passes none of this on."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if workers > 1:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // workers)))
+
+
+_share_the_cores()
+
 _BUILD_PCH = """
 import sys
 sys.path.insert(0, sys.argv[1])

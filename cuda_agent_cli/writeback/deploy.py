@@ -13,7 +13,8 @@ loads it from, so the first real call does not wait for a compiler), and for eac
   through the original forward, interleaved. Each block is timed here, on this process's clock,
   from the request to the reply, so nothing in the probe's process (which runs the candidate's
   code) decides a number. The speedup is the median of the rounds' paired ratios with a
-  bootstrap interval, like the harness's.
+  bootstrap interval, like the harness's. A CPU kernel's blocks run with half the cores' threads
+  on both sides, as the harness times them (cpu_timing_threads).
 
 The harness's speedup is device time per call; this one is what `for x in batches: y = m(x)`
 gets. Where the two differ by much, the kernel is launch-bound and the review says so. Where the
@@ -123,6 +124,7 @@ class Deployment:
     families: list[FamilyDeploy] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    threads: int | None = None  # torch's CPU threads in the probe while it timed (a CPU kernel)
 
     @property
     def first(self) -> FamilyDeploy | None:
@@ -138,6 +140,7 @@ class Deployment:
             "error": self.error,
             "families": [f.to_json() for f in self.families],
             "seconds": round(self.seconds, 2),
+            "threads": self.threads,
             "how": "blocks of calls in a loop through the patched class and the original forward, interleaved, "
             "each timed from outside its process; median of paired ratios, 95% bootstrap interval",
         }
@@ -224,12 +227,17 @@ def measure_deployment(
     build_timeout: float = 1800.0,
     rounds: int = ROUNDS,
     compiled: bool | None = None,
+    threads: int | None = None,
 ) -> Deployment:
     """Try the kernel folder (`kernel_files`: folder-relative path -> text) in the user's setting;
-    under torch.compile too where `compiled` says so (None: where the repository calls it)."""
+    under torch.compile too where `compiled` says so (None: where the repository calls it).
+    A CPU kernel is timed with `threads` of torch's threads on both sides (None: half the cores
+    this process may use, as the harness times it)."""
     start = time.perf_counter()
     if compiled is None:
         compiled = uses_torch_compile(repo_root)
+    if threads is None:
+        threads = cpu_timing_threads()
     found = Deployment()
     with tempfile.TemporaryDirectory(prefix="cuda-agent-deploy-") as tmp:
         folder = Path(tmp) / "kernel"
@@ -241,6 +249,7 @@ def measure_deployment(
             "module": module,
             "class": class_name,
             "loader": str(folder / "loader.py"),
+            "threads": threads,
         }
         req_path = Path(tmp) / "request.json"
         req_path.write_text(json.dumps(request))
@@ -261,6 +270,7 @@ def measure_deployment(
             if not hello.get("ok"):
                 found.error = str(hello.get("error"))
                 return found
+            found.threads = hello.get("threads")
             for index in range(int(hello["families"])):
                 found.families.append(_family(probe, index, rounds, compiled))
         except (TimeoutError, RuntimeError, ValueError) as exc:
@@ -275,6 +285,18 @@ def measure_deployment(
                 proc.wait()
             found.seconds = time.perf_counter() - start
     return found
+
+
+def cpu_timing_threads() -> int:
+    """Half the cores this process may run on: the harness's rule for both sides of a CPU
+    comparison. With every core, one other busy program leaves an OpenMP region's threads
+    spinning at its barrier for a thread that has no core: the probe's original forward read
+    64x slower beside one spinning process on two cores (and took 26 s of CPU instead of 3)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, cores // 2)
 
 
 _SKIP_DIRS = {".git", ".hg", ".venv", "venv", "env", "node_modules", "__pycache__", "site-packages", "_cuda_agent"}

@@ -167,10 +167,15 @@ def main(argv: list[str]) -> None:
             raise RuntimeError("the loader did not take the class (its source differs from the verified one?)")
         device = loader["VERIFIED"]["device"]
         loader["build"](announce=False)
+        threads = None
+        if device == "cpu" and req.get("threads"):
+            # Both sides with the parent's count (deploy.cpu_timing_threads says why).
+            torch.set_num_threads(int(req["threads"]))
+            threads = torch.get_num_threads()
     except BaseException as exc:
         _send({"ok": False, "error": "".join(traceback.format_exception_only(type(exc), exc)).strip()[-600:]})
         return
-    _send({"ok": True, "families": len(loader["FAMILIES"])})
+    _send({"ok": True, "families": len(loader["FAMILIES"]), "threads": threads})
     families = loader["FAMILIES"]
     made: dict[int, tuple[Any, list[Any], dict[str, Any]]] = {}
     compiled: dict[tuple[int, str], Any] = {}
