@@ -10,7 +10,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(512, 1024)]
+    return [torch.randn(256, 1024)]
 
 
 def get_init_inputs():
