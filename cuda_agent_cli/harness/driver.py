@@ -12,6 +12,7 @@ import json
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -324,11 +325,14 @@ class Harness:
         folder, or CUDA_AGENT_INLINE_DIR (a folder several workspaces share, such as a test suite's
         between its runs). torch names and rebuilds what is there by the extension's name and
         sources, as in its own default folder, so workspaces sharing one trust each other's
-        candidates: a folder for one user's own runs, never across users."""
+        candidates: a folder for one user's own runs, never across users. Each Python
+        environment has a folder of its own there: torch's include paths are on a build's
+        command line, so two environments in one folder rebuilt each other's extensions on every
+        alternation (ninja sees the command change)."""
         shared = os.environ.get("CUDA_AGENT_INLINE_DIR")
         if not shared:
             return self.workspace.build_dir / f"inline-{self.device}"
-        folder = Path(shared) / self.device
+        folder = Path(shared) / f"{self.device}-{_environment_key()}"
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -1033,6 +1037,19 @@ def warm_worker() -> dict[str, Any]:
         return pool.wait(pool.submit("warm-compiler", {}, scratch / "ahead", 180)).result or {}
     except Exception:
         return {}
+
+
+def _environment_key() -> str:
+    """The Python environment a build runs in (its prefix, interpreter and torch), as a short
+    digest, without importing torch."""
+    from importlib import metadata
+
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = ""
+    text = "\0".join([sys.prefix, sys.version, torch_version])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def timing_method(device: str, trials: int, warmup: int, block: int, threads: int | None) -> str:
