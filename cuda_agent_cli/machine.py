@@ -152,6 +152,33 @@ def memory_gib() -> float | None:
     return None
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def cpu_timing_threads(cores: int | None = None) -> int:
+    """torch's threads for each side of a CPU comparison: half the cores (`cores`, else this
+    process's usable ones). With every core, one other busy program leaves a parallel region's
+    threads spinning at its barrier for a thread that has no core: torch.compile's OpenMP code
+    took 10 ms instead of 60 µs that way, and the deployment probe's original forward read 64x
+    slower beside one spinning process on two cores."""
+    return max(1, (cores or usable_cores()) // 2)
+
+
+def environment_key() -> str:
+    """This Python environment (its prefix, interpreter and torch build) as a short digest, for
+    builds whose command line holds the environment's include paths."""
+    import hashlib
+    import sys
+
+    text = "\0".join([sys.prefix, sys.version, _torch_versions()[0] or ""])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 @functools.lru_cache(maxsize=1)
 def this_machine() -> Machine:
     torch, cuda = _torch_versions()

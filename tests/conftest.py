@@ -22,10 +22,11 @@ def _share_the_cores() -> None:
     barrier for a thread that has no core: a process took several times its CPU that way, and
     the suite's two workers about a sixth more time (docs/benchmarks.md, "Threads per worker").
     The harness sets its own timed processes' threads and passes none of this on."""
+    from cuda_agent_cli.machine import usable_cores
+
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
     if workers > 1:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // workers)))
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, usable_cores() // workers)))
 
 
 _share_the_cores()

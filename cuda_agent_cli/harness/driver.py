@@ -12,7 +12,6 @@ import json
 import os
 import secrets
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from cuda_agent_cli.harness.baselines import check_reward_baseline, compiled_bas
 from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_env, shared_pool
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.kernel_files import KernelFiles
-from cuda_agent_cli.machine import pick_device
+from cuda_agent_cli.machine import cpu_timing_threads, environment_key, pick_device
 from cuda_agent_cli.workspace import Workspace, cache_dir, external_workspace, pair_workspace
 
 DEFAULT_TRIALS = {"cuda": (40, 5), "cpu": (100, 3)}  # (timed calls per side, warm-up calls)
@@ -142,13 +141,12 @@ class Harness:
         self.bursts = int(bursts if bursts is not None else BURST_ROUNDS[self.device])
         self.last_compile: wire.CompileResult | None = None
         self._block_scale = 1  # LONGER_BLOCKS while a profile is timed again in longer blocks
-        # Both sides of a CPU comparison run with the same number of threads: half the cores,
-        # so that a busy machine does not leave a parallel region waiting on a thread that has
-        # no core (torch.compile's OpenMP code took 10 ms instead of 60 µs that way).
+        # Both sides of a CPU comparison run with the same number of threads: half the cores
+        # torch sees in the worker (machine.cpu_timing_threads says why).
         self.threads: int | None = None
         if self.device == "cpu":
             cores = int(self.pool.probe("cpu", self._scratch()).get("cpu_threads") or os.cpu_count() or 1)
-            self.threads = max(1, cores // 2)
+            self.threads = cpu_timing_threads(cores)
 
     def start_ahead(self) -> Any:
         """Start the worker and warm the baselines for this reference in the background, so a
@@ -332,7 +330,7 @@ class Harness:
         shared = os.environ.get("CUDA_AGENT_INLINE_DIR")
         if not shared:
             return self.workspace.build_dir / f"inline-{self.device}"
-        folder = Path(shared) / f"{self.device}-{_environment_key()}"
+        folder = Path(shared) / f"{self.device}-{environment_key()}"
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -1037,19 +1035,6 @@ def warm_worker() -> dict[str, Any]:
         return pool.wait(pool.submit("warm-compiler", {}, scratch / "ahead", 180)).result or {}
     except Exception:
         return {}
-
-
-def _environment_key() -> str:
-    """The Python environment a build runs in (its prefix, interpreter and torch), as a short
-    digest, without importing torch."""
-    from importlib import metadata
-
-    try:
-        torch_version = metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        torch_version = ""
-    text = "\0".join([sys.prefix, sys.version, torch_version])
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def timing_method(device: str, trials: int, warmup: int, block: int, threads: int | None) -> str:

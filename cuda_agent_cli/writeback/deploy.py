@@ -14,7 +14,7 @@ loads it from, so the first real call does not wait for a compiler), and for eac
   from the request to the reply, so nothing in the probe's process (which runs the candidate's
   code) decides a number. The speedup is the median of the rounds' paired ratios with a
   bootstrap interval, like the harness's. A CPU kernel's blocks run with half the cores' threads
-  on both sides, as the harness times them (cpu_timing_threads).
+  on both sides, as the harness times them (machine.cpu_timing_threads).
 
 The harness's speedup is device time per call; this one is what `for x in batches: y = m(x)`
 gets. Where the two differ by much, the kernel is launch-bound and the review says so. Where the
@@ -39,6 +39,8 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, NamedTuple
+
+from cuda_agent_cli.machine import cpu_timing_threads
 
 BLOCK_SECONDS = 0.05  # a timed block's target length: well above the cost of the request and reply
 ROUNDS = 7
@@ -227,17 +229,14 @@ def measure_deployment(
     build_timeout: float = 1800.0,
     rounds: int = ROUNDS,
     compiled: bool | None = None,
-    threads: int | None = None,
 ) -> Deployment:
     """Try the kernel folder (`kernel_files`: folder-relative path -> text) in the user's setting;
     under torch.compile too where `compiled` says so (None: where the repository calls it).
-    A CPU kernel is timed with `threads` of torch's threads on both sides (None: half the cores
-    this process may use, as the harness times it)."""
+    A CPU kernel is timed with half the cores as torch's threads on both sides, as the harness
+    times it (machine.cpu_timing_threads)."""
     start = time.perf_counter()
     if compiled is None:
         compiled = uses_torch_compile(repo_root)
-    if threads is None:
-        threads = cpu_timing_threads()
     found = Deployment()
     with tempfile.TemporaryDirectory(prefix="cuda-agent-deploy-") as tmp:
         folder = Path(tmp) / "kernel"
@@ -249,7 +248,7 @@ def measure_deployment(
             "module": module,
             "class": class_name,
             "loader": str(folder / "loader.py"),
-            "threads": threads,
+            "threads": cpu_timing_threads(),
         }
         req_path = Path(tmp) / "request.json"
         req_path.write_text(json.dumps(request))
@@ -285,18 +284,6 @@ def measure_deployment(
                 proc.wait()
             found.seconds = time.perf_counter() - start
     return found
-
-
-def cpu_timing_threads() -> int:
-    """Half the cores this process may run on: the harness's rule for both sides of a CPU
-    comparison. With every core, one other busy program leaves an OpenMP region's threads
-    spinning at its barrier for a thread that has no core: the probe's original forward read
-    64x slower beside one spinning process on two cores (and took 26 s of CPU instead of 3)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, cores // 2)
 
 
 _SKIP_DIRS = {".git", ".hg", ".venv", "venv", "env", "node_modules", "__pycache__", "site-packages", "_cuda_agent"}

@@ -169,7 +169,7 @@ def main(argv: list[str]) -> None:
         loader["build"](announce=False)
         threads = None
         if device == "cpu" and req.get("threads"):
-            # Both sides with the parent's count (deploy.cpu_timing_threads says why).
+            # Both sides with the parent's count (machine.cpu_timing_threads says why).
             torch.set_num_threads(int(req["threads"]))
             threads = torch.get_num_threads()
     except BaseException as exc:
