@@ -939,13 +939,21 @@ def _shape_key(args):
     return ", ".join(parts)
 
 
-def _traced(cls, original, tally, attempt):
-    """forward that counts every call (and, without a kernel, only counts)."""
+def _traced(cls, original, tally, attempt, untraced):
+    """forward that counts every call (and, without a kernel, only counts). While torch.compile
+    or torch.export traces it, it is `untraced` (the forward without the trace): a compiled
+    graph runs no Python per call, so nothing there could count, and the trace's clock and
+    counters would break the graph."""
+    import torch
+
+    is_compiling = torch.compiler.is_compiling
 
     @functools.wraps(original)
     def forward(self, *args, **kwargs):
         if type(self) is not cls:
             return original(self, *args, **kwargs)
+        if is_compiling():
+            return untraced(self, *args, **kwargs)
         start = time.perf_counter()
         tally.calls += 1
         if len(tally.shapes) < 64 or _shape_key(args) in tally.shapes:
@@ -1346,7 +1354,7 @@ def install(cls):
             tally = _Tally(display, reason)
             _registry().traces.append(tally)
             atexit.register(tally.write, trace_path)
-            forward = _traced(cls, original, tally, None)
+            forward = _traced(cls, original, tally, None, original)
             forward._cuda_agent = True
             cls.forward = forward
         return cls
@@ -1463,25 +1471,25 @@ def install(cls):
             return True, family.shaped(outs)
         return False, why
 
+    @functools.wraps(original)
+    def forward(self, *args, **kwargs):
+        if type(self) is cls:
+            if is_compiling():
+                decided = route[0]
+                if decided is not None:
+                    out = decided(self, args, kwargs)
+                    if out is not None:
+                        return out
+            ok, out = attempt(self, args, kwargs)
+            if ok:
+                return out
+        return original(self, *args, **kwargs)
+
     if trace_path:
         tally = _Tally(display, "on")
         _registry().traces.append(tally)
         atexit.register(tally.write, trace_path)
-        forward = _traced(cls, original, tally, attempt)
-    else:
-        @functools.wraps(original)
-        def forward(self, *args, **kwargs):
-            if type(self) is cls:
-                if is_compiling():
-                    decided = route[0]
-                    if decided is not None:
-                        out = decided(self, args, kwargs)
-                        if out is not None:
-                            return out
-                ok, out = attempt(self, args, kwargs)
-                if ok:
-                    return out
-            return original(self, *args, **kwargs)
+        forward = _traced(cls, original, tally, attempt, forward)
 
     forward._cuda_agent = True
     forward._cuda_agent_op = op_name

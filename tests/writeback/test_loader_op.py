@@ -99,10 +99,21 @@ mix.Mix.forward.__globals__["_load_new_class"] = lambda: ns["ModelNew"]
 
 @pytest.fixture
 def mix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("CUDA_AGENT_TRACE", raising=False)
+    yield from _imported_mix(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def traced_mix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The module imported under CUDA_AGENT_TRACE, as `cuda-agent trace CMD` runs a program."""
+    monkeypatch.setenv("CUDA_AGENT_TRACE", str(tmp_path / "trace.jsonl"))
+    yield from _imported_mix(tmp_path, monkeypatch)
+
+
+def _imported_mix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     root = make_repo(tmp_path / "repo")
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.delenv("CUDA_AGENT_DISABLE_KERNELS", raising=False)
-    monkeypatch.delenv("CUDA_AGENT_TRACE", raising=False)
     for name in ("pkg", "pkg.mix"):
         sys.modules.pop(name, None)
     module = importlib.import_module("pkg.mix")
@@ -139,6 +150,24 @@ def test_torch_compile_sees_one_op_and_no_graph_break(mix):
         assert torch.allclose(
             torch.compile(m, backend="aot_eager", fullgraph=True)(other, other), other * m.w + other * m.shift
         )
+
+
+def test_a_traced_program_compiles_to_the_same_one_graph(traced_mix):
+    """Under the trace, torch.compile(fullgraph=True) of the class still makes one graph that
+    calls the op (the trace's clock and counters are Python a graph cannot hold)."""
+    m = traced_mix.Mix(8)
+    a, b = torch.randn(4, 8), torch.randn(4, 8)
+    op = traced_mix.Mix.forward._cuda_agent_op.replace("::", ".")
+    with torch.no_grad():
+        explained = torch._dynamo.explain(m)(a, b)
+        assert explained.graph_break_count == 0 and explained.graph_count == 1
+        assert f"{op}_nograd" in _op_targets(explained.graphs[0].graph)
+        torch._dynamo.reset()
+        compiled = torch.compile(m, backend="aot_eager", fullgraph=True)
+        assert torch.allclose(compiled(a, b), a * m.w + b * m.shift + 1000)
+        other = torch.randn(3, 8)
+        assert torch.allclose(compiled(other, other), other * m.w + other * m.shift)
+        assert torch.allclose(m(a, b), a * m.w + b * m.shift + 1000)  # eager: counted, and the kernel
 
 
 def test_torch_export_and_opcheck(mix):
