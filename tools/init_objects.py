@@ -63,7 +63,8 @@ def portable(obj: Any) -> Any:
         return [portable(o) for o in obj]
     if type(obj) is tuple:
         return tuple(portable(o) for o in obj)
-    if type(obj) is dict:
+    if isinstance(obj, dict):
+        # Any mapping (an OrderedDict, a defaultdict) travels as a plain dict of its items.
         return {k: portable(v) for k, v in obj.items()}
     kind = type(obj)
     head = {KEY: "", "module": kind.__module__, "qualname": kind.__qualname__}
