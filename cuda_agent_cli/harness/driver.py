@@ -242,18 +242,18 @@ class Harness:
         return KernelFiles.read(self.workspace.root).sources()
 
     def _static_check(self, result: HarnessResult, model_new: str) -> bool:
-        from cuda_agent_cli.harness import static_check
+        from cuda_agent_cli.harness import static
 
         if not self.static_checks:
             return True
-        findings = static_check.check_sources(model_new, self._cpp_sources(), self.policy)
+        findings = static.check_sources(model_new, self._cpp_sources(), self.policy)
         errors = [f for f in findings if f.severity == "error"]
         for f in findings:
             if f.severity != "error":
                 result.warnings.append(f.to_detail())
         detail = "; ".join(f.to_detail() for f in errors[:6]) if errors else "no forbidden constructs found"
         if errors and self.policy == "strict":
-            hybrid = static_check.errors(static_check.check_sources(model_new, self._cpp_sources(), "hybrid"))
+            hybrid = static.errors(static.check_sources(model_new, self._cpp_sources(), "hybrid"))
             if not hybrid:
                 detail += f" ({POLICY_ONLY})"
         result.checks.append(Check("static", not errors, detail))
