@@ -229,7 +229,7 @@ def reward_line(best: HarnessResult | None) -> str:
     """The reward in words, e.g. "reward 3: faster than both eager and torch.compile by more than 5%"."""
     if best is None or best.reward is None:
         return "no reward: correct, not timed" if best and best.correct else "no reward"
-    from cuda_agent_cli.harness.scoring import reward_in_words
+    from cuda_agent_cli.harness.reward import reward_in_words
 
     line = f"reward {best.reward}: {reward_in_words(best.reward)}"
     if best.timings and best.timings.uncertain:

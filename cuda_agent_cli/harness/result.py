@@ -135,7 +135,7 @@ class HarnessResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     # Inside the candidate and judge jobs, as they reported it ("candidate.timing": seconds).
     phase_seconds: dict[str, float] = field(default_factory=dict)
-    # Where the timed calls' time went, per side (harness/scoring.py side_by_side's detail).
+    # Where the timed calls' time went, per side (harness/clock_stats.py side_by_side's detail).
     timing_detail: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

@@ -219,7 +219,7 @@ def review_facts(best: HarnessResult | None, device: str) -> Text:
         + (f" · CUDA {env['cuda']}" if env.get("cuda") else "")
         + "\n"
     )
-    from cuda_agent_cli.harness.scoring import reward_in_words
+    from cuda_agent_cli.harness.reward import reward_in_words
 
     reward = best.reward if best else None
     meaning = f": {reward_in_words(reward)}" if reward is not None else ""

@@ -6,6 +6,7 @@ import dataclasses
 
 from cuda_agent_cli.assets.tools.compiler_errors import trim_compiler_output
 
+from cuda_agent_cli.harness.clock_stats import side_by_side
 from cuda_agent_cli.harness.extension_check import (
     extension_kernel_check,
     kernel_names_in_sources,
@@ -16,7 +17,6 @@ from cuda_agent_cli.harness.reference_check import reference_problems
 from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.harness.review import review_warnings
 from cuda_agent_cli.harness.reward import reward_for_intervals, uncertain
-from cuda_agent_cli.harness.scoring import side_by_side
 
 
 def test_review_flags_implausible_speedups_but_not_ordinary_ones() -> None:
