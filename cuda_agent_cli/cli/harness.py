@@ -11,7 +11,7 @@ import typer
 from cuda_agent_cli.cli.options import DeviceOpt, JsonOpt, PolicyOpt, RewardBaselineOpt, TrialsOpt
 
 if TYPE_CHECKING:
-    from cuda_agent_cli.harness.result import HarnessResult
+    from cuda_agent_cli.harness_result import HarnessResult
 
 PathArg = Annotated[
     Optional[Path],

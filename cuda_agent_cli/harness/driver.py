@@ -23,7 +23,7 @@ from cuda_agent_cli.errors import BadInput, EnvironmentMissing, WorkspaceError
 from cuda_agent_cli.harness import clock_stats, extension_check, reference_check, review, reward, roofline, wire
 from cuda_agent_cli.harness.baselines import check_reward_baseline, compiled_baselines
 from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_env, shared_pool
-from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
+from cuda_agent_cli.harness_result import Check, HarnessResult, Timings
 from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.machine import cpu_timing_threads, environment_key, pick_device
 from cuda_agent_cli.workspace import Workspace, cache_dir, external_workspace, pair_workspace

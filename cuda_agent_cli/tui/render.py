@@ -17,7 +17,7 @@ from rich.text import Text
 from cuda_agent_cli.chat.ledger import fmt_speedup
 
 if TYPE_CHECKING:
-    from cuda_agent_cli.harness.result import HarnessResult
+    from cuda_agent_cli.harness_result import HarnessResult
 
 THEME = "monokai"
 MIN_WIDTH = 60  # below this size every screen shows `too_small` instead of its content

@@ -14,9 +14,9 @@ from cuda_agent_cli.harness.extension_check import (
     torch_kernels_check,
 )
 from cuda_agent_cli.harness.reference_check import reference_problems
-from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.harness.review import review_warnings
 from cuda_agent_cli.harness.reward import reward_for_intervals, uncertain
+from cuda_agent_cli.harness_result import Check, HarnessResult, Timings
 
 
 def test_review_flags_implausible_speedups_but_not_ordinary_ones() -> None:
