@@ -482,6 +482,29 @@ def test_result_json_has_exactly_the_design_keys() -> None:
     assert HarnessResult.from_json(full).to_json() == full
 
 
+def test_a_result_as_recorded_is_the_one_its_json_object_reads_back() -> None:
+    """What the host tools hand on: the same JSON object, and the same numbers a resumed session
+    reads from the transcript (rounded, an interval not measured as its point, no local fields)."""
+    live = HarnessResult(
+        compiled=True,
+        correct=True,
+        reward=3,
+        device="cpu",
+        policy="strict",
+        timings=Timings(10.123456, 9.87654, 4.999999, 2.024691, 1.975309, "perf_counter", 20, (1.98766, 2.06543)),
+        compile_log="/tmp/build.log",
+        stage_seconds={"compile": 1.5},
+        timing_detail={"candidate": {"events_us": 5.0}},
+    )
+    recorded = live.as_recorded()
+    assert recorded.to_json() == live.to_json()
+    assert recorded == HarnessResult.from_json(live.to_json())
+    assert recorded.timings is not None and recorded.timings.speedup_vs_eager == 2.0247
+    assert recorded.timings.speedup_vs_eager_interval == (1.9877, 2.0654)
+    assert recorded.timings.speedup_vs_compile_interval == (1.9753, 1.9753)
+    assert recorded.compile_log is None and recorded.stage_seconds == {} and recorded.timing_detail == {}
+
+
 def test_null_blocks_of_the_baselines_process_set_what_the_candidates_are_believed_up_to() -> None:
     # On the CPU-time bound (one thread a side): the same null blocks made in the baselines'
     # process (2,300 µs a call around a stand-in). The candidate's process showing 3,500 µs
