@@ -38,7 +38,7 @@ def per_call(b: dict[str, Any], key: str = "block_us") -> float:
 def block_rows(blocks: dict[str, list[dict[str, Any]]], detail: dict[str, Any]) -> list[dict[str, Any]]:
     """Each candidate block's claim, its time per call from outside (the CPU-time clock where
     the harness bounded by it) and the bound the harness applied to it."""
-    from cuda_agent_cli.harness import scoring
+    from cuda_agent_cli.harness import clock_stats
 
     gap = float(detail.get("idle_gap_us") or 0.0)
     key = "cpu_us" if "cpu_overhead_us" in detail else "block_us"
@@ -46,7 +46,7 @@ def block_rows(blocks: dict[str, list[dict[str, Any]]], detail: dict[str, Any]) 
     return [
         {
             "block": i,
-            "claim_us": round(statistics.median(scoring.call_times(b, gap)), 2),
+            "claim_us": round(statistics.median(clock_stats.call_times(b, gap)), 2),
             "outside_per_call_us": round(per_call(b, key), 1),
             "bound_us": bound,
             "held": i in held,
@@ -64,17 +64,17 @@ def main() -> int:
     args = ap.parse_args()
     device = "cuda" if args.gpu else args.device
 
-    from cuda_agent_cli.harness import driver, scoring
+    from cuda_agent_cli.harness import clock_stats, driver
 
     seen: list[dict[str, Any]] = []
-    real = scoring.side_by_side
+    real = clock_stats.side_by_side
 
-    def recording(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> scoring.SideBySide:
+    def recording(blocks: dict[str, list[dict[str, Any]]], seed: int = 0) -> clock_stats.SideBySide:
         stats = real(blocks, seed)
         seen.append({"blocks": blocks, "detail": stats.detail})
         return stats
 
-    scoring.side_by_side = recording  # the benchmark's own instrument, never the product's path
+    clock_stats.side_by_side = recording  # the benchmark's own instrument, never the product's path
     report = []
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_DATA_HOME": str(Path(tmp) / "data"), "XDG_CACHE_HOME": str(Path(tmp) / "cache")}

@@ -73,7 +73,7 @@ def _load(path: Path, name: str) -> Any:
 def measure(device: str, rounds: int, repeat: int) -> dict[str, Any]:
     from cuda_agent_cli import resources
     from cuda_agent_cli.harness import Harness
-    from cuda_agent_cli.harness.static_check import check_sources
+    from cuda_agent_cli.harness.static import check_sources
 
     with tempfile.TemporaryDirectory(prefix="defence-overhead-") as tmp:
         os.environ["XDG_CACHE_HOME"] = str(Path(tmp) / "cache")

@@ -1,5 +1,5 @@
 """Harness work around each call on the CPU: what honest candidates' processes show, against the
-rule that fails a process which skipped part of that work (harness/scoring.py, SKIPPED_*_SHARE).
+rule that fails a process which skipped part of that work (harness/clock_stats.py, SKIPPED_*_SHARE).
 
 Profiles every honest candidate of tests/adversarial once per run on the CPU (one thread a side,
 the CPU-time clock) and prints, from the timing detail, the CPU time the candidate's process spent
@@ -34,7 +34,7 @@ def main() -> int:
     from adversarial.workspaces import Workspaces
 
     from cuda_agent_cli.harness import profile_path
-    from cuda_agent_cli.harness.scoring import SKIPPED_NULL_SHARE, SKIPPED_REAL_SHARE
+    from cuda_agent_cli.harness.clock_stats import SKIPPED_NULL_SHARE, SKIPPED_REAL_SHARE
 
     ws = Workspaces(Path(tempfile.mkdtemp(prefix="harness-work-")), ROOT / "tests" / "adversarial" / "candidates")
     failures: list[str] = []

@@ -1,5 +1,6 @@
 """A small toolbox for agent-loop tests: Write/Read on a real directory, and a Profile whose
-harness results are queued by the test (the real harness is exercised by its own tests)."""
+harness results are queued by the test as JSON objects (the real harness is exercised by its own
+tests)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cuda_agent_cli.harness_result import HarnessResult
+
 
 @dataclass
 class Result:
     output: str
     is_error: bool = False
     data: dict[str, Any] | None = None
+    harness_result: HarnessResult | None = None
 
 
 def harness_result(
@@ -88,5 +92,5 @@ class ToyBox:
             return Result(p.read_text())
         if name == "Profile":
             data = self.profiles.pop(0) if self.profiles else harness_result(False)
-            return Result(f"reward {data['reward']}", not data["correct"], data)
+            return Result(f"reward {data['reward']}", not data["correct"], harness_result=HarnessResult.from_json(data))
         return Result(f"unknown tool {name}", True)

@@ -1,7 +1,8 @@
 """Compile, Verify and Profile: the agent's only way to reach the locked harness.
 
 Each is a thin call into a HarnessPort; the model gets the harness's own summary with the
-reward, and the harness result object (docs/architecture.md) travels in `data` for UIs and the transcript.
+reward, and the HarnessResult travels in `harness_result`, as its record keeps it
+(`HarnessResult.as_recorded`), for the loop, the UIs and the transcript.
 """
 
 from __future__ import annotations
@@ -10,29 +11,24 @@ from typing import Any, Protocol
 
 from cuda_agent_cli.actions.toolbox import ActionContext, ToolResult, error
 from cuda_agent_cli.errors import CudaAgentError
-
-
-class HarnessOutcome(Protocol):
-    def to_json(self) -> dict[str, Any]: ...
-
-    def summary(self) -> str: ...
+from cuda_agent_cli.harness_result import HarnessResult
 
 
 class HarnessPort(Protocol):
-    def compile(self) -> HarnessOutcome: ...
+    def compile(self) -> HarnessResult: ...
 
-    def verify(self) -> HarnessOutcome: ...
+    def verify(self) -> HarnessResult: ...
 
-    def profile(self) -> HarnessOutcome: ...
+    def profile(self) -> HarnessResult: ...
 
 
 _EMPTY: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
-def _failed(result: dict[str, Any], step: str) -> bool:
+def _failed(result: HarnessResult, step: str) -> bool:
     if step == "compile":
-        return not result.get("compiled", False)
-    return not (result.get("compiled") and result.get("correct"))
+        return not result.compiled
+    return not (result.compiled and result.correct)
 
 
 class _HostTool:
@@ -48,15 +44,16 @@ class _HostTool:
         if harness is None:
             return error(f"{self.name} is not available in this session (no harness attached)")
         try:
-            outcome = getattr(harness, self.step)()
+            outcome: HarnessResult = getattr(harness, self.step)()
         except CudaAgentError as exc:
             return error(f"{self.name} could not run: {exc.one_line()}")
-        result = outcome.to_json()
+        # The summary reads what the record leaves out (compiler log, stage seconds); the rest
+        # of the session reads the result as a resumed session will.
         text = outcome.summary()
-        reward = result.get("reward")
-        if reward is not None and "reward" not in text.lower():
-            text += f"\nreward: {reward}"
-        return ToolResult(text, _failed(result, self.step), data=result)
+        result = outcome.as_recorded()
+        if result.reward is not None and "reward" not in text.lower():
+            text += f"\nreward: {result.reward}"
+        return ToolResult(text, _failed(result, self.step), harness_result=result)
 
 
 class Compile(_HostTool):

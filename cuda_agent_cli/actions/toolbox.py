@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from cuda_agent_cli.actions.paths import PathRefused
 from cuda_agent_cli.errors import CudaAgentError
+from cuda_agent_cli.harness_result import HarnessResult
 from cuda_agent_cli.model.arguments import Problem, argument_problems, as_declared
 from cuda_agent_cli.sandbox import Sandbox, SandboxPolicy
 
@@ -23,11 +24,13 @@ OUTPUT_LIMIT = 30_000
 
 @dataclass
 class ToolResult:
-    """What a tool hands back: text for the model, and structured data for UIs and logs."""
+    """What a tool hands back: text for the model, structured data for UIs and logs, and, from
+    Compile, Verify and Profile, the harness's result."""
 
     output: str
     is_error: bool = False
     data: dict[str, Any] | None = None
+    harness_result: HarnessResult | None = None
 
 
 def error(message: str, **data: Any) -> ToolResult:

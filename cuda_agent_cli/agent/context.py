@@ -10,9 +10,13 @@ works offline and with replayed models.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
+from cuda_agent_cli.harness_result import HarnessResult
 from cuda_agent_cli.model.port import approx_tokens
+
+if TYPE_CHECKING:
+    from cuda_agent_cli.agent.session_store import CandidateRecord
 
 MAX_TOOL_OUTPUT_CHARS = 30_000
 DEFAULT_CONTEXT_TOKENS = 131_072
@@ -67,50 +71,45 @@ def compaction_span(messages: Sequence[dict[str, Any]], keep_turns: int = KEEP_T
     return start, end
 
 
-def _fmt_speedups(result: dict[str, Any]) -> str:
-    t = result.get("timings") or {}
-    parts = []
-    if t.get("speedup_vs_eager") is not None:
-        parts.append(f"{t['speedup_vs_eager']:.2f}x vs eager")
-    if t.get("speedup_vs_compile") is not None:
-        parts.append(f"{t['speedup_vs_compile']:.2f}x vs torch.compile")
-    if t.get("candidate_us") is not None:
-        parts.append(f"{t['candidate_us']:.1f} us")
-    return ", ".join(parts)
+def _fmt_speedups(result: HarnessResult) -> str:
+    t = result.timings
+    if t is None:
+        return ""
+    return f"{t.speedup_vs_eager:.2f}x vs eager, {t.speedup_vs_compile:.2f}x vs torch.compile, {t.candidate_us:.1f} us"
 
 
-def _result_line(tool: str, turn: int, result: dict[str, Any]) -> str:
-    status = "compiled" if result.get("compiled") else "did not compile"
-    if result.get("compiled"):
-        status += ", correct" if result.get("correct") else ", NOT correct"
-    line = f"turn {turn} {tool}: {status}, reward {result.get('reward')}"
+def _result_line(tool: str, turn: int, result: HarnessResult) -> str:
+    status = "compiled" if result.compiled else "did not compile"
+    if result.compiled:
+        status += ", correct" if result.correct else ", NOT correct"
+    line = f"turn {turn} {tool}: {status}, reward {result.reward}"
     speed = _fmt_speedups(result)
     if speed:
         line += f" ({speed})"
-    failed = [c.get("name") for c in result.get("checks") or () if isinstance(c, dict) and not c.get("passed")]
+    failed = [c.name for c in result.failed_checks()]
     if failed:
-        line += f"; failed checks: {', '.join(map(str, failed))}"
-    errors = result.get("errors") or []
-    if errors:
-        line += f"; first error: {str(errors[0])[:200]}"
+        line += f"; failed checks: {', '.join(failed)}"
+    if result.errors:
+        line += f"; first error: {str(result.errors[0])[:200]}"
     return line
 
 
 def build_summary(
     removed: Sequence[dict[str, Any]],
     policy: str | None,
-    best: dict[str, Any] | None,
+    best: CandidateRecord | None,
     harness_results: Sequence[dict[str, Any]],
 ) -> str:
-    """The text that replaces `removed`. `best` is CandidateRecord.to_json() or None;
-    `harness_results` are {"turn", "tool", "result"} in order."""
+    """The text that replaces `removed`. `best` is the session's best candidate or None;
+    `harness_results` are {"turn", "tool", "result": HarnessResult} in order."""
     lines = [SUMMARY_HEADER, "The task is in the first user message above and still applies."]
     if policy:
         lines.append("Rules (policy): " + POLICY_RULES.get(policy, policy))
-    if best:
+    if best is not None:
+        speed = _fmt_speedups(best.result)
         lines.append(
-            f"Best result so far: turn {best['turn']} {best['tool']}, reward {best.get('reward')}"
-            + (f" ({_fmt_speedups(best['result'])})" if _fmt_speedups(best.get("result") or {}) else "")
+            f"Best result so far: turn {best.turn} {best.tool}, reward {best.result.reward}"
+            + (f" ({speed})" if speed else "")
             + ". Its files are saved; beat it, do not regress it."
         )
     else:

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
+from cuda_agent_cli.harness_result import HarnessResult
+
 
 @dataclass
 class Event:
@@ -83,6 +85,8 @@ class ToolFinished(Event):
     name: str
     output: str  # exactly what the model is shown
     is_error: bool
+    # What the transcript keeps of the tool's data: a host tool's harness result as its JSON
+    # object (the HarnessResultEvent after it carries the result itself).
     data: dict[str, Any] | None = None
     duration_s: float = 0.0
 
@@ -105,7 +109,7 @@ class HarnessResultEvent(Event):
     call_id: str
     tool: str
     turn: int
-    result: dict[str, Any]
+    result: HarnessResult  # as its record keeps it (HarnessResult.as_recorded); a line holds its JSON object
     best: bool  # the best measured candidate so far (reward, then speedup)
     snapshot: str | None = None  # where the candidate files were copied when best
     sources: str | None = None  # workspace.candidate_digest of the files judged: which kernel it was
@@ -177,14 +181,24 @@ _FIELDS = {kind: {f.name for f in dataclasses.fields(cls)} for kind, cls in EVEN
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:
-    d = {"event": event.kind, "t": round(time.time(), 3)}
-    d.update({f.name: getattr(event, f.name) for f in dataclasses.fields(event)})
+    """The transcript line of an event: a harness result as its JSON object."""
+    d: dict[str, Any] = {"event": event.kind, "t": round(time.time(), 3)}
+    for f in dataclasses.fields(event):
+        value = getattr(event, f.name)
+        d[f.name] = value.to_json() if isinstance(value, HarnessResult) else value
     return d
 
 
 def event_from_dict(d: dict[str, Any]) -> Event | None:
-    """The event a transcript line holds; None for a line of a kind this version does not know."""
+    """The event a transcript line holds; None for a line of a kind this version does not know,
+    or a harness result it cannot read back."""
     kind = d.get("event")
     if not isinstance(kind, str) or kind not in EVENT_TYPES:
         return None
-    return EVENT_TYPES[kind](**{k: v for k, v in d.items() if k in _FIELDS[kind]})
+    fields = {k: v for k, v in d.items() if k in _FIELDS[kind]}
+    if kind == HarnessResultEvent.kind:
+        try:
+            fields["result"] = HarnessResult.from_json(fields["result"])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+    return EVENT_TYPES[kind](**fields)

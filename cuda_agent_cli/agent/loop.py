@@ -45,6 +45,7 @@ from cuda_agent_cli.agent.events import (
 from cuda_agent_cli.agent.recorder import SessionRecorder
 from cuda_agent_cli.agent.session_store import CandidateRecord, SessionState, candidate_score
 from cuda_agent_cli.errors import ContextOverflow, CudaAgentError, Interrupted
+from cuda_agent_cli.harness_result import HarnessResult
 from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.model.port import AssistantTurn, ModelPort
 from cuda_agent_cli.model.textproto import tool_index, validate_arguments
@@ -183,10 +184,7 @@ class _Run:
         start, end = span
         settings = self.state.meta.get("settings") or {}
         summary = build_summary(
-            self.state.messages[start:end],
-            settings.get("policy"),
-            self.state.best.to_json() if self.state.best else None,
-            self.state.harness_results,
+            self.state.messages[start:end], settings.get("policy"), self.state.best, self.state.harness_results
         )
         after_msgs = self.state.messages[:start] + [{"role": "user", "content": summary}] + self.state.messages[end:]
         self.reported_tokens = 0
@@ -257,6 +255,9 @@ class _Run:
         output = truncate_output(str(getattr(result, "output", result)), min(MAX_TOOL_OUTPUT_CHARS, self.budget))
         is_error = bool(getattr(result, "is_error", False))
         data = getattr(result, "data", None)
+        judged = getattr(result, "harness_result", None)
+        if isinstance(judged, HarnessResult):
+            data = judged.to_json()  # the transcript's record of a host tool's data
         self.emit(
             ToolFinished(
                 c["id"],
@@ -268,10 +269,10 @@ class _Run:
             )
         )
         self.running = None
-        if isinstance(data, dict) and "compiled" in data and "correct" in data:
-            self.record_harness_result(c["id"], c["name"], data)
+        if isinstance(judged, HarnessResult):
+            self.record_harness_result(c["id"], c["name"], judged)
 
-    def record_harness_result(self, call_id: str, tool: str, result: dict[str, Any]) -> None:
+    def record_harness_result(self, call_id: str, tool: str, result: HarnessResult) -> None:
         score = candidate_score(result)
         best = score is not None and (self.state.best is None or score > self.state.best.score)
         root = self.workspace_root

@@ -27,6 +27,7 @@ from cuda_agent_cli.agent.events import (
 from cuda_agent_cli.agent.transcript import TRANSCRIPT_NAME, read_events
 from cuda_agent_cli.config import user_data_dir
 from cuda_agent_cli.errors import BadInput
+from cuda_agent_cli.harness_result import HarnessResult
 
 Score = tuple[float, float, float]
 
@@ -35,21 +36,21 @@ class SessionNotFound(BadInput):
     """A --resume id that names no stored session."""
 
 
-def candidate_score(result: dict[str, Any]) -> Score | None:
+def candidate_score(result: HarnessResult) -> Score | None:
     """How good a harness result is: (reward, speedup vs torch.compile, speedup vs eager).
 
     None when the candidate is not correct. A verified but untimed candidate scores reward 0,
     below any profiled one."""
-    if not isinstance(result, dict) or not result.get("correct"):
+    if not result.correct:
         return None
-    reward = result.get("reward")
+    reward = result.reward
     if not isinstance(reward, (int, float)) or reward < 0:
         reward = 0
-    timings = result.get("timings") or {}
+    timings = result.timings
     return (
         float(reward),
-        float(timings.get("speedup_vs_compile") or 0.0),
-        float(timings.get("speedup_vs_eager") or 0.0),
+        float(timings.speedup_vs_compile or 0.0) if timings else 0.0,
+        float(timings.speedup_vs_eager or 0.0) if timings else 0.0,
     )
 
 
@@ -60,20 +61,20 @@ class CandidateRecord:
     turn: int
     tool: str
     call_id: str
-    result: dict[str, Any]
+    result: HarnessResult
     score: Score
     snapshot: str | None
 
     def to_json(self) -> dict[str, Any]:
-        timings = self.result.get("timings") or {}
+        timings = self.result.timings
         return {
             "turn": self.turn,
             "tool": self.tool,
-            "reward": self.result.get("reward"),
-            "speedup_vs_eager": timings.get("speedup_vs_eager"),
-            "speedup_vs_compile": timings.get("speedup_vs_compile"),
+            "reward": self.result.reward,
+            "speedup_vs_eager": timings.speedup_vs_eager if timings else None,
+            "speedup_vs_compile": timings.speedup_vs_compile if timings else None,
             "snapshot": self.snapshot,
-            "result": self.result,
+            "result": self.result.to_json(),
         }
 
 
@@ -86,6 +87,7 @@ class SessionState:
     turns: int = 0
     cost_usd: float = 0.0
     best: CandidateRecord | None = None
+    # {"turn", "tool", "result": HarnessResult, "sources"} of every harness result, in order.
     harness_results: list[dict[str, Any]] = field(default_factory=list)
     status: str = "new"
     stop_detail: str = ""
@@ -303,7 +305,7 @@ class SessionSummary:
 
 def summarize(state: SessionState) -> SessionSummary:
     created = _dt.datetime.fromtimestamp(state.created).isoformat(timespec="seconds") if state.created else ""
-    timings = (state.best.result.get("timings") or {}) if state.best else {}
+    timings = state.best.result.timings if state.best else None
     status = state.status
     if status == "running":
         status = "unfinished"  # killed, or still running in another process
@@ -315,9 +317,9 @@ def summarize(state: SessionState) -> SessionSummary:
         status=status,
         turns=state.turns,
         cost_usd=round(state.cost_usd, 6),
-        best_speedup_vs_eager=timings.get("speedup_vs_eager"),
-        best_speedup_vs_compile=timings.get("speedup_vs_compile"),
-        best_reward=state.best.result.get("reward") if state.best else None,
+        best_speedup_vs_eager=timings.speedup_vs_eager if timings else None,
+        best_speedup_vs_compile=timings.speedup_vs_compile if timings else None,
+        best_reward=state.best.result.reward if state.best else None,
         transcript=str(state.transcript_path),
         kind=str((state.meta.get("settings") or {}).get("command") or "optimize"),
         repo=state.repository,

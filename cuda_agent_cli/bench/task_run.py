@@ -20,7 +20,7 @@ from cuda_agent_cli.errors import CudaAgentError, EnvironmentMissing, Interrupte
 if TYPE_CHECKING:
     from cuda_agent_cli.config import Config
     from cuda_agent_cli.harness import Harness
-    from cuda_agent_cli.harness.result import HarnessResult
+    from cuda_agent_cli.harness_result import HarnessResult
 
 BINDING_FILES = ("binding.cpp", "binding_registry.h")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from cuda_agent_cli.agent.events import (
     AssistantMessage,
@@ -68,11 +68,11 @@ def transcript_markdown(events: Iterable[Event], title: str) -> str:
                 "",
             ]
         elif isinstance(ev, HarnessResultEvent):
-            r: dict[str, Any] = ev.result
-            t = r.get("timings") or {}
-            line = f"**{ev.tool}**: compiled {r.get('compiled')}, correct {r.get('correct')}, reward {r.get('reward')}"
+            r = ev.result
+            t = r.timings
+            line = f"**{ev.tool}**: compiled {r.compiled}, correct {r.correct}, reward {r.reward}"
             if t:
-                line += f", {t.get('speedup_vs_eager', 0):.2f}x vs eager, {t.get('speedup_vs_compile', 0):.2f}x vs torch.compile"
+                line += f", {t.speedup_vs_eager:.2f}x vs eager, {t.speedup_vs_compile:.2f}x vs torch.compile"
             out += [line, ""]
         elif isinstance(ev, Compacted):
             out += [f"_(older turns compacted: {ev.tokens_before} -> {ev.tokens_after} tokens)_", ""]

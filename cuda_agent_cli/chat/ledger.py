@@ -9,10 +9,9 @@ results), so the numbers are the harness's, never the model's. Pure: the panel r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from cuda_agent_cli.agent.session_store import candidate_score
-from cuda_agent_cli.harness.result import HarnessResult, Timings
+from cuda_agent_cli.harness_result import HarnessResult, Timings
 
 
 @dataclass
@@ -23,33 +22,30 @@ class Judged:
     session_id: str
     tool: str
     turn: int
-    result: dict[str, Any]  # the harness result's JSON object, as chat.json keeps it
+    result: HarnessResult  # chat.json keeps its JSON object
     at: int | None = None  # events in the chat's transcript when it was judged: where its card goes
     reverted: bool = False  # its session's kernel was applied and then undone: no longer a best
     sources: str | None = None  # workspace.candidate_digest of what it judged (None: recorded without)
     candidate: int = 0  # the number of the candidate (kernel) it judged
 
-    def __post_init__(self) -> None:
-        self.harness = HarnessResult.from_json(self.result)
-
     @property
     def compiled(self) -> bool:
-        return self.harness.compiled
+        return self.result.compiled
 
     @property
     def correct(self) -> bool:
-        return self.harness.correct
+        return self.result.correct
 
     @property
     def reward(self) -> int | None:
-        return self.harness.reward
+        return self.result.reward
 
     @property
     def timings(self) -> Timings | None:
-        return self.harness.timings
+        return self.result.timings
 
     def failed_checks(self) -> list[str]:
-        return [c.name for c in self.harness.failed_checks()]
+        return [c.name for c in self.result.failed_checks()]
 
 
 @dataclass
@@ -96,7 +92,7 @@ class Ledger:
         session_id: str,
         tool: str,
         turn: int,
-        result: dict[str, Any],
+        result: HarnessResult,
         at: int | None = None,
         sources: str | None = None,
     ) -> Judged:
@@ -109,7 +105,7 @@ class Ledger:
         if cand is None:
             cand = Candidate(len(self.candidates) + 1, session_id, sources)
             self.candidates.append(cand)
-        judged = Judged(len(self.judged) + 1, session_id, tool, turn, dict(result), at, sources=sources)
+        judged = Judged(len(self.judged) + 1, session_id, tool, turn, result, at, sources=sources)
         judged.candidate = cand.number
         cand.judged.append(judged)
         self.judged.append(judged)

@@ -23,6 +23,7 @@ from cuda_agent_cli.chat.history import Opening, placed_history, read_history
 from cuda_agent_cli.chat.ledger import Judged, Ledger
 from cuda_agent_cli.chat.undo import UndoEntry, file_entries, revert
 from cuda_agent_cli.errors import BadInput
+from cuda_agent_cli.harness_result import HarnessResult
 
 if TYPE_CHECKING:
     import threading
@@ -238,7 +239,7 @@ class ChatSession:
                     str(row.get("session_id", "")),
                     str(row.get("tool", "")),
                     int(row.get("turn") or 0),
-                    row["result"],
+                    HarnessResult.from_json(row["result"]),
                     at if isinstance(at, int) else None,
                     sources if isinstance(sources, str) else None,
                 )
@@ -254,7 +255,7 @@ class ChatSession:
                     "session_id": c.session_id,
                     "tool": c.tool,
                     "turn": c.turn,
-                    "result": c.result,
+                    "result": c.result.to_json(),
                     "at": c.at,
                     "reverted": c.reverted,
                     "sources": c.sources,
@@ -423,9 +424,7 @@ class ChatSession:
         if span is None:
             return "nothing to compact yet"
         start, end = span
-        summary = build_summary(
-            msgs[start:end], None, self.state.best.to_json() if self.state.best else None, self.state.harness_results
-        )
+        summary = build_summary(msgs[start:end], None, self.state.best, self.state.harness_results)
         before = estimate_tokens(msgs)
         after = estimate_tokens(msgs[:start] + [{"role": "user", "content": summary}] + msgs[end:])
         record(self.state, Compacted(start, end, summary, before, after))
@@ -561,7 +560,7 @@ class ChatSession:
 
         result = harness.verify() if tool == "Verify" else harness.profile()
         return HarnessResultEvent(
-            "", tool, 0, result.to_json(), False, sources=candidate_digest(harness.workspace.root)
+            "", tool, 0, result.as_recorded(), False, sources=candidate_digest(harness.workspace.root)
         )
 
     def session_diff(self) -> SessionDiff | None:

@@ -17,7 +17,7 @@ from cuda_agent_cli.errors import CudaAgentError, EnvironmentMissing
 from cuda_agent_cli.kernel_files import KernelFiles
 
 if TYPE_CHECKING:
-    from cuda_agent_cli.harness.result import HarnessResult
+    from cuda_agent_cli.harness_result import HarnessResult
 
 
 @dataclass

@@ -25,7 +25,7 @@ from cuda_agent_cli.errors import BadInput
 from cuda_agent_cli.writeback.manifest import MANIFEST_PATH
 
 if TYPE_CHECKING:
-    from cuda_agent_cli.harness.result import HarnessResult
+    from cuda_agent_cli.harness_result import HarnessResult
 
 # Findings after which the harness has nothing it could run.
 _CANNOT_RUN = {

@@ -99,7 +99,7 @@ def merge(records: list[dict[str, Any]]) -> list[KernelTrace]:
 
 def paired_speedup(with_s: list[float], without_s: list[float]) -> tuple[float, tuple[float, float]] | None:
     """Median of without/with over the pairs, and its 95% bootstrap interval (pure)."""
-    from cuda_agent_cli.harness.scoring import bootstrap_medians, percentile_interval
+    from cuda_agent_cli.harness.bootstrap import bootstrap_medians, percentile_interval
 
     pairs = [b / a for a, b in zip(with_s, without_s) if a > 0]
     if not pairs:

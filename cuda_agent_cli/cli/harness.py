@@ -11,7 +11,7 @@ import typer
 from cuda_agent_cli.cli.options import DeviceOpt, JsonOpt, PolicyOpt, RewardBaselineOpt, TrialsOpt
 
 if TYPE_CHECKING:
-    from cuda_agent_cli.harness.result import HarnessResult
+    from cuda_agent_cli.harness_result import HarnessResult
 
 PathArg = Annotated[
     Optional[Path],
@@ -140,7 +140,7 @@ def _print_human(result: "HarnessResult", what: str) -> None:
             typer.echo("  uncertain: an interval straddles the 5% threshold, so the reward may be one off")
     verdict = "correct" if result.correct else ("does not compile" if not result.compiled else "NOT correct")
     reward = "" if result.reward is None else f", reward {result.reward}"
-    from cuda_agent_cli.harness.scoring import reward_in_words
+    from cuda_agent_cli.harness.reward import reward_in_words
 
     typer.echo(f"{verdict}{reward}: {reward_in_words(result.reward)}")
     if result.compile_log and not result.compiled:

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from cuda_agent_cli.harness.result import HarnessResult
+    from cuda_agent_cli.harness_result import HarnessResult
 
 HARNESS_TOOLS = ("Compile", "Verify", "Profile")
 
@@ -97,9 +97,7 @@ class ProgressState:
             mark = "✗" if event.is_error else "✓"
             return f"    {mark} {event.name} {_short_args(event.name, args)}".rstrip()
         elif kind == "harness_result":
-            from cuda_agent_cli.harness.result import HarnessResult
-
-            result = HarnessResult.from_json(event.result)  # the event keeps the JSON object of the transcript
+            result = event.result
             line = harness_line(event.tool, result)
             t = result.timings
             if event.best and t:
@@ -229,7 +227,7 @@ def reward_line(best: HarnessResult | None) -> str:
     """The reward in words, e.g. "reward 3: faster than both eager and torch.compile by more than 5%"."""
     if best is None or best.reward is None:
         return "no reward: correct, not timed" if best and best.correct else "no reward"
-    from cuda_agent_cli.harness.scoring import reward_in_words
+    from cuda_agent_cli.harness.reward import reward_in_words
 
     line = f"reward {best.reward}: {reward_in_words(best.reward)}"
     if best.timings and best.timings.uncertain:

@@ -20,10 +20,10 @@ from typing import Any, Sequence, cast
 from cuda_agent_cli import resources
 from cuda_agent_cli.config import POLICIES, Policy
 from cuda_agent_cli.errors import BadInput, EnvironmentMissing, WorkspaceError
-from cuda_agent_cli.harness import extension_check, reference_check, review, reward, roofline, scoring, wire
+from cuda_agent_cli.harness import clock_stats, extension_check, reference_check, review, reward, roofline, wire
 from cuda_agent_cli.harness.baselines import check_reward_baseline, compiled_baselines
 from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_env, shared_pool
-from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
+from cuda_agent_cli.harness_result import Check, HarnessResult, Timings
 from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.machine import cpu_timing_threads, environment_key, pick_device
 from cuda_agent_cli.workspace import Workspace, cache_dir, external_workspace, pair_workspace
@@ -242,18 +242,18 @@ class Harness:
         return KernelFiles.read(self.workspace.root).sources()
 
     def _static_check(self, result: HarnessResult, model_new: str) -> bool:
-        from cuda_agent_cli.harness import static_check
+        from cuda_agent_cli.harness import static
 
         if not self.static_checks:
             return True
-        findings = static_check.check_sources(model_new, self._cpp_sources(), self.policy)
+        findings = static.check_sources(model_new, self._cpp_sources(), self.policy)
         errors = [f for f in findings if f.severity == "error"]
         for f in findings:
             if f.severity != "error":
                 result.warnings.append(f.to_detail())
         detail = "; ".join(f.to_detail() for f in errors[:6]) if errors else "no forbidden constructs found"
         if errors and self.policy == "strict":
-            hybrid = static_check.errors(static_check.check_sources(model_new, self._cpp_sources(), "hybrid"))
+            hybrid = static.errors(static.check_sources(model_new, self._cpp_sources(), "hybrid"))
             if not hybrid:
                 detail += f" ({POLICY_ONLY})"
         result.checks.append(Check("static", not errors, detail))
@@ -806,7 +806,7 @@ class Harness:
             result.warnings.append(
                 f"torch.compile baseline unavailable, eager time used instead: {str(base_info['compile_error'])[:200]}"
             )
-        stats = scoring.side_by_side(blocks, bursts=window.get("bursts") or ())
+        stats = clock_stats.side_by_side(blocks, bursts=window.get("bursts") or ())
         skipped = stats.detail.get("skipped_work") or []
         if skipped:
             result.checks.append(
@@ -877,11 +877,11 @@ class Harness:
         for side, why in errors.items():
             if side != "compile":  # said above, with eager standing in
                 result.warnings.append(
-                    f"{scoring.BASELINE_NAMES.get(side, side)} baseline unavailable, not timed: {str(why)[:200]}"
+                    f"{clock_stats.BASELINE_NAMES.get(side, side)} baseline unavailable, not timed: {str(why)[:200]}"
                 )
         gap = float(stats.detail.get("idle_gap_us") or 0.0)
         escaped = sum(
-            1 for b in blocks["candidate"] for t, e in zip(scoring.call_times(b, gap), b["events_us"]) if t != e
+            1 for b in blocks["candidate"] for t, e in zip(clock_stats.call_times(b, gap), b["events_us"]) if t != e
         )
         if escaped:
             result.warnings.append(
@@ -929,13 +929,13 @@ class Harness:
             review.review_warnings(stats.speedup_vs_eager, stats.speedup_vs_compile, stats.candidate_us, floor)
         )
 
-    def _reward_versus(self, stats: scoring.SideBySide) -> scoring.Versus:
+    def _reward_versus(self, stats: clock_stats.SideBySide) -> clock_stats.Versus:
         """The baseline the reward's top step is decided against: default torch.compile (the
         paper's), or with --reward-baseline best the fastest baseline timed."""
         return stats.versus[stats.best if self.reward_baseline == "best" else "compile"]
 
     def _roofline(
-        self, result: HarnessResult, stats: scoring.SideBySide, base_info: wire.BaselinesInfo | None
+        self, result: HarnessResult, stats: clock_stats.SideBySide, base_info: wire.BaselinesInfo | None
     ) -> dict[str, Any]:
         """The speed-of-light time and each side's fraction of it, where the baselines' process
         measured the reference's work; the machine's measured peaks are kept for later rounds."""
@@ -977,7 +977,7 @@ def _device_ratios(blocks: wire.SideBlocks) -> list[float]:
     of their blocks' lead-ins and flushes against their calibrated times (the larger median)."""
     return [
         float(b["device_ratio"])
-        for side in (*scoring.BASELINES, "base_null")
+        for side in (*clock_stats.BASELINES, "base_null")
         for b in blocks.get(side) or []
         if isinstance(b.get("device_ratio"), (int, float))
     ]

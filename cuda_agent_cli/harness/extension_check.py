@@ -10,7 +10,7 @@ import statistics
 from typing import Sequence
 
 from cuda_agent_cli.config import Policy
-from cuda_agent_cli.harness.result import Check
+from cuda_agent_cli.harness_result import Check
 
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
 _GLOBAL_FN = re.compile(r"__global__\s+[^;{()]*?\b(\w+)\s*\(")

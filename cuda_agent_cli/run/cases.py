@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from cuda_agent_cli.config import Policy
-from cuda_agent_cli.harness.result import HarnessResult
+from cuda_agent_cli.harness_result import HarnessResult
 from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.task.inputs import CallSpec
 from cuda_agent_cli.task.target import Case, Task

@@ -22,7 +22,7 @@ from cuda_agent_cli.agent.session_store import SessionState, new_session, resume
 from cuda_agent_cli.config import Config, Policy, load_config, user_data_dir
 from cuda_agent_cli.errors import BadInput, JobFailed
 from cuda_agent_cli.harness import Harness
-from cuda_agent_cli.harness.result import HarnessResult, Timings
+from cuda_agent_cli.harness_result import HarnessResult, Timings
 from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.machine import pick_device
 from cuda_agent_cli.model.factory import make_model
@@ -106,7 +106,7 @@ class OptimizeOutcome:
     device: str
     policy: Policy
     target: str
-    best: dict[str, Any] | None  # the best harness result, as recorded (its JSON object)
+    best: HarnessResult | None  # the best harness result, as its record keeps it
     best_dir: Path | None  # the snapshot of its files in the session store
     best_files: list[str] = field(default_factory=list)
     plan: WriteBackPlan | None = None  # when there is a correct kernel
@@ -121,18 +121,16 @@ class OptimizeOutcome:
 
     @property
     def result(self) -> HarnessResult | None:
-        """The best result, typed."""
-        return HarnessResult.from_json(self.best) if self.best else None
+        """The best result (`best`), by the name the review and the renderers read it."""
+        return self.best
 
     @property
     def reward(self) -> int | None:
-        result = self.result
-        return result.reward if result else None
+        return self.best.reward if self.best else None
 
     @property
     def timings(self) -> Timings | None:
-        result = self.result
-        return result.timings if result else None
+        return self.best.timings if self.best else None
 
 
 def status_of(best: HarnessResult | None) -> str:
@@ -460,21 +458,20 @@ def _run_agent(
         capture=req.capture,
         capture_cwd=req.cwd,
     )
-    typed = outcome.result
-    outcome.status = status_of(typed)
-    if best_dir is not None and typed is not None and typed.correct:
+    outcome.status = status_of(best)
+    if best_dir is not None and best is not None and best.correct:
         files = KernelFiles.read(best_dir)
         outcome.best_files = [str(best_dir / rel) for rel in sorted(files.files)]
         if task is not None:
             if task.more:
-                outcome.shapes = _judge_shapes(task, files, typed, device, policy, cfg, req, stage)
+                outcome.shapes = _judge_shapes(task, files, best, device, policy, cfg, req, stage)
             shapes = outcome.shapes
             used = shapes.used_calls() if shapes else None
             record = shapes.manifest() if shapes else {}
 
             def plan() -> WriteBackPlan:
                 return plan_for_session(
-                    task, files, workspace.binding_dir, device, policy, typed, result.session_id, used, record
+                    task, files, workspace.binding_dir, device, policy, best, result.session_id, used, record
                 )
 
             outcome.plan = plan()

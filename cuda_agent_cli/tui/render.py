@@ -17,7 +17,7 @@ from rich.text import Text
 from cuda_agent_cli.chat.ledger import fmt_speedup
 
 if TYPE_CHECKING:
-    from cuda_agent_cli.harness.result import HarnessResult
+    from cuda_agent_cli.harness_result import HarnessResult
 
 THEME = "monokai"
 MIN_WIDTH = 60  # below this size every screen shows `too_small` instead of its content
@@ -219,7 +219,7 @@ def review_facts(best: HarnessResult | None, device: str) -> Text:
         + (f" · CUDA {env['cuda']}" if env.get("cuda") else "")
         + "\n"
     )
-    from cuda_agent_cli.harness.scoring import reward_in_words
+    from cuda_agent_cli.harness.reward import reward_in_words
 
     reward = best.reward if best else None
     meaning = f": {reward_in_words(reward)}" if reward is not None else ""

@@ -167,7 +167,7 @@ class HarnessCard(Static):
 
     def __init__(self, judged: Judged, best: bool) -> None:
         super().__init__(
-            render.harness_card(judged.tool, judged.harness, best, judged.candidate), classes="harness-card"
+            render.harness_card(judged.tool, judged.result, best, judged.candidate), classes="harness-card"
         )
         self.result = judged.result
         self.best = best

@@ -363,7 +363,7 @@ class _Paired(NamedTuple):
 def _paired(block: Callable[[str, int], float], mine: str, theirs: str, rounds: int) -> _Paired:
     """Two sides timed per call in interleaved blocks, after a few first calls (caches fill,
     compiles run), with their paired speedup and its bootstrap interval."""
-    from cuda_agent_cli.harness.scoring import bootstrap_medians, percentile_interval
+    from cuda_agent_cli.harness.bootstrap import bootstrap_medians, percentile_interval
 
     block(mine, 3)
     block(theirs, 3)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping
 
 from cuda_agent_cli.config import Policy
-from cuda_agent_cli.harness.result import HarnessResult
+from cuda_agent_cli.harness_result import HarnessResult
 from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.task.inputs import CallSpec, call_to_json
 from cuda_agent_cli.task.target import Task

@@ -1,24 +1,30 @@
-"""Compile, Verify and Profile over any HarnessPort: summary and reward for the model, JSON in data."""
+"""Compile, Verify and Profile over any HarnessPort: summary and reward for the model, the
+HarnessResult (whose to_json() is the design's JSON) in harness_result."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from cuda_agent_cli.actions import ActionContext, make_toolbox
 from cuda_agent_cli.errors import EnvironmentMissing
+from cuda_agent_cli.harness_result import HarnessResult
 from cuda_agent_cli.sandbox import Sandbox, SandboxPolicy, SandboxStatus
 
 
-class Outcome:
-    def __init__(self, data: dict[str, Any], text: str) -> None:
-        self.data, self.text = data, text
+@dataclasses.dataclass
+class Result(HarnessResult):
+    """A harness result whose summary is the test's own text."""
 
-    def to_json(self) -> dict[str, Any]:
-        return self.data
+    text: str = ""
 
     def summary(self) -> str:
         return self.text
+
+
+def outcome(data: dict[str, Any], text: str) -> Result:
+    return dataclasses.replace(Result.from_json(data), text=text)
 
 
 def _result(compiled: bool, correct: bool, reward: int | None, timings: dict | None = None) -> dict[str, Any]:
@@ -40,15 +46,15 @@ class FakeHarness:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    def compile(self) -> Outcome:
+    def compile(self) -> Result:
         self.calls.append("compile")
-        return Outcome(_result(False, False, -1), "compile failed: kernels/relu.cu:3: error: expected ';'")
+        return outcome(_result(False, False, -1), "compile failed: kernels/relu.cu:3: error: expected ';'")
 
-    def verify(self) -> Outcome:
+    def verify(self) -> Result:
         self.calls.append("verify")
-        return Outcome(_result(True, True, None), "correct on 5 seeds")
+        return outcome(_result(True, True, None), "correct on 5 seeds")
 
-    def profile(self) -> Outcome:
+    def profile(self) -> Result:
         self.calls.append("profile")
         t = {
             "eager_us": 100.0,
@@ -59,11 +65,11 @@ class FakeHarness:
             "method": "cuda-events",
             "trials": 100,
         }
-        return Outcome(_result(True, True, 3, t), "1.60x faster than torch.compile, 2.00x than eager")
+        return outcome(_result(True, True, 3, t), "1.60x faster than torch.compile, 2.00x than eager")
 
 
 class BrokenHarness(FakeHarness):
-    def verify(self) -> Outcome:
+    def verify(self) -> Result:
         raise EnvironmentMissing("no C++ compiler", "install g++")
 
 
@@ -87,14 +93,15 @@ def test_compile_failure_is_an_error_with_the_compiler_message(tmp_path: Path) -
     h = FakeHarness()
     r = _toolbox(tmp_path, h).call("Compile", {})
     assert r.is_error and "expected ';'" in r.output and "reward: -1" in r.output
-    assert r.data["compiled"] is False and h.calls == ["compile"]
+    assert r.harness_result.to_json()["compiled"] is False and h.calls == ["compile"]
 
 
 def test_profile_returns_summary_reward_and_the_design_json(tmp_path: Path) -> None:
     r = _toolbox(tmp_path, FakeHarness()).call("Profile", {})
     assert not r.is_error
     assert "1.60x faster" in r.output and "reward: 3" in r.output
-    assert r.data["timings"]["speedup_vs_compile"] == 1.6 and r.data["reward"] == 3
+    data = r.harness_result.to_json()
+    assert data["timings"]["speedup_vs_compile"] == 1.6 and data["reward"] == 3
 
 
 def test_verify_passes_and_takes_no_arguments(tmp_path: Path) -> None:

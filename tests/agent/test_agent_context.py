@@ -11,6 +11,8 @@ from cuda_agent_cli.agent.context import (
     context_budget,
     truncate_output,
 )
+from cuda_agent_cli.agent.session_store import CandidateRecord
+from cuda_agent_cli.harness_result import HarnessResult
 
 
 def test_truncate_keeps_head_and_tail_within_the_limit():
@@ -74,21 +76,31 @@ def test_summary_keeps_rules_best_results_and_files():
             "tool_calls": [{"id": "2", "type": "function", "function": {"name": "Profile", "arguments": "{}"}}],
         },
     ]
-    result = {
-        "compiled": True,
-        "correct": True,
-        "reward": 3,
-        "checks": [],
-        "timings": {"speedup_vs_eager": 2.5, "speedup_vs_compile": 1.25, "candidate_us": 12.0},
-    }
-    failed = {
-        "compiled": True,
-        "correct": False,
-        "reward": -1,
-        "errors": ["max abs error 0.5"],
-        "checks": [{"name": "correctness", "passed": False, "detail": ""}],
-    }
-    best = {"turn": 4, "tool": "Profile", "reward": 3, "result": result}
+    result = HarnessResult.from_json(
+        {
+            "compiled": True,
+            "correct": True,
+            "reward": 3,
+            "checks": [],
+            "timings": {
+                "eager_us": 30.0,
+                "compile_us": 15.0,
+                "speedup_vs_eager": 2.5,
+                "speedup_vs_compile": 1.25,
+                "candidate_us": 12.0,
+            },
+        }
+    )
+    failed = HarnessResult.from_json(
+        {
+            "compiled": True,
+            "correct": False,
+            "reward": -1,
+            "errors": ["max abs error 0.5"],
+            "checks": [{"name": "correctness", "passed": False, "detail": ""}],
+        }
+    )
+    best = CandidateRecord(4, "Profile", "2", result, (3.0, 1.25, 2.5), None)
     text = build_summary(
         removed,
         "strict",

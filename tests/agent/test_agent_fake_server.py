@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,6 +18,7 @@ from cuda_agent_cli.agent.events import Compacted, Event, HarnessResultEvent, Re
 from cuda_agent_cli.agent.loop import Limits, run_agent
 from cuda_agent_cli.agent.session_store import load_session, new_session, summarize
 from cuda_agent_cli.agent.transcript import read_records
+from cuda_agent_cli.harness_result import HarnessResult
 from cuda_agent_cli.model.factory import make_model
 from cuda_agent_cli.model.fake_server import FakeOpenAIServer, reply_error, reply_text, reply_tool
 
@@ -26,15 +26,9 @@ pytestmark = pytest.mark.integration
 TESTS = Path(__file__).resolve().parents[1]  # tests/, where agent_toybox.py lives
 
 
-class Outcome:
-    def __init__(self, result: dict[str, Any]) -> None:
-        self.result = result
-
-    def to_json(self) -> dict[str, Any]:
-        return self.result
-
+class Outcome(HarnessResult):
     def summary(self) -> str:
-        return f"compiled={self.result['compiled']} correct={self.result['correct']}"
+        return f"compiled={self.compiled} correct={self.correct}"
 
 
 class FileJudgedHarness:
@@ -61,7 +55,7 @@ class FileJudgedHarness:
             else None
         )
         reward = (3 if fast else 1) if (timed and correct) else (None if correct else -1)
-        return Outcome(
+        return Outcome.from_json(
             {
                 "compiled": True,
                 "correct": correct,
@@ -156,7 +150,7 @@ def test_native_session_with_real_tools_retry_and_malformed_calls(toolbox, tmp_p
     assert any(isinstance(e, Retrying) and e.reason == "rate limited" for e in events)
     assert any(isinstance(e, TextDelta) for e in events)
     # The best candidate is the fused one, not the broken last one; its files were snapshotted.
-    assert result.best.result["reward"] == 3
+    assert result.best.result.reward == 3
     assert "fused" in (Path(result.best.snapshot) / "model_new.py").read_text()
     assert (root / "model_new.py").read_text() == "broken"
     assert [e.best for e in events if isinstance(e, HarnessResultEvent)] == [True, True, False]

@@ -136,7 +136,7 @@ def test_best_candidate_is_the_best_measured_not_the_last(ws, tmp_path):
         ],
     )
     state, result, _ = _run(model, box, ws, tmp_path)
-    assert result.best is not None and result.best.result["timings"]["speedup_vs_compile"] == 1.5
+    assert result.best is not None and result.best.result.timings.speedup_vs_compile == 1.5
     snap = Path(result.best.snapshot)
     assert (snap / "kernels" / "k.cpp").read_text() == "// v2"
     assert (ws / "kernels" / "k.cpp").read_text() == "// v4"
@@ -251,7 +251,7 @@ def test_a_harness_round_cut_short_is_run_again_on_resume(ws, tmp_path, how):
     sent = model2.calls[0]
     answers = {m["tool_call_id"]: m["content"] for m in sent if m.get("role") == "tool"}
     assert answers[profile_id] == "reward 3" and loaded.unanswered_calls() == []
-    assert result.best is not None and result.best.result["timings"]["speedup_vs_eager"] == 2.0
+    assert result.best is not None and result.best.result.timings.speedup_vs_eager == 2.0
 
 
 def test_an_interrupted_call_that_is_not_a_harness_round_is_not_run_again(ws, tmp_path):

@@ -267,3 +267,16 @@ def test_a_full_disk_under_the_transcript_is_no_space_left_exit_3(tmp_path):
     assert exc.value.one_line().startswith(
         f"cannot write the session transcript {state.transcript_path}: no space left on the device — free some space"
     )
+
+
+def test_a_harness_result_is_its_json_object_in_the_transcript_and_typed_when_read_back(tmp_path: Path) -> None:
+    from cuda_agent_cli.agent.events import HarnessResultEvent, event_from_dict, event_to_dict
+    from cuda_agent_cli.harness_result import HarnessResult
+
+    result = HarnessResult.from_json(harness_result(reward=3, eager=2.0, compile_=1.5)).as_recorded()
+    line = event_to_dict(HarnessResultEvent("c1", "Profile", 2, result, True, "/snap", "abc"))
+    assert line["result"] == result.to_json()
+    back = event_from_dict(json.loads(json.dumps(line)))
+    assert isinstance(back, HarnessResultEvent) and back.result == result and back.sources == "abc"
+    # A line whose result cannot be read back is skipped, as an unreadable line is.
+    assert event_from_dict({**line, "result": {"timings": {"eager_us": 1.0}}}) is None

@@ -264,7 +264,7 @@ def test_a_cuda_kernel_here_is_not_measured(tmp_path: Path, harness_cache_root: 
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA GPU: the gpu tier checks the CUDA demo for real")
     from cuda_agent_cli import demo
-    from cuda_agent_cli.harness.result import HarnessResult
+    from cuda_agent_cli.harness_result import HarnessResult
     from cuda_agent_cli.task.resolve import resolve_task
     from cuda_agent_cli.writeback.apply import apply_plan
     from cuda_agent_cli.writeback.git import init_repo

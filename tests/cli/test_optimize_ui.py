@@ -6,7 +6,7 @@ from rich.console import Console
 
 from cuda_agent_cli.agent.events import AssistantMessage, HarnessResultEvent, Stopped, ToolFinished, ToolStarted
 from cuda_agent_cli.cli import render as ui
-from cuda_agent_cli.harness.result import HarnessResult
+from cuda_agent_cli.harness_result import HarnessResult
 
 PROFILED = {
     "compiled": True,
@@ -36,7 +36,7 @@ def test_progress_lines_follow_the_session():
     assert state.apply(ToolFinished("c1", "Write", "ok", False)) == "    ✓ Write kernels/a.cu"
     state.apply(ToolStarted("c2", "Profile", {}))
     assert state.apply(ToolFinished("c2", "Profile", "...", False)) is None  # said by the harness line
-    line = state.apply(HarnessResultEvent("c2", "Profile", 4, PROFILED, True, "/snap"))
+    line = state.apply(HarnessResultEvent("c2", "Profile", 4, HarnessResult.from_json(PROFILED), True, "/snap"))
     assert line == "    ★ Profile: 40.0 µs — 2.50x vs eager, 2.00x vs torch.compile (reward 3)"
     assert "best 2.00x vs torch.compile" in state.status()
     assert state.apply(Stopped("max_turns", "limit of 4 turns")) == "stopped: max_turns — limit of 4 turns"

@@ -11,7 +11,7 @@ from demo_repo import suite_env
 
 from cuda_agent_cli import demo
 from cuda_agent_cli.doctor import find_nvcc
-from cuda_agent_cli.harness.static_check import check_sources
+from cuda_agent_cli.harness.static import check_sources
 from cuda_agent_cli.model.replay import load_replay
 
 

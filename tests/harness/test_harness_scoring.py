@@ -6,6 +6,7 @@ import dataclasses
 
 from cuda_agent_cli.assets.tools.compiler_errors import trim_compiler_output
 
+from cuda_agent_cli.harness.clock_stats import side_by_side
 from cuda_agent_cli.harness.extension_check import (
     extension_kernel_check,
     kernel_names_in_sources,
@@ -13,10 +14,9 @@ from cuda_agent_cli.harness.extension_check import (
     torch_kernels_check,
 )
 from cuda_agent_cli.harness.reference_check import reference_problems
-from cuda_agent_cli.harness.result import Check, HarnessResult, Timings
 from cuda_agent_cli.harness.review import review_warnings
 from cuda_agent_cli.harness.reward import reward_for_intervals, uncertain
-from cuda_agent_cli.harness.scoring import side_by_side
+from cuda_agent_cli.harness_result import Check, HarnessResult, Timings
 
 
 def test_review_flags_implausible_speedups_but_not_ordinary_ones() -> None:
@@ -480,6 +480,29 @@ def test_result_json_has_exactly_the_design_keys() -> None:
         "fraction_of_peak",
     }
     assert HarnessResult.from_json(full).to_json() == full
+
+
+def test_a_result_as_recorded_is_the_one_its_json_object_reads_back() -> None:
+    """What the host tools hand on: the same JSON object, and the same numbers a resumed session
+    reads from the transcript (rounded, an interval not measured as its point, no local fields)."""
+    live = HarnessResult(
+        compiled=True,
+        correct=True,
+        reward=3,
+        device="cpu",
+        policy="strict",
+        timings=Timings(10.123456, 9.87654, 4.999999, 2.024691, 1.975309, "perf_counter", 20, (1.98766, 2.06543)),
+        compile_log="/tmp/build.log",
+        stage_seconds={"compile": 1.5},
+        timing_detail={"candidate": {"events_us": 5.0}},
+    )
+    recorded = live.as_recorded()
+    assert recorded.to_json() == live.to_json()
+    assert recorded == HarnessResult.from_json(live.to_json())
+    assert recorded.timings is not None and recorded.timings.speedup_vs_eager == 2.0247
+    assert recorded.timings.speedup_vs_eager_interval == (1.9877, 2.0654)
+    assert recorded.timings.speedup_vs_compile_interval == (1.9753, 1.9753)
+    assert recorded.compile_log is None and recorded.stage_seconds == {} and recorded.timing_detail == {}
 
 
 def test_null_blocks_of_the_baselines_process_set_what_the_candidates_are_believed_up_to() -> None:

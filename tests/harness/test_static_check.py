@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from cuda_agent_cli.harness.static_check import (
+from cuda_agent_cli.harness.static import (
     Finding,
     check_cpp,
     check_sources,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent_cli.demo import replay_path
-from cuda_agent_cli.harness.result import HarnessResult
+from cuda_agent_cli.harness_result import HarnessResult
 from cuda_agent_cli.run.optimize import status_of
 
 MODULE = textwrap.dedent("""\
@@ -187,7 +187,8 @@ def test_a_kernel_never_timed_is_not_called_not_faster(tmp_path: Path):
     def outcome(timings: dict | None, reward: int | None) -> OptimizeOutcome:
         best = {"compiled": True, "correct": True, "reward": reward, "device": "cpu", "policy": "strict"}
         best["timings"] = timings
-        o = OptimizeOutcome("S1", tmp_path / "t.jsonl", "", "done", 3, 0.0, "cpu", "strict", "m.py::M", best, None)
+        recorded = HarnessResult.from_json(best)
+        o = OptimizeOutcome("S1", tmp_path / "t.jsonl", "", "done", 3, 0.0, "cpu", "strict", "m.py::M", recorded, None)
         o.status = status_of(o.result)
         o.plan = SimpleNamespace()  # a correct kernel has a plan; nothing here may apply it
         return o

@@ -13,6 +13,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from chat_helpers import chat_app, make_repo, plain, replay_file, run, runtime, texts, type_and_send, wait_for  # noqa: E402
 
 from cuda_agent_cli.agent import events as ev  # noqa: E402
+from cuda_agent_cli.harness_result import HarnessResult  # noqa: E402
 from cuda_agent_cli.tui.widgets import HarnessCard, LedgerPanel  # noqa: E402
 
 COMPILED = {
@@ -55,7 +56,7 @@ PROFILED = {
 
 
 def _cards(app) -> list[tuple[str, bool, str]]:
-    return [(c.result.get("reward"), c.best, plain(c.content)) for c in app.query(HarnessCard)]
+    return [(c.result.reward, c.best, plain(c.content)) for c in app.query(HarnessCard)]
 
 
 def test_resumed_chat_brings_back_the_cards_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -82,7 +83,11 @@ def test_resumed_chat_brings_back_the_cards_in_place(tmp_path: Path, monkeypatch
             for i, result in enumerate((COMPILED, WRONG, PROFILED)):
                 await app.handle_event(
                     ev.HarnessResultEvent(
-                        f"c{i}", ("Compile", "Verify", "Profile")[i], i + 1, result, result is PROFILED
+                        f"c{i}",
+                        ("Compile", "Verify", "Profile")[i],
+                        i + 1,
+                        HarnessResult.from_json(result),
+                        result is PROFILED,
                     )
                 )
             app._event_session = None

@@ -113,7 +113,7 @@ def fake_optimize(rt, data: Path, sid: str = OPT_SID):
     from cuda_agent_cli.agent import events as ev
     from cuda_agent_cli.agent.session_store import sessions_root
     from cuda_agent_cli.agent.transcript import TranscriptWriter
-    from cuda_agent_cli.harness.result import HarnessResult
+    from cuda_agent_cli.harness_result import HarnessResult
     from cuda_agent_cli.writeback.apply import WriteBackPlan
     from cuda_agent_cli.writeback.diff import FileChange, unified_patch
 
@@ -126,7 +126,7 @@ def fake_optimize(rt, data: Path, sid: str = OPT_SID):
         ),
         ev.ToolStarted("k1", "Profile", {}),
         ev.ToolFinished("k1", "Profile", "reward 3: 2.50x eager", False, profiled, 0.5),
-        ev.HarnessResultEvent("k1", "Profile", 1, profiled, True),
+        ev.HarnessResultEvent("k1", "Profile", 1, HarnessResult.from_json(profiled), True),
         ev.AssistantMessage(2, "The fused kernel is 2.5x faster than eager.", []),
         ev.Stopped("done", "", 2, 0.0),
     ]

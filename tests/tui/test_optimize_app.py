@@ -63,7 +63,7 @@ def _review_to(root: Path, key: str) -> tuple[int, str, object]:
                 timeout=400,
                 what="the review screen",
             )
-            seen["cards"] = [c.result.get("compiled") for c in app.screen_stack[0].query(HarnessCard)]
+            seen["cards"] = [c.result.compiled for c in app.screen_stack[0].query(HarnessCard)]
             seen["ledger_rows"] = app.query_one(LedgerPanel).row_count
             seen["conversation"] = texts(app)
             seen["table"] = plain(review.query_one("#review-table").content)

@@ -73,8 +73,8 @@ def test_optimize_in_chat_reviews_applies_undoes_and_resumes(kind: str, demo_rep
                 # Applying may build the kernel for the repository: slow beside other tests.
                 await wait_for(pilot, lambda: "applied: committed" in texts(app), timeout=180, what="apply")
                 cards = list(app.query(HarnessCard))
-                assert [c.result.get("compiled") for c in cards] == [True, True, True]
-                assert cards[-1].result["timings"] and cards[-1].best
+                assert [c.result.compiled for c in cards] == [True, True, True]
+                assert cards[-1].result.timings and cards[-1].best
                 ledger = app.query_one(LedgerPanel)
                 assert ledger.row_count == 1  # three results of one kernel: one candidate
                 assert "x eager" in plain(app.query_one("#status").content)

@@ -15,6 +15,7 @@ from cuda_agent_cli.chat.commands import parse_optimize_args
 from cuda_agent_cli.chat.export import transcript_markdown
 from cuda_agent_cli.chat.ledger import Ledger, fmt_speedup
 from cuda_agent_cli.errors import BadInput
+from cuda_agent_cli.harness_result import HarnessResult
 from cuda_agent_cli.sandbox import SandboxPolicy, open_sandbox
 
 
@@ -32,15 +33,17 @@ def result(correct=True, reward=3, eager=2.0, comp=1.5, checks=()):
             "method": "cpu timer",
             "trials": 30,
         }
-    return {
-        "compiled": True,
-        "correct": correct,
-        "reward": reward,
-        "timings": timings,
-        "warnings": [],
-        "errors": [],
-        "checks": [{"name": n, "passed": False, "detail": "bad"} for n in checks],
-    }
+    return HarnessResult.from_json(
+        {
+            "compiled": True,
+            "correct": correct,
+            "reward": reward,
+            "timings": timings,
+            "warnings": [],
+            "errors": [],
+            "checks": [{"name": n, "passed": False, "detail": "bad"} for n in checks],
+        }
+    )
 
 
 # -- slash commands ------------------------------------------------------------------------------

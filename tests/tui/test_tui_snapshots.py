@@ -18,7 +18,7 @@ from chat_helpers import make_repo, replay_file, runtime, wait_for  # noqa: E402
 
 from cuda_agent_cli.agent import events as ev  # noqa: E402
 from cuda_agent_cli.chat.optimize_task import task_runtime  # noqa: E402
-from cuda_agent_cli.harness.result import HarnessResult  # noqa: E402
+from cuda_agent_cli.harness_result import HarnessResult  # noqa: E402
 from cuda_agent_cli.run.optimize import OptimizeRequest  # noqa: E402
 from cuda_agent_cli.tui import task  # noqa: E402
 from cuda_agent_cli.tui.app import ChatApp  # noqa: E402
@@ -317,11 +317,13 @@ def recorded_optimize_events() -> list:
             0.002,
         ),
         *turn(3, "Building the extension.", "c3", "Compile", {}, "compiled", 41.2),
-        ev.HarnessResultEvent("c3", "Compile", 3, harness_result(None, None, None, correct=False), False),
+        ev.HarnessResultEvent(
+            "c3", "Compile", 3, HarnessResult.from_json(harness_result(None, None, None, correct=False)), False
+        ),
         *turn(4, "Checking correctness against the reference.", "c4", "Verify", {}, "correct", 6.8),
-        ev.HarnessResultEvent("c4", "Verify", 4, harness_result(None, None, None), True),
+        ev.HarnessResultEvent("c4", "Verify", 4, HarnessResult.from_json(harness_result(None, None, None)), True),
         *turn(5, "Correct. Timing it against eager and torch.compile.", "c5", "Profile", {}, "2.41x", 12.5),
-        ev.HarnessResultEvent("c5", "Profile", 5, harness_result(3, 2.41, 1.62), True),
+        ev.HarnessResultEvent("c5", "Profile", 5, HarnessResult.from_json(harness_result(3, 2.41, 1.62)), True),
         ev.CostUpdate(0.0, 0.0, 3000, 80, 15400, 131072),
     ]
 

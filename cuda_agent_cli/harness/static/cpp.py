@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from cuda_agent_cli.config import Policy
-from cuda_agent_cli.harness.static_rules import (
+from cuda_agent_cli.harness.static.rules import (
     TENSOR_ALLOWED_METHODS,
     TENSOR_COMPUTE_METHODS,
     Finding,

@@ -1,8 +1,8 @@
 """What the static checks share: the Finding record and the name tables both languages use.
 
-The Python checker (static_python.py) and the C++ checker (static_cpp.py) report the same kind
-of finding and judge tensor methods by the same lists, so those live here, beside the names of
-the interpreter internals that reach frames, code objects and module globals.
+The Python checker (python.py) and the C++ checker (cpp.py) report the same kind of finding and
+judge tensor methods by the same lists, so those live here, beside the names of the interpreter
+internals that reach frames, code objects and module globals.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ Never a regex on the text: a banned word inside a string or a comment is not a f
 - strict policy: torch compute ops, numpy round trips and torch.compile in any function except
   `__init__`.
 
-C++ handed to `load_inline` is extracted here and checked by static_cpp.
+The rules on calls live in python_calls.py; C++ handed to `load_inline` is taken out by
+python_inline.py and checked by cpp.py.
 """
 
 from __future__ import annotations
@@ -24,60 +25,44 @@ import ast
 import string
 
 from cuda_agent_cli.config import Policy
-from cuda_agent_cli.harness.static_origin import FRESH, IMPORTED, UNKNOWN, OriginAnalysis
-from cuda_agent_cli.harness.static_python_names import (
+from cuda_agent_cli.harness.static.origin import FRESH, IMPORTED, UNKNOWN
+from cuda_agent_cli.harness.static.python_calls import CallRules
+from cuda_agent_cli.harness.static.python_inline import InlineSources
+from cuda_agent_cli.harness.static.python_names import (
     ALLOWED_IMPORTS,
-    ATTR_BUILTINS,
-    BANNED_IMPORTS,
-    BUILD_FLAG_KWARGS,
     DTYPE_NAME,
-    DYNAMIC_BUILTINS,
-    FILE_BUILTINS,
     HARMLESS_SYS,
     HOOK_METHODS,
     HYBRID_IMPORTS,
-    INJECTING_FLAGS,
     INTROSPECTION_IN_FORMAT,
-    LINKABLE,
-    NN_CONTAINERS,
     NO_VALUE_BUILTINS,
     NUMPY_BRIDGES,
     PRECISION_ATTRS,
-    PRECISION_CALLS,
-    PURE_OS_PATH,
     REEXPORTED_MODULES,
     SAFE_DUNDERS,
-    STREAM_CREATORS,
     STREAM_SWITCHERS,
     SUBMODULE_NAMES,
-    SYNC_METHODS,
-    SYNC_NAMES,
-    TORCH_ALLOWED_CALLS,
-    TORCH_ALLOWED_PREFIXES,
     TORCH_LOADERS,
-    TORCH_OPS_LIBRARIES,
     TORCH_UTILS_ALLOWED,
     TORCH_VALUES,
+    banned_import,
+    torch_call_allowed,
 )
-from cuda_agent_cli.harness.static_rules import (
+from cuda_agent_cli.harness.static.python_source import PY_FILE, fold, is_name
+from cuda_agent_cli.harness.static.rules import (
     DUNDER_ESCAPES,
     FRAME_ATTRS,
-    TENSOR_ALLOWED_METHODS,
-    TENSOR_COMPUTE_METHODS,
     Finding,
     Severity,
     is_introspection_attr,
 )
-
-PY_FILE = "model_new.py"
-
 
 # Module-level helpers of a KernelBench solution file that make the task's inputs: the harness
 # takes inputs from the pristine reference only, so the candidate's copies never run.
 INPUT_HELPERS = ("get_inputs", "get_init_inputs")
 
 
-class PythonChecker(OriginAnalysis):
+class PythonChecker(CallRules, InlineSources):
     """Findings for one model_new.py; `inline_cpp` holds the C++ it hands to load_inline."""
 
     def __init__(self, source: str, policy: Policy) -> None:
@@ -115,7 +100,7 @@ class PythonChecker(OriginAnalysis):
         if isinstance(node, ast.Attribute):
             base = self.resolve(node.value)
             return f"{base}.{node.attr}" if base else None
-        if isinstance(node, ast.Call) and _is_name(node.func, "getattr") and len(node.args) >= 2:
+        if isinstance(node, ast.Call) and is_name(node.func, "getattr") and len(node.args) >= 2:
             base = self.resolve(node.args[0])
             attr = node.args[1]
             if base and isinstance(attr, ast.Constant) and isinstance(attr.value, str):
@@ -222,14 +207,14 @@ class PythonChecker(OriginAnalysis):
                         if a.name != "*":
                             self._judge_reference(f"{base}.{a.name}", node)
                             if base.split(".")[0] == "torch":
-                                hit = _banned_import(f"{base}.{a.name}")
+                                hit = banned_import(f"{base}.{a.name}")
                                 if hit:
                                     self.add(hit[0], f"import of {base}.{a.name}: {hit[1]}", node)
 
     def _judge_import(self, module: str, node: ast.AST) -> bool:
         """Whether the import may stand; adds the finding when it may not."""
         top = module.split(".")[0]
-        hit = _banned_import(module)
+        hit = banned_import(module)
         if hit and not (module == "os.path" or module.startswith("os.path.")):
             self.add(hit[0], f"import of {module}: {hit[1]}", node)
             return False
@@ -297,7 +282,7 @@ class PythonChecker(OriginAnalysis):
         """Interpreter internals named in a string: attrgetter("f_back"), "{0.f_back}".format()."""
         if isinstance(parents.get(node), (ast.BinOp, ast.JoinedStr)):
             return  # judged at the outermost concatenation
-        text = _fold(node, self.string_values)
+        text = fold(node, self.string_values)
         if not text or len(text) > 20000:
             return
         if text in FRAME_ATTRS or text in DUNDER_ESCAPES or (text.startswith("co_") and text.isidentifier()):
@@ -408,7 +393,7 @@ class PythonChecker(OriginAnalysis):
             or leaf.startswith("_")
             or leaf in TORCH_VALUES
             or DTYPE_NAME.match(leaf)
-            or _torch_call_allowed(name)
+            or torch_call_allowed(name)
         ):
             return
         self.add(
@@ -549,205 +534,6 @@ class PythonChecker(OriginAnalysis):
                 node,
             )
 
-    # -- calls -------------------------------------------------------------------------------
-    def _check_call(self, node: ast.Call, parents: dict[ast.AST, ast.AST]) -> None:
-        func = node.func
-        if isinstance(func, ast.Name) and func.id not in self.aliases and func.id not in self.local_defs:
-            if func.id in DYNAMIC_BUILTINS:
-                self.add("dynamic_code", DYNAMIC_BUILTINS[func.id], node)
-            elif func.id in FILE_BUILTINS:
-                self.add("file_env_access", FILE_BUILTINS[func.id], node)
-            elif func.id in ATTR_BUILTINS:
-                self._check_getattr(node, func.id)
-        if (
-            isinstance(func, ast.Call)
-            and _is_name(func.func, "getattr")
-            and len(func.args) >= 2
-            and isinstance(func.args[1], ast.Constant)
-            and isinstance(func.args[1].value, str)
-            and self.resolve(func) is None
-        ):
-            # getattr(x, "sum")(...) is x.sum(...) spelled to dodge the method check
-            spelled = ast.copy_location(
-                ast.Attribute(value=func.args[0], attr=func.args[1].value, ctx=ast.Load()), func
-            )
-            self._check_method_call(node, spelled, parents)
-        name = self.resolve(func)
-        if name is None:
-            if isinstance(func, ast.Attribute):
-                self._check_method_call(node, func, parents)
-            self._check_extension_args(node, func)
-            return
-        self._check_extension_args(node, func)
-        if name in SYNC_NAMES:
-            self._has_sync = True
-        if name in STREAM_CREATORS or name in STREAM_SWITCHERS or name.endswith("getStreamFromPool"):
-            self._stream_sites.append(node.lineno)
-        if name in PRECISION_CALLS or (name.startswith("torch.backends.") and not name.endswith("is_available")):
-            self.add("precision_flags", f"{name} changes precision flags fixed by the harness", node)
-        if name.startswith("os.") and name not in PURE_OS_PATH and not name.startswith("os.environ"):
-            kind = "threads" if _is_process_call(name) else "file_env_access"
-            self.add(kind, f"{name} is not allowed in a candidate", node)
-        elif name.startswith(("io.", "pathlib.", "shutil.", "tempfile.")):
-            self.add("file_env_access", f"{name}: file access is not allowed in a candidate", node)
-        elif name in (
-            "torch.load",
-            "torch.save",
-            "torch.from_file",
-            "torch.ops.load_library",
-            "torch.utils.cpp_extension.load_library",
-        ):
-            self.add(
-                "file_env_access" if name != "torch.ops.load_library" else "dynamic_code",
-                f"{name} loads or stores files outside the checked build",
-                node,
-            )
-        elif name in ("torch.compile", "torch.jit.script", "torch.jit.trace") or name.startswith("triton"):
-            for kw in node.keywords:
-                if name == "torch.compile" and kw.arg in ("backend", "options"):
-                    self.add(
-                        "dynamic_code",
-                        f"torch.compile {kw.arg}= runs code (or compilers) the checks cannot see; use mode= only",
-                        node,
-                    )
-            if self.policy == "strict":
-                self.add(
-                    "torch_ops_python",
-                    f"{name} generates kernels from torch ops; strict policy needs a hand-written kernel",
-                    node,
-                )
-        elif self.policy == "strict" and name.startswith("torch.") and self._in_forward_path(node, parents):
-            if not _torch_call_allowed(name):
-                self.add(
-                    "torch_ops_python",
-                    f"{name} is a torch compute op; strict policy needs a custom kernel in forward",
-                    node,
-                )
-        if name == "torch.utils.cpp_extension.load":
-            self._check_load_sources(node)
-
-    def _check_extension_args(self, node: ast.Call, func: ast.expr) -> None:
-        """A module object handed to native code can be patched from C++ (py::object.attr)."""
-        name = self.resolve(func) or ""
-        is_ext = name.startswith("cuda_extension.") or (
-            isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and func.value.id in self.extension_vars
-        )
-        if not is_ext:
-            return
-        for arg in [*node.args, *[k.value for k in node.keywords]]:
-            if isinstance(arg, ast.Name) and arg.id in self.module_aliases:
-                self.add(
-                    "dynamic_code",
-                    f"passes the module {self.aliases.get(arg.id, arg.id)} to the "
-                    "extension, where C++ can patch it; pass tensors and numbers",
-                    node,
-                )
-            elif isinstance(arg, ast.Call) and self.origin(arg) == IMPORTED and self.resolve(arg) is None:
-                self.add(
-                    "dynamic_code",
-                    "passes an object taken from an imported module to the extension; pass tensors and numbers",
-                    node,
-                )
-
-    def _check_method_call(self, node: ast.Call, func: ast.Attribute, parents: dict[ast.AST, ast.AST]) -> None:
-        if func.attr in SYNC_METHODS:
-            self._has_sync = True
-        if func.attr in ("format", "format_map") and not isinstance(func.value, ast.Constant):
-            text = _fold(func.value, self.string_values)
-            if text is None:
-                self.add(
-                    "dynamic_code",
-                    f".{func.attr}() on a string the checks cannot read can reach "
-                    "attributes by name; format literal strings or use f-strings",
-                    node,
-                )
-        if self.policy != "strict" or not self._in_forward_path(node, parents):
-            return
-        if isinstance(func.value, ast.Name) and func.value.id in self.self_names | {"self"}:
-            for value in self.attr_bindings.get(func.attr, []):
-                ctor = self.resolve(value.func) if isinstance(value, ast.Call) else None
-                if (
-                    ctor
-                    and ctor.startswith("torch.nn.")
-                    and ctor.split(".")[-1][:1].isupper()
-                    and ctor not in NN_CONTAINERS
-                ):
-                    self.add(
-                        "torch_ops_python",
-                        f"self.{func.attr}(...) runs {ctor}, a torch op; strict policy "
-                        "needs a custom kernel (use its parameters in your kernel)",
-                        node,
-                    )
-                    break
-            return  # otherwise the module's own methods, not tensor methods
-        if isinstance(func.value, ast.Name) and func.value.id in ("cls", "super"):
-            return
-        if func.attr == "numpy":
-            self.add(
-                "torch_ops_python",
-                ".numpy() hands the tensor to numpy, whose math (and BLAS) runs "
-                "outside the extension; strict policy needs a hand-written kernel",
-                node,
-            )
-        elif func.attr in TENSOR_COMPUTE_METHODS and func.attr not in TENSOR_ALLOWED_METHODS:
-            self.add(
-                "torch_ops_python",
-                f".{func.attr}() is a tensor compute op; strict policy needs a custom kernel in forward",
-                node,
-            )
-
-    def _check_getattr(self, node: ast.Call, fn: str) -> None:
-        if len(node.args) < 2:
-            if fn != "hasattr" or node.args:
-                self.add("dynamic_code", f"{fn} without a literal attribute name hides what is read", node)
-            return
-        attr = node.args[1]
-        if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
-            bound = _fold(attr, self.string_values)
-            shown = f" ({bound!r})" if bound else ""
-            self.add(
-                "dynamic_code",
-                f"{fn} with a computed name{shown} hides what is read or written; write the attribute out",
-                node,
-            )
-            return
-        if is_introspection_attr(attr.value):
-            self.add("dynamic_code", f"{fn}(..., {attr.value!r}) reaches interpreter internals", node)
-            return
-        owner = self.resolve(node.args[0])
-        if fn in ("setattr", "delattr"):
-            leaf = ast.Attribute(value=node.args[0], attr=attr.value, ctx=ast.Store())
-            ast.copy_location(leaf, node)
-            self._check_write(leaf, node, "deletes" if fn == "delattr" else "writes")
-        elif fn == "getattr" and owner and attr.value.startswith("_") and attr.value not in SAFE_DUNDERS:
-            # getattr(torch, "relu") is torch.relu spelled to dodge a text search: judge what
-            # it resolves to instead (the call check sees it through resolve()).
-            self.add("dynamic_code", f"getattr reaches private {owner}.{attr.value}", node)
-
-    def _check_load_sources(self, node: ast.Call) -> None:
-        """load() compiles the files it is given: only kernels/ is checked, so only kernels/ may be."""
-        sources = (
-            node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "sources"), None)
-        )
-        if sources is None:
-            return
-        texts = [
-            t
-            for t in (
-                _fold(n, self.string_values) for n in ast.walk(sources) if isinstance(n, (ast.Constant, ast.Name))
-            )
-            if t
-        ]
-        if not texts or not any("kernels" in t for t in texts) or any(".." in t or "scratch" in t for t in texts):
-            self.add(
-                "dynamic_code",
-                "load() sources must be files under kernels/ (the checked sources); "
-                "write them there or use load_inline with literal strings",
-                node,
-            )
-
     def _in_forward_path(self, node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
         """True inside any function except `__init__`: code that may run on every call.
 
@@ -816,171 +602,11 @@ class PythonChecker(OriginAnalysis):
                 _LineNode(min(self._stream_sites)),
             )
 
-    # -- load_inline -------------------------------------------------------------------------
-    def _collect_inline_cpp(self, tree: ast.Module) -> None:
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
-            name = self.resolve(node.func)
-            if name not in ("torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load"):
-                continue
-            for kw in node.keywords:
-                if kw.arg in BUILD_FLAG_KWARGS:
-                    self._check_build_flags(kw.value, kw.arg)
-                elif kw.arg == "build_directory":
-                    self.add(
-                        "dynamic_code",
-                        "build_directory points the build at files the harness did not "
-                        "build (a planted library loads unchecked); leave it out",
-                        kw.value,
-                    )
-                elif kw.arg in ("functions", "name"):
-                    self._check_generated_names(kw.value, kw.arg)
-            if node.args:
-                self._check_generated_names(node.args[0], "name")
-            if name != "torch.utils.cpp_extension.load_inline":
-                continue
-            for kw in node.keywords:
-                if kw.arg in ("cpp_sources", "cuda_sources"):
-                    text = self._string_of(kw.value, depth=0)
-                    if text is None:
-                        self.add(
-                            "dynamic_code",
-                            f"load_inline {kw.arg} is not a literal string, so it cannot be checked",
-                            kw.value,
-                        )
-                    elif text:
-                        self.inline_cpp.append((f"{PY_FILE}:{kw.arg}@{node.lineno}", text))
-            for i, arg in enumerate(node.args[1:3]):
-                text = self._string_of(arg, depth=0)
-                label = ("cpp_sources", "cuda_sources")[i]
-                if text is None:
-                    self.add(
-                        "dynamic_code", f"load_inline {label} is not a literal string, so it cannot be checked", arg
-                    )
-                elif text:
-                    self.inline_cpp.append((f"{PY_FILE}:{label}@{node.lineno}", text))
-
-    def _check_generated_names(self, node: ast.AST, what: str) -> None:
-        """load_inline writes `name` and `functions` into C++ it generates: identifiers only."""
-        items: list[ast.AST] = []
-        for _ in range(4):
-            if isinstance(node, ast.Name) and node.id in self.string_values:
-                node = self.string_values[node.id]
-        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            items = list(node.elts)
-        elif isinstance(node, ast.Dict):
-            items = [k for k in node.keys if k is not None]
-            for v in node.values:
-                doc = _fold(v, self.string_values)
-                if doc is None or any(c in doc for c in '"\\\n'):
-                    self.add(
-                        "dynamic_code",
-                        "load_inline function docstrings go into generated C++: plain "
-                        "literal text without quotes or backslashes",
-                        v,
-                    )
-        else:
-            items = [node]
-        for item in items:
-            text = _fold(item, self.string_values)
-            if text is None or not text.isidentifier():
-                self.add(
-                    "dynamic_code", f"load_inline {what} goes into generated C++: it must be a literal identifier", item
-                )
-
-    def _check_build_flags(self, node: ast.AST, kwarg: str) -> None:
-        flags = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
-        for flag in flags:
-            text = self._string_of(flag, depth=0)
-            if text is None:
-                self.add("dynamic_code", "build flags that are not literal strings cannot be checked", flag)
-                continue
-            if not text.strip():
-                continue  # KernelBench's template passes [""]
-            from cuda_agent_cli.harness.static_cpp import BANNED_IN_MACRO
-
-            if text.startswith("-D") and BANNED_IN_MACRO.search(text.partition("=")[2]):
-                self.add("token_pasting", f"build flag {text} defines a macro that hides a banned name", flag)
-            elif text.startswith("-B") or any(f in text for f in INJECTING_FLAGS):
-                self.add("dynamic_code", f"build flag {text} injects code the checks cannot see", flag)
-            elif text.startswith("-L") and (not text[2:].startswith("/") or _writable_place(text[2:])):
-                self.add(
-                    "dynamic_code",
-                    f"library path {text} can hold libraries the checks never read; "
-                    "link from the CUDA and torch installations",
-                    flag,
-                )
-            elif kwarg == "extra_ldflags" and not (LINKABLE.match(text) or text.startswith(("-O", "-L"))):
-                self.add(
-                    "dynamic_code",
-                    f"link flag {text} brings in native code the checks never read; "
-                    "link only the CUDA libraries (-lcublas, -lcudnn, ...)",
-                    flag,
-                )
-            elif kwarg == "extra_include_paths" or text.startswith(("-I", "-isystem", "-iquote")):
-                path = text[2:] if text.startswith("-I") else text
-                if _writable_place(path):
-                    self.add("dynamic_code", f"include path {text} brings in headers the checks never read", flag)
-
-    def _string_of(self, node: ast.AST, depth: int) -> str | None:
-        """The literal text of a load_inline source argument, following simple names."""
-        if depth > 8:
-            return None
-        if isinstance(node, ast.Constant):
-            return node.value if isinstance(node.value, str) else ("" if node.value is None else None)
-        if isinstance(node, (ast.List, ast.Tuple)):
-            texts = [self._string_of(e, depth + 1) for e in node.elts]
-            known = [t for t in texts if t is not None]
-            return "\n".join(known) if len(known) == len(texts) else None
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            left, right = self._string_of(node.left, depth + 1), self._string_of(node.right, depth + 1)
-            return None if left is None or right is None else left + right
-        if isinstance(node, ast.JoinedStr):
-            pieces: list[str] = []
-            for v in node.values:
-                if isinstance(v, ast.Constant):
-                    pieces.append(str(v.value))
-                else:
-                    return None
-            return "".join(pieces)
-        if isinstance(node, ast.Name) and node.id in self.string_values:
-            return self._string_of(self.string_values[node.id], depth + 1)
-        return None
-
 
 class _LineNode(ast.AST):
     def __init__(self, lineno: int) -> None:
         super().__init__()
         self.lineno = lineno
-
-
-def _is_name(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
-
-
-def _fold(node: ast.AST, values: dict[str, ast.expr], depth: int = 0) -> str | None:
-    """The string an expression of literals, concatenations and names bound to them spells."""
-    if depth > 8:
-        return None
-    if isinstance(node, ast.Constant):
-        return node.value if isinstance(node.value, str) else None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
-        left, right = _fold(node.left, values, depth + 1), _fold(node.right, values, depth + 1)
-        if isinstance(node.op, ast.Add):
-            return None if left is None or right is None else left + right
-        return left
-    if isinstance(node, ast.JoinedStr):
-        parts = [_fold(v, values, depth + 1) if isinstance(v, ast.Constant) else "" for v in node.values]
-        return "".join(p or "" for p in parts)
-    if isinstance(node, ast.Name) and node.id in values:
-        return _fold(values[node.id], values, depth + 1)
-    return None
-
-
-def _writable_place(path: str) -> bool:
-    """A directory a candidate can fill with files the checks never read."""
-    return "scratch" in path or ".." in path or path.startswith(("/tmp", "/dev/shm", "/var/tmp")) or path in ("", ".")
 
 
 def _is_format_string(text: str) -> bool:
@@ -1015,25 +641,3 @@ def _flatten_targets(target: ast.expr) -> list[ast.expr]:
     if isinstance(target, ast.Starred):
         return _flatten_targets(target.value)
     return [target]
-
-
-def _banned_import(module: str) -> tuple[str, str] | None:
-    for prefix, name, reason in BANNED_IMPORTS:
-        if module == prefix or module.startswith(prefix + "."):
-            return name, reason
-    return None
-
-
-def _is_process_call(name: str) -> bool:
-    leaf = name.rsplit(".", 1)[-1]
-    return leaf.startswith(("fork", "spawn", "exec", "system", "popen", "posix_spawn", "kill"))
-
-
-def _torch_call_allowed(name: str) -> bool:
-    if name in TORCH_ALLOWED_CALLS or name.startswith(TORCH_ALLOWED_PREFIXES):
-        return True
-    if name.startswith("torch.ops."):
-        parts = name.split(".")
-        return len(parts) > 2 and parts[2] not in TORCH_OPS_LIBRARIES
-    # dtype objects and the like are attributes, not calls; anything else under torch computes.
-    return False

@@ -1,9 +1,11 @@
-"""The side-by-side window's raw blocks turned into times and speedups with their intervals.
+"""The clock statistics of the side-by-side window: its raw blocks turned into times and
+speedups with their intervals.
 
 The candidate's own clock is its claim: the harness's clock bounds it from outside, calibrated
 by null blocks of the candidate's process and believed no further than the baselines' process
-allows (docs/security.md). The reward, review flags and the extension check live beside this
-(reward.py, review.py, extension_check.py).
+allows (docs/security.md). Bursts bound the kernels too short for the window's calls. The
+reward, review flags and the extension check live beside this (reward.py, review.py,
+extension_check.py); the paired ratios' bootstrap in bootstrap.py.
 """
 
 from __future__ import annotations
@@ -14,13 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from cuda_agent_cli.harness import wire
-
-# bootstrap_medians, percentile_interval (check, writeback) and reward_in_words (cli, tui) are
-# imported from here elsewhere in the package; they live in bootstrap.py and reward.py.
-from cuda_agent_cli.harness.bootstrap import bootstrap_medians as bootstrap_medians
-from cuda_agent_cli.harness.bootstrap import paired_ratio
-from cuda_agent_cli.harness.bootstrap import percentile_interval as percentile_interval
-from cuda_agent_cli.harness.reward import reward_in_words as reward_in_words
+from cuda_agent_cli.harness.bootstrap import bootstrap_medians, paired_ratio, percentile_interval
 
 # The trusted sides of a window, in their order: eager, then the compiled baselines
 # (tools/executor.py, COMPILED_SIDES). torch.compile's default mode is the paper's baseline.

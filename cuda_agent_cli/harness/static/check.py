@@ -5,9 +5,9 @@ runs): these catch the bypasses of docs/security.md before anything is compiled 
 fallback to torch, reusing the reference, imports outside the allowlist, frame and code
 introspection, monkeypatches of anything the file did not create, dynamic code, threads and
 processes, unsynchronized streams, torch ops where the policy forbids them, the CPython API and
-embedded Python in C++, file and environment access. The Python rules live in static_python,
-the C++ rules in static_cpp; this module only reads text, imports nothing heavy and never
-executes candidate code.
+embedded Python in C++, file and environment access. The Python rules live in python.py (with
+python_calls.py and python_inline.py), the C++ rules in cpp.py; this module only reads text,
+imports nothing heavy and never executes candidate code.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Iterable
 
 from cuda_agent_cli.config import POLICIES, Policy
-from cuda_agent_cli.harness.static_cpp import check_cpp, strip_cpp_comments_and_strings
-from cuda_agent_cli.harness.static_python import PythonChecker
-from cuda_agent_cli.harness.static_python_names import ALLOWED_IMPORTS
-from cuda_agent_cli.harness.static_rules import Finding, Severity
+from cuda_agent_cli.harness.static.cpp import check_cpp, strip_cpp_comments_and_strings
+from cuda_agent_cli.harness.static.python import PythonChecker
+from cuda_agent_cli.harness.static.python_names import ALLOWED_IMPORTS
+from cuda_agent_cli.harness.static.rules import Finding, Severity
 
 __all__ = [
     "ALLOWED_IMPORTS",

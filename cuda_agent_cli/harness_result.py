@@ -1,4 +1,11 @@
-"""HarnessResult: the one object every compile/verify/profile returns (docs/architecture.md, "Contracts")."""
+"""HarnessResult (with its Check and Timings): the one object every compile, verify and profile
+returns (docs/architecture.md, "Contracts").
+
+It stands below the harness so that everything its result travels through (the agent's host
+tools, the loop and its candidate records, the session runner, the review and the renderers)
+reads it typed; its JSON object (`to_json`, `from_json`) is written and read only where it is the
+contract: transcripts, chat.json, bench records, check's reports, the manifest, `--json` output.
+"""
 
 from __future__ import annotations
 
@@ -135,7 +142,7 @@ class HarnessResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     # Inside the candidate and judge jobs, as they reported it ("candidate.timing": seconds).
     phase_seconds: dict[str, float] = field(default_factory=dict)
-    # Where the timed calls' time went, per side (harness/scoring.py side_by_side's detail).
+    # Where the timed calls' time went, per side (harness/clock_stats.py side_by_side's detail).
     timing_detail: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -171,6 +178,14 @@ class HarnessResult:
             timings=Timings.from_json(timings) if isinstance(timings, dict) else None,
             environment=dict(data.get("environment") or {}),
         )
+
+    def as_recorded(self) -> HarnessResult:
+        """This result as its JSON object records it: numbers rounded as `to_json` rounds them,
+        an interval that was not measured as its point, and none of the fields the object leaves
+        out (the compiler log, the stage and phase seconds, the timing detail). A result judged
+        in this run is handed on in this form, so it ranks and reads exactly as the same result
+        read back from a transcript does."""
+        return HarnessResult.from_json(self.to_json())
 
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]

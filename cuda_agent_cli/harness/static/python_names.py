@@ -1,13 +1,14 @@
 """The names the Python checks judge model_new.py by: what it may import, which modules and
 torch subtrees load code, start processes or touch files, and which torch calls are allocation
-and metadata rather than compute. Plain data, read by static_python.
+and metadata rather than compute. Plain data, and the three lookups over it the rules make
+(`banned_import`, `is_process_call`, `torch_call_allowed`); read by the Python checks.
 """
 
 from __future__ import annotations
 
 import re
 
-from cuda_agent_cli.harness.static_rules import DUNDER_ESCAPES, FRAME_ATTRS
+from cuda_agent_cli.harness.static.rules import DUNDER_ESCAPES, FRAME_ATTRS
 
 # The modules model_new.py may import. torch's own submodules are allowed as a tree; the names
 # reached inside it are judged one by one (_judge_reference). os and sys are importable only
@@ -481,3 +482,25 @@ NN_CONTAINERS = frozenset(
         "torch.nn.Identity",
     }
 )
+
+
+def banned_import(module: str) -> tuple[str, str] | None:
+    for prefix, name, reason in BANNED_IMPORTS:
+        if module == prefix or module.startswith(prefix + "."):
+            return name, reason
+    return None
+
+
+def is_process_call(name: str) -> bool:
+    leaf = name.rsplit(".", 1)[-1]
+    return leaf.startswith(("fork", "spawn", "exec", "system", "popen", "posix_spawn", "kill"))
+
+
+def torch_call_allowed(name: str) -> bool:
+    if name in TORCH_ALLOWED_CALLS or name.startswith(TORCH_ALLOWED_PREFIXES):
+        return True
+    if name.startswith("torch.ops."):
+        parts = name.split(".")
+        return len(parts) > 2 and parts[2] not in TORCH_OPS_LIBRARIES
+    # dtype objects and the like are attributes, not calls; anything else under torch computes.
+    return False
