@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import evidence
-import guards
 import init_objects
+import integrity
+import output_checks
 import tensor_files
 import timing
 import torch
 import wire
-from executor import build_model, load_set
+from input_sets import build_model, load_set
 from worker_common import (
     apply_precision_flags,
     device_sync,
@@ -350,7 +351,7 @@ def run_judge_job(spec: dict) -> wire.JudgeResult:
         if got is None:
             found.append(_check("output_type", False, f"candidate output unreadable: {unreadable}"))
         else:
-            type_check, values = guards.compare_values(expected, got, atol, rtol, exact)
+            type_check, values = output_checks.compare_values(expected, got, atol, rtol, exact)
             proof = committed.get("evidence") or {}
             same = committed.get("fingerprint") == evidence.fingerprint(
                 list(got) if isinstance(got, (tuple, list)) else [got]
@@ -384,7 +385,7 @@ def run_judge_job(spec: dict) -> wire.JudgeResult:
     again = [c for c in spec["calls"] if c.get("role") == "again"]
     if again:
         a, first = outputs.get(int(again[0]["id"])), outputs.get(0)
-        same = a is not None and first is not None and guards.all_close(first, a, atol, rtol)
+        same = a is not None and first is not None and output_checks.all_close(first, a, atol, rtol)
         checks.append(
             _check(
                 "determinism",
@@ -404,5 +405,5 @@ def run_judge_job(spec: dict) -> wire.JudgeResult:
             )
         )
         _phase(result, "timed_outputs", mark)
-    result["precision"] = guards.precision_flags()
+    result["precision"] = integrity.precision_flags()
     return result

@@ -64,6 +64,11 @@ class Commit(TypedDict):
     evidence: CallEvidence
 
 
+# What the candidate's process committed to for each call as the controller keeps them (its
+# output's fingerprint, the call's evidence), by call id.
+Commits: TypeAlias = "dict[int, tuple[Fingerprint, CallEvidence]]"
+
+
 class DrawRule(TypedDict, total=False):
     """How a timed call draws one input leaf anew (tools/timing.py, perturb)."""
 
@@ -81,7 +86,7 @@ class SetFingerprints(TypedDict):
     model: Fingerprint
 
 
-# -- the build (tools/compile_kernels.py; tools/executor.py for a single-file candidate) -----------
+# -- the build (tools/compile_kernels.py; tools/inline_build.py for a single-file candidate) -------
 
 
 class CompileResult(TypedDict):
@@ -123,7 +128,7 @@ class JobError(TypedDict):
     error: str
 
 
-# -- the evaluate job (tools/controller.py, tools/executor.py) -------------------------------------
+# -- the evaluate job (tools/controller.py; tools/candidate.py, tools/baselines.py) -------------
 
 
 class Block(TypedDict):

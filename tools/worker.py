@@ -22,7 +22,7 @@ A job may also run without the zygote: `python worker.py --job NAME --spec S --r
 
 Services: an evaluate request may name a baselines service (`"service": {"key": ..., "log":
 ...}`). The zygote then keeps one long-lived process per key that serves the eager and
-torch.compile baselines of every evaluation of that reference (tools/executor.py,
+torch.compile baselines of every evaluation of that reference (tools/baselines.py,
 `serve_baselines_service`), so torch.compile is built and warmed once per session, not once per
 round. The service's channel is a pair of pipes the zygote makes before forking it; only the
 evaluate job it is lent to inherits them (as `baselines_service` in its spec), one job at a
@@ -72,7 +72,7 @@ def _job_function(name: str):
 
         return run_evaluate_job
     if name == "inline_build":
-        from executor import run_inline_build_job
+        from inline_build import run_inline_build_job
 
         return run_inline_build_job
     raise ValueError(f"unknown job {name!r}")
@@ -224,11 +224,11 @@ def _warm_compiler() -> float:
 
 
 def _warm_dispatch() -> None:
-    import guards
+    import op_guard
 
-    if not guards.is_warm():
+    if not op_guard.is_warm():
         with writing_bytecode():
-            guards.warm_up()
+            op_guard.warm_up()
 
 
 def _warm_all(compiler: bool) -> dict:
@@ -410,7 +410,7 @@ class Services:
                 # A service runs only the pristine reference, and torch.compile imports most of
                 # inductor while it builds: those imports keep their bytecode for the next session.
                 sys.dont_write_bytecode = not _bytecode_kept
-                from executor import serve_baselines_service
+                from baselines import serve_baselines_service
 
                 serve_baselines_service({}, channel.Channel(*child_ends))
                 code = 0
@@ -465,7 +465,10 @@ def serve() -> None:
         import torch.utils.cpp_extension  # noqa: F401
 
         # isort: split
-        import guards
+        # The runtime guards, which the evaluate and judge jobs import first: loaded once here.
+        import integrity  # noqa: F401
+        import op_guard
+        import output_checks  # noqa: F401
 
     boot = {"import_s": round(time.perf_counter() - began, 3), "bytecode": "kept" if kept else "installed"}
     if torch.cuda.is_initialized():
@@ -543,7 +546,7 @@ def serve() -> None:
                 if req["job"] == "service":
                     wanted = req.get("service")
                     started = isinstance(wanted, dict)
-                    if started and guards.is_warm():
+                    if started and op_guard.is_warm():
                         started = services.prewarm(wanted, [stdin, out.fileno(), *results])
                     elif started:
                         # Started once the zygote's warm-up has imported what the service
@@ -583,7 +586,7 @@ def serve() -> None:
                 # machine); paid once here, it stays out of every forked candidate job. It is
                 # paid lazily, once the first burst of jobs (build, inputs, the baselines'
                 # prewarm) is running, not before "ready"; an evaluation waits for it.
-                if not guards.is_warm() and req["job"] in _NEEDS_WARM_UP:
+                if not op_guard.is_warm() and req["job"] in _NEEDS_WARM_UP:
                     warm_dispatch()
                 service = None
                 if req["job"] == "evaluate" and isinstance(req.get("service"), dict):
@@ -610,7 +613,7 @@ def serve() -> None:
                 running[pid] = (req["id"], time.monotonic() + float(req.get("timeout", 600)), read_fd)
                 if req["job"] != "probe":
                     warm_soon = True
-            if (warm_soon or deferred) and not guards.is_warm() and not select.select([stdin], [], [], 0.05)[0]:
+            if (warm_soon or deferred) and not op_guard.is_warm() and not select.select([stdin], [], [], 0.05)[0]:
                 warm_dispatch()
         if events:
             delay = 0.0005

@@ -19,9 +19,9 @@ def apply_precision_flags() -> dict[str, Any]:
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.set_float32_matmul_precision("highest")
-    import guards
+    import integrity
 
-    return guards.precision_flags()
+    return integrity.precision_flags()
 
 
 def load_module(path: str, name: str) -> ModuleType:

@@ -53,11 +53,11 @@ def run_probe_job(spec):
 
 @pytest.fixture
 def slow_pool(tmp_path: Path):
-    """The real zygote (tools/worker.py, guards.py and what it imports) with a probe job that
-    sleeps on request."""
+    """The real zygote (tools/worker.py, the runtime guards it imports first and what they import)
+    with a probe job that sleeps on request."""
     tools = tmp_path / "tools"
     tools.mkdir()
-    for name in ("worker.py", "guards.py", "evidence.py"):
+    for name in ("worker.py", "integrity.py", "op_guard.py", "output_checks.py", "evidence.py"):
         shutil.copy(resources.tools_dir() / name, tools / name)
     (tools / "worker_common.py").write_text(_SLOW_PROBE)
     pool = WorkerPool(tools, clean_env(), tmp_path / "worker.log")
