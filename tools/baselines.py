@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import channel
 import evidence
@@ -36,7 +36,7 @@ COMPILED_SIDES = {"compile": "default", "autotune": "max-autotune-no-cudagraphs"
 
 
 def _compiled(side: str, model: Any) -> Any:
-    compiled = torch.compile(model, mode=COMPILED_SIDES[side])
+    compiled: Callable[..., Any] = torch.compile(model, mode=COMPILED_SIDES[side])
     if side != "graphs":
         return compiled
 
@@ -66,12 +66,13 @@ class Baselines:
     model is built and warmed once, and each round only loads its own weights and input sets.
     """
 
-    def __init__(self, spec: dict) -> None:
+    def __init__(self, spec: wire.BaselinesSpec) -> None:
         self.device = spec["device"]
         evidence.session_device(self.device)
         self.precision = apply_precision_flags()
-        if spec.get("threads"):
-            torch.set_num_threads(int(spec["threads"]))
+        threads = spec.get("threads")
+        if threads:
+            torch.set_num_threads(int(threads))
         self.ref = load_module(spec["reference"], "reference_model")
         self.caller: timing.Caller | None = None
         self.flush_bytes = int(spec.get("flush_bytes", timing.FLUSH_BYTES))
@@ -127,7 +128,7 @@ class Baselines:
         except Exception as exc:  # the roofline is for the record; the round goes on without it
             print(f"baselines: roofline not measured: {trim_exception(exc, 400)}", file=sys.stderr, flush=True)
 
-    def _reuse(self, payload: dict) -> bool:
+    def _reuse(self, payload: dict[str, Any]) -> bool:
         """Give the model already built (and compiled) this round's reference weights in place;
         False when it was made from other init arguments or its weights do not fit."""
         if not isinstance(self.model, torch.nn.Module) or not _same_values(self.init, payload["init"]):
@@ -139,7 +140,7 @@ class Baselines:
             self.model.load_state_dict(state)
         return True
 
-    def start_round(self, spec: dict) -> dict:
+    def start_round(self, spec: wire.BaselinesRound) -> dict[str, Any]:
         start = _clock()
         self.sets = InputSets(Path(spec["inputs_dir"]), self.device)
         payload = self.sets.payload(0)
@@ -209,14 +210,14 @@ class Baselines:
             if i >= 3 and _dynamo_graphs() == before and max(recent) <= 1.15 * min(recent):
                 break
 
-    def calls(self, request: dict) -> dict:
+    def calls(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.caller is not None and self.sets is not None
         side = request.get("side")
         # "null": the candidate's null blocks made here, in a process no candidate code ever
         # ran in (the same stand-in, op guard and evidence): what the harness's work around a
         # call costs, against which the candidate process's own null blocks are believed.
         null = side == "null"
-        fn = self.sides.get("eager") if null else self.sides.get(side)
+        fn = self.sides.get("eager") if null else self.sides.get(side) if isinstance(side, str) else None
         if fn is None:
             return {"ok": False, "error": f"no baseline named {side!r}"}
         events, walls, fps, proofs, leads, flushes = [], [], [], [], [], []
@@ -266,7 +267,7 @@ class Baselines:
                 self.template = self.sides["eager"](*args)
         return self.template
 
-    def burst_sizes(self, request: dict) -> dict:
+    def burst_sizes(self, request: dict[str, Any]) -> dict[str, Any]:
         """What one burst call holds on the device: the largest timed input set and the outputs
         (bytes), measured here where no candidate code runs, so no candidate can size its bursts."""
         assert self.sets is not None
@@ -275,7 +276,7 @@ class Baselines:
         first = self.sets.device_inputs(sets[0]) if sets else []
         return {"ok": True, "input_bytes": inputs, "output_bytes": output_bytes(self._null_template(first))}
 
-    def burst_prepare(self, request: dict) -> dict:
+    def burst_prepare(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.caller is not None and self.sets is not None
         self._burst_ops = int(request.get("ops") or 0)
         try:
@@ -288,7 +289,7 @@ class Baselines:
             return {"ok": False, "error": trim_exception(exc, 600)}
         return {"ok": True}
 
-    def burst_run(self, request: dict) -> dict:
+    def burst_run(self, request: dict[str, Any]) -> dict[str, Any]:
         """A null burst: the stand-in, the op guard and the synchronizes of the candidate's bursts,
         in a process no candidate code ever ran in."""
         assert self.caller is not None
@@ -311,7 +312,7 @@ class Baselines:
             "finish": self.finish,
         }
 
-    def finish(self, request: dict) -> dict:
+    def finish(self, request: dict[str, Any]) -> dict[str, Any]:
         info: wire.BaselinesInfo = {
             "precision": self.precision,
             "recompiles_in_window": _dynamo_graphs() - self.graphs_at_start,
@@ -348,14 +349,14 @@ def _same_values(a: Any, b: Any) -> bool:
         return False
 
 
-def serve_baselines(spec: dict, chan: channel.Channel) -> None:
+def serve_baselines(spec: wire.EvaluateRequest, chan: channel.Channel) -> None:
     """The baselines of one evaluation, in a process of its own."""
     baselines = Baselines(spec)
     chan.send(baselines.start_round(spec))
     serve(chan, baselines.handlers())
 
 
-def serve_baselines_service(spec: dict, chan: channel.Channel) -> None:
+def serve_baselines_service(chan: channel.Channel) -> None:
     """The baselines of every evaluation of one reference, kept warm between them.
 
     Each evaluation's controller opens a round with its own nonce and reads replies until the

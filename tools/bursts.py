@@ -7,8 +7,8 @@ them).
 from __future__ import annotations
 
 import math
+import random
 import secrets
-from typing import Any
 
 import wire
 from cpu_clock import cpu_us
@@ -68,15 +68,32 @@ def burst_checks(k: int, rounds: int, one_in: int, detect: float, most: int | No
     return [cap] * rounds, missed(cap) ** rounds
 
 
+def _record(row: wire.Burst, side: str, us: float, cpu_us: float | None) -> None:
+    """One side's burst in its round's row: its time by the controller's clock, and on its
+    process's CPU-time clock where that was read."""
+    if side == "candidate":
+        row["candidate_us"] = us
+        if cpu_us is not None:
+            row["candidate_cpu_us"] = cpu_us
+    elif side == "null":
+        row["null_us"] = us
+        if cpu_us is not None:
+            row["null_cpu_us"] = cpu_us
+    else:
+        row["base_null_us"] = us
+        if cpu_us is not None:
+            row["base_null_cpu_us"] = cpu_us
+
+
 def run_bursts(
-    spec: dict,
+    spec: wire.EvaluateRequest,
     cand: Peer,
     base: Peer,
     claim_us: float,
     commits: wire.Commits,
-    rng: Any,
+    rng: random.Random,
     clocks: tuple[int | None, int | None] = (None, None),
-) -> dict[str, Any]:
+) -> wire.WindowBursts | wire.WindowError:
     """The window's bursts, as the window's `bursts`, `burst_calls` and `burst_detection` (none
     where the kernel needs none), or a WindowError: each round's candidate burst, its process's null burst and the
     baselines' null burst, each timed here from request to reply (and, where `clocks` holds the
@@ -134,9 +151,12 @@ def run_bursts(
                     "error": f"{side} failed in a burst: {reply.get('error', '')}"[:600],
                     "baselines_failed": side == "base_null",
                 }
-            row[f"{side}_us"] = round(burst_us, 2)  # type: ignore[literal-required]
-            if before is not None and after is not None:
-                row[f"{side}_cpu_us"] = round(after - before, 2)  # type: ignore[literal-required]
+            _record(
+                row,
+                side,
+                round(burst_us, 2),
+                round(after - before, 2) if before is not None and after is not None else None,
+            )
             if side != "candidate":
                 continue
             committed = cand.ask({"op": "burst_commit"})

@@ -36,7 +36,7 @@ import wire
 from confinement import confine_writes
 from extension_meter import ExtensionMeter, hook_extension_builders
 from input_sets import InputSets, build_model
-from serving import output_bytes, serve, stand_in, warm_up_cuda
+from serving import Handler, output_bytes, serve, stand_in, warm_up_cuda
 from worker_common import apply_precision_flags, device_sync, load_module, python_threads, trim_exception
 
 _clock = time.perf_counter
@@ -159,7 +159,9 @@ class Before:
     caller: list[tuple[Any, ...]]  # the caller's state (timing.Caller.state)
 
 
-def _before_candidate_code(spec: dict, claims: wire.Claims) -> tuple[ExtensionMeter, timing.Caller, Before]:
+def _before_candidate_code(
+    spec: wire.EvaluateRequest, claims: wire.Claims
+) -> tuple[ExtensionMeter, timing.Caller, Before]:
     """Everything that must happen before any candidate code (the extension's own initializers
     included) runs: confinement, the precision flags, the extension's meter, every snapshot."""
     device = spec["device"]
@@ -181,8 +183,9 @@ def _before_candidate_code(spec: dict, claims: wire.Claims) -> tuple[ExtensionMe
         # The driver starts threads and torch.cuda rebinds some of its attributes when CUDA
         # comes up; done before the snapshots, an honest candidate is not blamed for it.
         warm_up_cuda()
-    if spec.get("threads"):
-        torch.set_num_threads(int(spec["threads"]))
+    threads = spec.get("threads")
+    if threads:
+        torch.set_num_threads(int(threads))
     threads_before = python_threads()
     torch_threads_before = torch.get_num_threads()
     # Native threads too: a C++ extension can start threads Python never hears of.
@@ -194,13 +197,14 @@ def _before_candidate_code(spec: dict, claims: wire.Claims) -> tuple[ExtensionMe
     return meter, caller, before
 
 
-def _import_candidate(spec: dict, claims: wire.Claims, meter: ExtensionMeter) -> type | wire.Check:
+def _import_candidate(spec: wire.EvaluateRequest, claims: wire.Claims, meter: ExtensionMeter) -> type | wire.Check:
     """The candidate's ModelNew, with the extension it calls metered, or the failed check that
     says why there is none."""
-    if spec.get("module_dir"):
+    module_dir = spec.get("module_dir")
+    if module_dir:
         # Built by the harness already: nothing the candidate runs needs a process of its own.
         claims["process_filter"] = process_filter.install()
-        sys.path.insert(0, spec["module_dir"])
+        sys.path.insert(0, module_dir)
         try:
             import cuda_extension
         except BaseException as exc:
@@ -225,7 +229,7 @@ def _import_candidate(spec: dict, claims: wire.Claims, meter: ExtensionMeter) ->
     return cls
 
 
-def serve_candidate(spec: dict, chan: channel.Channel) -> None:
+def serve_candidate(spec: wire.EvaluateRequest, chan: channel.Channel) -> None:
     evidence.session_device(spec["device"])
     claims: wire.Claims = {"checks": [], "phases": {}}
     mark = _clock()
@@ -248,7 +252,7 @@ class CandidateProcess:
 
     def __init__(
         self,
-        spec: dict,
+        spec: wire.EvaluateRequest,
         cls: type,
         claims: wire.Claims,
         meter: ExtensionMeter,
@@ -275,7 +279,7 @@ class CandidateProcess:
         self.burst: dict[str, Any] = {}
         self.native: dict[str, int] = {}  # thread counts by stage (checkpoint)
 
-    def handlers(self) -> dict[str, Any]:
+    def handlers(self) -> dict[str, Handler]:
         """What the controller may ask, by op."""
         return {
             "build": self.build,
@@ -291,7 +295,7 @@ class CandidateProcess:
             "finish": self.finish,
         }
 
-    def build(self, request: dict) -> dict:
+    def build(self, request: dict[str, Any]) -> dict[str, Any]:
         try:
             for m in request["models"]:
                 self.models[int(m)], self.claims["weights"] = build_model(
@@ -325,7 +329,7 @@ class CandidateProcess:
         self.kept.keep(cid, out)
         return True
 
-    def calls(self, request: dict) -> dict:
+    def calls(self, request: dict[str, Any]) -> dict[str, Any]:
         # A null block makes the same calls with everything around them, but what is called is
         # the harness's own stand-in (outputs of the first verified call's shapes, never filled):
         # its time from outside is this process's own overhead per call, which no candidate code
@@ -391,7 +395,7 @@ class CandidateProcess:
             "flushes_us": flushes,
         }
 
-    def burst_prepare(self, request: dict) -> dict:
+    def burst_prepare(self, request: dict[str, Any]) -> dict[str, Any]:
         self.burst.clear()
         try:
             made = [
@@ -409,7 +413,7 @@ class CandidateProcess:
         # the op guard): the baselines' null bursts dispatch as many.
         return {"ok": True, "ops": self.stand_in_ops()}
 
-    def burst_run(self, request: dict) -> dict:
+    def burst_run(self, request: dict[str, Any]) -> dict[str, Any]:
         # Timed from outside, request to reply: the calls and nothing else. The reply says only
         # that they are done; what they returned is committed to by the next request.
         null = bool(self.burst.get("null"))
@@ -434,7 +438,7 @@ class CandidateProcess:
         self.burst["outputs"] = outs
         return {"ok": True}
 
-    def burst_commit(self, request: dict) -> dict:
+    def burst_commit(self, request: dict[str, Any]) -> dict[str, Any]:
         fps, proofs = [], []
         for c, args, out in zip(
             self.burst.get("calls") or [], self.burst.get("inputs") or [], self.burst.get("outputs") or []
@@ -451,38 +455,38 @@ class CandidateProcess:
         device_sync(self.device)
         return {"ok": True, "fingerprints": fps, "evidence": proofs}
 
-    def checkpoint(self, request: dict) -> dict:
+    def checkpoint(self, request: dict[str, Any]) -> dict[str, Any]:
         # Counted after the verification calls and before the profiler, whose CUPTI machinery
         # starts driver threads of its own; then again right before the timed window, so a thread
         # the candidate starts while timed is seen too.
         self.native[str(request.get("stage") or "after_calls")] = integrity.native_threads()
         return {"ok": True}
 
-    def kernels(self, request: dict) -> dict:
+    def kernels(self, request: dict[str, Any]) -> dict[str, Any]:
         try:
             names = _profiled_kernel_names(self.models[0], self.sets.device_inputs(0))
             return {"ok": True, "names": names}
         except BaseException as exc:  # a profiler that cannot start is reported, not fatal
             return {"ok": True, "error": trim_exception(exc, 300)}
 
-    def reveal(self, request: dict) -> dict:
+    def reveal(self, request: dict[str, Any]) -> dict[str, Any]:
         items = [(self.kept.get(int(i)), self.out_dir / f"call_{int(i)}") for i in request["ids"]]
         errors = tensor_files.save_many([(out, base) for out, base in items if out is not None])
         if errors:
             raise errors[0]
         return {"ok": True}
 
-    def drop(self, request: dict) -> dict:
+    def drop(self, request: dict[str, Any]) -> dict[str, Any]:
         for i in request["ids"]:
             self.kept.drop(int(i))
         return {"ok": True}
 
-    def reserve(self, request: dict) -> dict:
+    def reserve(self, request: dict[str, Any]) -> dict[str, Any]:
         size = output_bytes(self.kept.get(0))
         _reserve(self.device, int(request.get("bytes", 0)), size)
         return {"ok": True, "output_bytes": size}
 
-    def finish(self, request: dict) -> dict:
+    def finish(self, request: dict[str, Any]) -> dict[str, Any]:
         before, checks, violations = self.before, self.checks, self.violations
         native_end = integrity.native_threads()
         native_after = self.native.get("after_calls", native_end)

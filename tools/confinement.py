@@ -12,9 +12,10 @@ import os
 from pathlib import Path
 
 import landlock
+import wire
 
 
-def confine_writes(spec: dict) -> str:
+def confine_writes(spec: wire.EvaluateRequest | wire.InlineBuildRequest) -> str:
     """From here on this process (and whatever it starts) writes only its own output folders."""
     import tempfile
 

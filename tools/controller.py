@@ -54,7 +54,7 @@ TRUSTED_RETRIES = 3
 RETRY_PAUSE_S = 0.05
 
 
-def run_evaluate_job(spec: dict) -> wire.EvaluateResult:
+def run_evaluate_job(spec: wire.EvaluateRequest) -> wire.EvaluateResult:
     import baselines
     import candidate
 
@@ -93,7 +93,9 @@ def run_evaluate_job(spec: dict) -> wire.EvaluateResult:
         peers.append(cand)
         ready = cand.chan.recv(timeout)
         if not ready.get("ok"):
-            result["claims"] = ready.get("claims") or {}
+            sent = ready.get("claims")
+            claims: wire.Claims = sent if sent else {}
+            result["claims"] = claims
             result["stage"] = "import"
             return result
         built = cand.ask({"op": "build", "models": list(range(n_verify))})
@@ -181,7 +183,7 @@ def run_evaluate_job(spec: dict) -> wire.EvaluateResult:
         kill_descendants()
 
 
-def _wait_for(path: str, timeout: float) -> dict:
+def _wait_for(path: str, timeout: float) -> wire.BuildDone:
     """The harness's word that the build is done (and where the extension is)."""
     import json
 
@@ -190,7 +192,8 @@ def _wait_for(path: str, timeout: float) -> dict:
     while time.monotonic() < deadline:
         try:
             with open(path) as f:
-                return json.load(f)
+                done: wire.BuildDone = json.load(f)
+                return done
         except (OSError, ValueError):
             time.sleep(delay)
             delay = min(delay * 2, 0.02)
@@ -199,9 +202,11 @@ def _wait_for(path: str, timeout: float) -> dict:
 
 def _finish(cand: Peer, bandwidth: bool = False) -> wire.Claims:
     try:
-        return cand.ask({"op": "finish", "bandwidth": bandwidth}).get("claims") or {}
+        sent = cand.ask({"op": "finish", "bandwidth": bandwidth}).get("claims")
     except channel.ChannelClosed:
         return {}
+    claims: wire.Claims = sent if sent else {}
+    return claims
 
 
 def _times(values: Any) -> list[float] | None:
@@ -234,7 +239,7 @@ def checks_needed(n: int, one_in: int, detect: float) -> tuple[int, float]:
 
 
 def _time_side_by_side(
-    spec: dict, cand: Peer, base: Peer, commits: wire.Commits
+    spec: wire.EvaluateRequest, cand: Peer, base: Peer, commits: wire.Commits
 ) -> wire.TimingWindow | wire.WindowError:
     pinning = Pinning()
     try:
@@ -244,7 +249,7 @@ def _time_side_by_side(
 
 
 def _timed_window(
-    spec: dict, cand: Peer, base: Peer, commits: wire.Commits, pinning: Pinning
+    spec: wire.EvaluateRequest, cand: Peer, base: Peer, commits: wire.Commits, pinning: Pinning
 ) -> wire.TimingWindow | wire.WindowError:
     t = spec["timing"]
     trials, warmup, block = int(t["trials"]), int(t["warmup"]), max(1, int(t["block"]))
@@ -295,7 +300,7 @@ def _timed_window(
     base_clock = process_cpu_clock(base.pid) if one_thread else None
     cpu_spent: dict[str, float] = {}
 
-    def timed(clock: int | None, peer: Peer, request: dict) -> tuple[dict, float]:
+    def timed(clock: int | None, peer: Peer, request: dict[str, Any]) -> tuple[dict[str, Any], float]:
         before = cpu_us(clock)
         reply, block_us = make_calls(peer, request)
         after = cpu_us(clock)
@@ -307,7 +312,7 @@ def _timed_window(
 
     disturbed: list[float] = []  # lead-in ratios of the trusted blocks made again
 
-    def run(side: str, calls: list[wire.Call]) -> tuple[dict, float]:
+    def run(side: str, calls: list[wire.Call]) -> tuple[dict[str, Any], float]:
         if side in ("candidate", "null"):
             return timed(cpu_clock, cand, {"op": "calls", "calls": calls, "null": side == "null"})
         stopped = cand.stop(spare=(base.pid,))
@@ -358,7 +363,7 @@ def _timed_window(
     if warmup:
         cand.ask({"op": "drop", "ids": [c["id"] for c in warm]})
 
-    strays = stray_processes(cand, base)
+    strays = stray_processes(cand.pid, base.pid)
     if strays:
         return strays_error(strays, "when timing began")
     load_before = idle_load([cand.pid, base.pid])
@@ -406,8 +411,8 @@ def _timed_window(
         spec, cand, base, statistics.median(claims) if claims else math.inf, commits, rng, (cpu_clock, base_clock)
     )
     if "error" in bursts:
-        return bursts  # type: ignore[return-value]
-    strays = stray_processes(cand, base)
+        return bursts
+    strays = stray_processes(cand.pid, base.pid)
     if strays:
         return strays_error(strays, "while it was timed")
     found: wire.TimingWindow = {
@@ -427,5 +432,10 @@ def _timed_window(
             "reused": ready.get("reused"),
         },
     }
-    found.update(bursts)  # type: ignore[typeddict-item]
+    if "bursts" in bursts:
+        found["bursts"] = bursts["bursts"]
+    if "burst_calls" in bursts:
+        found["burst_calls"] = bursts["burst_calls"]
+    if "burst_detection" in bursts:
+        found["burst_detection"] = bursts["burst_detection"]
     return found

@@ -59,7 +59,7 @@ def hook_extension_builders(meter: ExtensionMeter) -> None:
     for name in ("load_inline", "load"):
         original = getattr(ce, name)
 
-        def hooked(*args: Any, __original=original, **kwargs: Any) -> Any:
+        def hooked(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
             module = __original(*args, **kwargs)
             return meter.wrap_module(module) if hasattr(module, "__dict__") else module
 

@@ -17,7 +17,7 @@ from worker_common import load_module, trim_exception
 _clock = time.perf_counter
 
 
-def run_inline_build_job(spec: dict) -> wire.CompileResult:
+def run_inline_build_job(spec: wire.InlineBuildRequest) -> wire.CompileResult:
     """A single-file candidate's import, alone: the extension its load_inline builds lands in the
     extensions folder the evaluation's candidate process imports it from, which then only loads
     it. Confined as that process is (its writes to its own folders), since model_new.py is the

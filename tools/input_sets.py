@@ -33,12 +33,12 @@ def load_set(path: Path, objects: str = "real") -> Any:
     return payload
 
 
-def weights_fit(own: dict, state: dict) -> bool:
+def weights_fit(own: dict[str, Any], state: dict[str, Any]) -> bool:
     """Same keys and shapes: the reference's exact weights can be given to this model."""
     return set(own) == set(state) and all(own[k].shape == state[k].shape for k in own)
 
 
-def build_model(cls: type, payload: dict, device: str, seed: int) -> tuple[Any, str]:
+def build_model(cls: type, payload: dict[str, Any], device: str, seed: int) -> tuple[Any, str]:
     import random
 
     random.seed(seed)
@@ -59,10 +59,10 @@ class InputSets:
 
     def __init__(self, folder: Path, device: str, objects: str = "real") -> None:
         self.folder, self.device, self.objects = folder, device, objects
-        self.payloads: dict[int, dict] = {}
+        self.payloads: dict[int, dict[str, Any]] = {}
         self.inputs: dict[int, list[Any]] = {}
 
-    def payload(self, k: int) -> dict:
+    def payload(self, k: int) -> dict[str, Any]:
         if k not in self.payloads:
             self.payloads[k] = load_set(self.folder / f"inputs_{k}.pt", self.objects)
         return self.payloads[k]

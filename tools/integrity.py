@@ -207,7 +207,7 @@ _HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def _harness_modules() -> dict[str, object]:
     """The harness's own modules in this process: those loaded from this file's folder."""
-    found = {}
+    found: dict[str, object] = {}
     for name, module in list(sys.modules.items()):
         origin = getattr(module, "__file__", None)
         if origin and os.path.dirname(os.path.abspath(origin)) == _HARNESS_DIR:

@@ -126,7 +126,7 @@ _ALLOWED_ATEN = frozenset(
 _ACCUMULATING = frozenset({"_unsafe_index_put", "index_put", "index_put_"})
 
 
-def _accumulates(args: tuple, kwargs: dict | None) -> bool:
+def _accumulates(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> bool:
     if kwargs and "accumulate" in kwargs:
         return bool(kwargs["accumulate"])
     return len(args) > 3 and bool(args[3])
@@ -141,7 +141,9 @@ class _RecordingMode(TorchDispatchMode):
         super().__init__()
         self._guard = guard
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         self._guard.dispatched += 1
         namespace = getattr(func, "namespace", "")
         if namespace == "aten":

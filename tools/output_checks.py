@@ -18,6 +18,7 @@ from typing import Any, Iterator, Sequence
 
 import evidence
 import torch
+import wire
 
 # Captured at import, before any candidate code runs in this process.
 _Tensor = torch.Tensor
@@ -58,7 +59,7 @@ def compare_outputs(
     candidate_inputs: Sequence[Any],
     atol: float,
     rtol: float,
-) -> list[dict]:
+) -> list[wire.Check]:
     """The output checks for one call, each as {"name", "passed", "detail"}.
 
     `ref`/`cand`: the reference's and the candidate's outputs (a tensor or nested tuples/lists).
@@ -78,7 +79,9 @@ def compare_outputs(
     return [type_check, aliasing, unchanged] + values
 
 
-def compare_values(ref: Any, cand: Any, atol: float, rtol: float, exact: Any = None) -> tuple[dict, list[dict]]:
+def compare_values(
+    ref: Any, cand: Any, atol: float, rtol: float, exact: Any = None
+) -> tuple[wire.Check, list[wire.Check]]:
     """output_type, then (when it passed) correctness, relative_error and nonconstant.
 
     `exact`: the reference's outputs for the same inputs computed in float64, or a function that
@@ -138,7 +141,7 @@ def all_close(a: Any, b: Any, atol: float, rtol: float) -> bool:
     return True
 
 
-def _result(name: str, passed: bool, detail: str) -> dict:
+def _result(name: str, passed: bool, detail: str) -> wire.Check:
     return {"name": name, "passed": bool(passed), "detail": detail}
 
 
@@ -163,7 +166,7 @@ def _structure(obj: Any) -> Any:
     return type(obj).__name__
 
 
-def _check_output_type(ref: Any, cand: Any) -> tuple[dict, list[tuple[str, Any, Any]]]:
+def _check_output_type(ref: Any, cand: Any) -> tuple[wire.Check, list[tuple[str, Any, Any]]]:
     if _structure(ref) != _structure(cand):
         return _result(
             "output_type", False, f"output structure {_describe(cand)} differs from the reference's {_describe(ref)}"
@@ -357,7 +360,7 @@ def _masked_stats(st: _PairStats, rf: Any, cf: Any, atol: float, rtol: float) ->
     st.err_norm = float(_linalg_vector_norm(_where(usable, _nan_to_num(diff, nan=math.inf), _zeros_like(diff))))
 
 
-def _check_correctness(stats: list[_PairStats], atol: float, rtol: float) -> dict:
+def _check_correctness(stats: list[_PairStats], atol: float, rtol: float) -> wire.Check:
     worst_abs = max((st.max_abs for st in stats), default=0.0)
     for st in stats:
         if st.n_bad:
@@ -393,7 +396,7 @@ def relative_error_threshold(ref_rms: float, dtype: Any, atol: float, rtol: floa
     return max(rtol, 8.0 * eps)
 
 
-def _check_relative_error(stats: list[_PairStats], atol: float, rtol: float) -> dict:
+def _check_relative_error(stats: list[_PairStats], atol: float, rtol: float) -> wire.Check:
     worst = 0.0
     for st in stats:
         if not st.floating or st.numel == 0:
@@ -438,7 +441,7 @@ def _check_relative_error(stats: list[_PairStats], atol: float, rtol: float) -> 
     )
 
 
-def _check_nonconstant(stats: list[_PairStats]) -> dict:
+def _check_nonconstant(stats: list[_PairStats]) -> wire.Check:
     for st in stats:
         if st.numel >= 2 and st.ref_varies and st.cand_constant:
             return _result(

@@ -11,15 +11,19 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import channel
+import wire
 from process_tree import below_but, signal_group
 
 _perf_ns = time.perf_counter_ns
 
 
 class Peer:
+    """One executor, over its channel: asked for calls, stopped while the other one's calls are
+    timed, and ended with the evaluation."""
+
     def __init__(self, name: str, pid: int, chan: channel.Channel, timeout: float) -> None:
         self.name, self.pid, self.chan, self.timeout = name, pid, chan, timeout
         self.exit: str | None = None
@@ -40,7 +44,7 @@ class Peer:
                 pass
         return stopped
 
-    def cont(self, stopped: list[int] = ()) -> None:  # type: ignore[assignment]
+    def cont(self, stopped: Sequence[int] = ()) -> None:
         for pid in stopped:
             try:
                 os.kill(pid, signal.SIGCONT)
@@ -86,11 +90,24 @@ class LentService(Peer):
         self.finished = False
         self.broken = False  # a request failed: the worker then ends it rather than lend it again
 
-    def open_round(self, spec: dict) -> None:
-        keys = ("device", "reference", "inputs_dir", "seeds", "timed_sets", "threads", "flush_bytes", "plan")
-        self.chan.send({"op": "round", "nonce": self.nonce, "spec": {k: spec[k] for k in keys if k in spec}})
+    def open_round(self, spec: wire.EvaluateRequest) -> None:
+        """Send the round its part of the evaluation's request (what Baselines.start_round reads)."""
+        sent: wire.BaselinesRound = {
+            "device": spec["device"],
+            "reference": spec["reference"],
+            "inputs_dir": spec["inputs_dir"],
+            "seeds": spec["seeds"],
+            "timed_sets": spec["timed_sets"],
+        }
+        if "threads" in spec:
+            sent["threads"] = spec["threads"]
+        if "flush_bytes" in spec:
+            sent["flush_bytes"] = spec["flush_bytes"]
+        if "plan" in spec:
+            sent["plan"] = spec["plan"]
+        self.chan.send({"op": "round", "nonce": self.nonce, "spec": sent})
 
-    def ready(self) -> dict:
+    def ready(self) -> dict[str, Any]:
         """Its answer to this round, past whatever an earlier evaluation left unread."""
         try:
             while True:
@@ -127,7 +144,12 @@ def _max_fd() -> int:
         return 4096
 
 
-def spawn(name: str, target: Callable[[dict, channel.Channel], None], spec: dict, timeout: float) -> Peer:
+def spawn(
+    name: str,
+    target: Callable[[wire.EvaluateRequest, channel.Channel], None],
+    spec: wire.EvaluateRequest,
+    timeout: float,
+) -> Peer:
     parent_ends, child_ends = channel.pipe_pair()
     pid = os.fork()
     if pid == 0:
@@ -155,7 +177,7 @@ def spawn(name: str, target: Callable[[dict, channel.Channel], None], spec: dict
     return Peer(name, pid, channel.Channel(*parent_ends), timeout)
 
 
-def make_calls(peer: Peer, request: dict) -> tuple[dict, float]:
+def make_calls(peer: Peer, request: dict[str, Any]) -> tuple[dict[str, Any], float]:
     """Ask for a block of calls and time it here, from the moment its seeds leave this process
     to the reply, sent after the executor's last device-wide synchronize (µs). Nothing of the
     block can be known before the clock starts, and nothing of it can run after it stops."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any
 
 import wire
 
@@ -72,11 +71,12 @@ def below_but(pids: tuple[int, ...], trees: tuple[int, ...] = ()) -> list[int]:
     return [pid for pid in _descendants(os.getpid()) if pid not in keep]
 
 
-def stray_processes(cand: Any, base: Any) -> list[int]:
-    """What the candidate started and left running: processes below this controller that are
-    neither the candidate's own nor the baselines'. Work done in another process is on neither
-    the candidate's clocks nor its thread count."""
-    return below_but((cand.pid,), (base.pid,) if base is not None else ())
+def stray_processes(cand: int, base: int | None) -> list[int]:
+    """What the candidate (process `cand`) started and left running: processes below this
+    controller that are neither the candidate's own nor the baselines' (`base` and what is below
+    it). Work done in another process is on neither the candidate's clocks nor its thread
+    count."""
+    return below_but((cand,), (base,) if base is not None else ())
 
 
 def strays_error(strays: list[int], when: str) -> wire.WindowError:

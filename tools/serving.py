@@ -6,13 +6,16 @@ warm-up before any snapshot.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import channel
 import torch
 
+# One request's handler: the request in, the reply out.
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
-def serve(chan: channel.Channel, handlers: dict[str, Any]) -> None:
+
+def serve(chan: channel.Channel, handlers: Mapping[str, Handler]) -> None:
     """Answer each request with the handler of its op until a `finish` or the channel closes."""
     while True:
         try:
@@ -20,7 +23,7 @@ def serve(chan: channel.Channel, handlers: dict[str, Any]) -> None:
         except channel.ChannelClosed:
             return
         op = request.get("op")
-        if op not in handlers:
+        if not isinstance(op, str) or op not in handlers:
             chan.send({"ok": False, "error": f"unknown request {op!r}"})
             continue
         reply = handlers[op](request)

@@ -71,7 +71,7 @@ def _nbytes(obj: Any) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def run_inputs_job(spec: dict) -> wire.InputsResult | wire.JobError:
+def run_inputs_job(spec: wire.InputsRequest) -> wire.InputsResult | wire.JobError:
     evidence.session_device(spec["device"])
     """Init args, weights and inputs per seed, all produced by the pristine reference."""
     apply_precision_flags()
@@ -183,7 +183,7 @@ def _non_finite(out: Any) -> int:
     )
 
 
-def _payload_fingerprints(payload: dict, inputs: list[Any], device: str) -> wire.SetFingerprints:
+def _payload_fingerprints(payload: dict[str, Any], inputs: list[Any], device: str) -> wire.SetFingerprints:
     """Fingerprints of one input set (`inputs`: payload["inputs"], already on `device`) and of
     the init arguments and weights it came with."""
     return {
@@ -268,7 +268,7 @@ class _OutputsAhead:
         return box[0], box[1]
 
 
-def run_judge_job(spec: dict) -> wire.JudgeResult:
+def run_judge_job(spec: wire.JudgeRequest) -> wire.JudgeResult:
     evidence.session_device(spec["device"])
     """Expected outputs from the pristine reference, compared with the candidate's on the device.
 
@@ -288,7 +288,7 @@ def run_judge_job(spec: dict) -> wire.JudgeResult:
     result: wire.JudgeResult = {"checks": checks}
     mark = _clock()
 
-    payloads: dict[int, dict] = {}
+    payloads: dict[int, dict[str, Any]] = {}
     inputs_on_device: dict[int, list[Any]] = {}
     models: dict[int, Any] = {}
     models64: dict[int, Any] = {}
@@ -346,7 +346,7 @@ def run_judge_job(spec: dict) -> wire.JudgeResult:
         exact = lambda: _in_float64(models64, m, model, call_args)  # noqa: E731 (made only where it decides)
         label = f"seed {cid}" if role != "timed" else f"timed call {cid}"
         got, unreadable = ahead.take(cid)
-        committed = commits.get(str(cid)) or {}
+        committed: wire.Commit | dict[str, Any] = commits.get(str(cid)) or {}
         found: list[wire.Check] = []
         if got is None:
             found.append(_check("output_type", False, f"candidate output unreadable: {unreadable}"))

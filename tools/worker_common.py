@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
+import wire
 
 
 def apply_precision_flags() -> dict[str, Any]:
@@ -101,15 +102,17 @@ def trim_exception(exc: BaseException, limit: int = 1500) -> str:
     return text if len(text) <= limit else text[: limit // 2] + "\n…\n" + text[-limit // 2 :]
 
 
-def run_probe_job(spec: dict) -> dict:
+def run_probe_job(spec: wire.ProbeRequest) -> wire.ProbeResult:
     """What this worker's torch sees: versions, and the GPU when the spec asks about cuda."""
-    info: dict[str, Any] = {
+    info: wire.ProbeResult = {
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cuda_available": False,
         "gpu": None,
         "capability": None,
         "python": sys.version.split()[0],
+        "cpu_threads": 0,  # both read last, below
+        "pid": 0,
     }
     if spec.get("device") == "cuda" and torch.cuda.is_available():
         info["cuda_available"] = True

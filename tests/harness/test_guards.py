@@ -296,7 +296,7 @@ def test_strict_guard_allows_allocation_views_and_copies():
 
 def test_strict_guard_counts_every_op_it_dispatches():
     # What the null blocks' stand-in repeats, so the host time of each op's dispatch is not
-    # charged to the kernel (tools/executor.py).
+    # charged to the kernel (tools/serving.py).
     x = torch.randn(4, 8)
     with op_guard.StrictOpGuard("strict") as g:
         for _ in range(5):
