@@ -23,7 +23,7 @@ from cuda_agent_cli.harness.bootstrap import percentile_interval as percentile_i
 from cuda_agent_cli.harness.reward import reward_in_words as reward_in_words
 
 # The trusted sides of a window, in their order: eager, then the compiled baselines
-# (tools/executor.py, COMPILED_SIDES). torch.compile's default mode is the paper's baseline.
+# (tools/baselines.py, COMPILED_SIDES). torch.compile's default mode is the paper's baseline.
 BASELINES = ("eager", "compile", "autotune", "graphs")
 BASELINE_NAMES = {
     "eager": "eager",
