@@ -141,7 +141,7 @@ def measure(
     guard: bool = False,
     block: int = 1,
 ) -> float:
-    import guards  # tools/guards.py
+    import op_guard  # tools/op_guard.py
     import timing  # tools/timing.py: the harness's own call
 
     caller = timing.Caller("cuda", lead_us=0)  # the bare call: what each variant adds is the point
@@ -159,7 +159,7 @@ def measure(
                 os.read(r, 1)
             if after is not None:
                 after()
-        _, event_us, _ = caller.run(fn, args, 1000 + i, guards.StrictOpGuard("strict") if guard else None)
+        _, event_us, _ = caller.run(fn, args, 1000 + i, op_guard.StrictOpGuard("strict") if guard else None)
         if i >= 5:
             events.append(event_us)
         del args

@@ -102,9 +102,11 @@ def measure(device: str, rounds: int, repeat: int) -> dict[str, Any]:
 
         sys.path.insert(0, str(resources.tools_dir()))
         import evidence
-        import guards
+        import integrity
+        import op_guard
+        import output_checks
 
-        guards.warm_up()
+        op_guard.warm_up()
         # As every process of an evaluation does first: which tensors carry a SHA-256 digest
         # (all on the CPU; on CUDA only those up to 8 MB, the rest their sums on the device).
         evidence.session_device(device)
@@ -135,7 +137,7 @@ def measure(device: str, rounds: int, repeat: int) -> dict[str, Any]:
             with torch.no_grad():
                 for inp in seeds_inputs + seeds_inputs[:1]:
                     if guarded:
-                        with guards.StrictOpGuard("strict"):
+                        with op_guard.StrictOpGuard("strict"):
                             cand_model(*inp)
                     else:
                         cand_model(*inp)
@@ -148,9 +150,9 @@ def measure(device: str, rounds: int, repeat: int) -> dict[str, Any]:
         sync()
 
         # The judge compares on the device, as the harness does.
-        def output_checks() -> None:
+        def check_outputs() -> None:
             for e, o in zip(expected, outs):
-                guards.compare_values(e, o, 1e-2, 1e-2)
+                output_checks.compare_values(e, o, 1e-2, 1e-2)
             sync()
 
         def plain_allclose() -> None:
@@ -167,25 +169,25 @@ def measure(device: str, rounds: int, repeat: int) -> dict[str, Any]:
                 evidence.check_inputs_unchanged(before, proof["inputs_after"])
                 evidence.check_aliasing(proof["output_ranges"], proof["input_ranges"])
 
-        def integrity() -> None:
-            guards.verify_integrity(guards.snapshot_integrity())
+        def check_integrity() -> None:
+            integrity.verify_integrity(integrity.snapshot_integrity())
 
         def precision() -> None:
-            guards.diff_precision_flags(guards.precision_flags(), guards.precision_flags())
+            integrity.diff_precision_flags(integrity.precision_flags(), integrity.precision_flags())
 
         def threads() -> None:
-            guards.thread_baseline()
-            guards.native_threads()
+            integrity.thread_baseline()
+            integrity.native_threads()
 
         costs = {
             "static": _best_time(lambda: check_sources(model_new_src, cpp, "strict"), repeat),
-            "integrity": _best_time(integrity, repeat),
+            "integrity": _best_time(check_integrity, repeat),
             "precision": _best_time(precision, repeat),
             "threads": _best_time(threads, repeat),
             "op guard": max(
                 0.0, _best_time(lambda: forwards(True), repeat) - _best_time(lambda: forwards(False), repeat)
             ),
-            "output checks": max(0.0, _best_time(output_checks, repeat) - _best_time(plain_allclose, repeat)),
+            "output checks": max(0.0, _best_time(check_outputs, repeat) - _best_time(plain_allclose, repeat)),
             "input evidence": _best_time(input_evidence, repeat),
             "determinism": statistics.median(owned["determinism"]),
             "timed outputs": statistics.median(owned["timed outputs"]),

@@ -11,7 +11,7 @@ import json
 import os
 import select
 import time
-from typing import Any
+from typing import Any, Mapping
 
 _LIMIT = 64 * 1024 * 1024  # a reply larger than this is a broken or hostile peer
 
@@ -29,7 +29,7 @@ class Channel:
         self.read_fd, self.write_fd = read_fd, write_fd
         self._buffer = b""
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: Mapping[str, Any]) -> None:
         data = (json.dumps(message) + "\n").encode()
         view = memoryview(data)
         try:

@@ -73,7 +73,7 @@ def _include_paths() -> list[str]:
     try:
         paths = ce.include_paths(device_type="cpu")
     except TypeError:  # older torch: include_paths(cuda: bool)
-        paths = ce.include_paths(False)
+        paths = ce.include_paths(False)  # type: ignore[arg-type]  # the older signature
     return [*paths, sysconfig.get_paths()["include"]]
 
 
@@ -234,7 +234,7 @@ def _alive(pid: str) -> bool:
     return True
 
 
-def run_pch_job(spec: dict) -> dict:
+def run_pch_job(spec: wire.PchRequest) -> wire.PchResult:
     """Compile torch/extension.h for `spec["device"]`'s C++ flags into `spec["pch_dir"]` (once:
     a folder that has it, or another job building it, is left alone)."""
     start = time.perf_counter()
@@ -270,7 +270,7 @@ def run_pch_job(spec: dict) -> dict:
     proc = subprocess.run([_ninja(), "-C", str(folder)], capture_output=True, text=True, env=env)
     lock.unlink(missing_ok=True)
     ok = proc.returncode == 0 and pch_file(folder).is_file()
-    out: dict = {"ok": ok, "built": ok, "seconds": time.perf_counter() - start}
+    out: wire.PchResult = {"ok": ok, "built": ok, "seconds": time.perf_counter() - start}
     if not ok:
         out["errors"] = (proc.stdout + proc.stderr)[-2000:]
     return out
@@ -376,7 +376,7 @@ def _ninja() -> str:
 _STEP = re.compile(r"^\[\d+/\d+\]\s+(CXX|NVCC|LINK)\s+(\S+)")
 
 
-def run_compile_job(spec: dict) -> wire.CompileResult:
+def run_compile_job(spec: wire.CompileRequest) -> wire.CompileResult:
     """Sync sources, write build.ninja, run ninja; trimmed errors and what was rebuilt."""
     start = time.perf_counter()
     build = Path(spec["build_dir"])

@@ -1,7 +1,8 @@
 """Locked: the trusted process of one evaluation. It runs no candidate code and no model.
 
-It forks the executors (tools/executor.py) before CUDA is initialized anywhere, talks to each
-over a channel made before the fork, and decides everything a candidate could want to steer:
+It forks the executors (the candidate's process, tools/candidate.py, and the baselines',
+tools/baselines.py) before CUDA is initialized anywhere, talks to each over a channel made
+before the fork (tools/peers.py), and decides everything a candidate could want to steer:
 
 - which calls are made, with which input set and which seed, sent only when a block starts;
 - the clock: every block of calls is timed here, from the request that carries its seeds to
@@ -10,11 +11,15 @@ over a channel made before the fork, and decides everything a candidate could wa
   the machine nor see the baselines' calls;
 - which timed outputs are looked at: chosen at random after every timed call has returned and
   committed to its output's fingerprint;
-- the load on the machine before and during the window, from /proc, for the record.
+- the load on the machine before and during the window, from /proc, for the record
+  (tools/machine_load.py).
 
 Eager, torch.compile and the candidate are timed side by side: rounds of one block each, in a
-rotating order, all on the same inputs. What it hands back are raw numbers; the harness turns
-them into times, ratios and intervals (harness/scoring.py).
+rotating order, all on the same inputs, followed by bursts where the calls are too short to
+resolve (tools/bursts.py). What it hands back are raw numbers; the harness turns them into
+times, ratios and intervals (harness/clock_stats.py). Beside this main line: the processes below it
+(tools/process_tree.py), the pinning of the window's core (tools/pinning.py) and a process's
+CPU-time clock (tools/cpu_clock.py).
 """
 
 from __future__ import annotations
@@ -22,21 +27,23 @@ from __future__ import annotations
 import math
 import os
 import secrets
-import signal
 import statistics
-import sys
 import time
-import traceback
-from typing import Any, Callable
+from typing import Any
 
 import channel
 import wire
+from bursts import run_bursts
+from cpu_clock import cpu_us, process_cpu_clock
+from machine_load import LoadMeter, idle_load
+from peers import LentService, Peer, make_calls, spawn
+from pinning import Pinning, callers
+from process_tree import become_subreaper, kill_descendants, stray_processes, strays_error
 
-_perf_ns = time.perf_counter_ns
 # Call ids: verification calls count up from 0, timed ones from here (warm-up ones beyond).
 TIMED_BASE = 1000
 WARM_BASE = 100000
-# The compiled baselines in the window's order (tools/executor.py, COMPILED_SIDES).
+# The compiled baselines in the window's order (tools/baselines.py, COMPILED_SIDES).
 BASELINE_SIDES = ("compile", "autotune", "graphs")
 # A trusted block (eager, torch.compile, the baselines' null calls) whose lead-ins or flushes took
 # more than DEVICE_SLOW times their calibrated time on the median (its `device_ratio`) is made
@@ -45,382 +52,11 @@ BASELINE_SIDES = ("compile", "autotune", "graphs")
 DEVICE_SLOW = 1.25
 TRUSTED_RETRIES = 3
 RETRY_PAUSE_S = 0.05
-# Bursts (tools/timing.py): where the candidate's median claim is below BURST_CLAIM_MOST_US, the
-# window is followed by `bursts` rounds, each a burst of the candidate's calls, one of its
-# process's null calls and one of the baselines' process's null calls, in turn. A burst has as
-# many calls as take about BURST_TARGET_US by the claim (with BURST_HOST_US of host work a
-# call), within [BURST_LEAST, BURST_MOST] and as many as the spec's `burst_bytes` of inputs and
-# outputs hold (BURST_BYTES where it says none); the outputs kept to be checked take at most its
-# `burst_check_bytes` in all.
-BURST_CLAIM_MOST_US = 2000.0
-BURST_TARGET_US = 20000.0
-BURST_HOST_US = 20.0
-BURST_LEAST, BURST_MOST = 4, 256
-BURST_BYTES = 1 << 30
-BURST_BASE = 200000  # burst call ids count up from here
-# What the candidate's process committed to for each call (its output's fingerprint, the call's
-# evidence), by call id.
-Commits = dict[int, tuple[wire.Fingerprint, wire.CallEvidence]]
 
 
-class _Peer:
-    def __init__(self, name: str, pid: int, chan: channel.Channel, timeout: float) -> None:
-        self.name, self.pid, self.chan, self.timeout = name, pid, chan, timeout
-        self.exit: str | None = None
-
-    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
-        self.chan.send(request)
-        return self.chan.recv(self.timeout)
-
-    def stop(self, spare: tuple[int, ...] = ()) -> list[int]:
-        """Stop it and everything else this controller has below it (what it started, and what
-        that left behind, reparented here: the controller is their subreaper), but `spare`."""
-        _signal_group(self.pid, signal.SIGSTOP)
-        stopped = _below_but((self.pid,), spare)
-        for pid in stopped:
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except (ProcessLookupError, PermissionError):
-                pass
-        return stopped
-
-    def cont(self, stopped: list[int] = ()) -> None:  # type: ignore[assignment]
-        for pid in stopped:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except (ProcessLookupError, PermissionError):
-                pass
-        _signal_group(self.pid, signal.SIGCONT)
-
-    def end(self) -> str:
-        """Kill what is left of it and say how it ended."""
-        _signal_group(self.pid, signal.SIGCONT)
-        deadline = time.monotonic() + 2.0
-        status = None
-        while time.monotonic() < deadline:
-            done, st = os.waitpid(self.pid, os.WNOHANG)
-            if done:
-                status = st
-                break
-            time.sleep(0.01)
-        _signal_group(self.pid, signal.SIGKILL)
-        if status is None:
-            try:
-                _, status = os.waitpid(self.pid, 0)
-            except ChildProcessError:
-                status = 0
-        self.chan.close()
-        if os.WIFSIGNALED(status):
-            try:
-                name = signal.Signals(os.WTERMSIG(status)).name
-            except ValueError:
-                name = f"signal {os.WTERMSIG(status)}"
-            self.exit = f"was killed by {name}"
-        else:
-            self.exit = f"exited with status {os.WEXITSTATUS(status)}"
-        return self.exit
-
-
-class _Service(_Peer):
-    """The baselines service the worker lent this evaluation: used, never stopped or killed."""
-
-    def __init__(self, pid: int, fds: list[int], timeout: float) -> None:
-        super().__init__("baselines", pid, channel.Channel(int(fds[0]), int(fds[1])), timeout)
-        self.nonce = secrets.token_hex(8)
-        self.finished = False
-        self.broken = False  # a request failed: the worker then ends it rather than lend it again
-
-    def open_round(self, spec: dict) -> None:
-        keys = ("device", "reference", "inputs_dir", "seeds", "timed_sets", "threads", "flush_bytes", "plan")
-        self.chan.send({"op": "round", "nonce": self.nonce, "spec": {k: spec[k] for k in keys if k in spec}})
-
-    def ready(self) -> dict:
-        """Its answer to this round, past whatever an earlier evaluation left unread."""
-        try:
-            while True:
-                message = self.chan.recv(self.timeout)
-                if message.get("nonce") == self.nonce:
-                    return message
-        except channel.ChannelClosed:
-            self.broken = True
-            raise
-
-    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
-        if request.get("op") == "finish":
-            self.finished = True
-        try:
-            return super().ask(request)
-        except channel.ChannelClosed:
-            self.broken = True
-            raise
-
-    def end(self) -> str:
-        if not self.finished:
-            try:  # lets it drop this round's inputs; its answer is skipped by the next round
-                self.chan.send({"op": "finish"})
-            except channel.ChannelClosed:
-                pass
-        self.exit = "kept for the next evaluation"
-        return self.exit
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _max_fd() -> int:
-    try:
-        return os.sysconf("SC_OPEN_MAX")
-    except (ValueError, OSError):
-        return 4096
-
-
-def _spawn(name: str, target: Callable[[dict, channel.Channel], None], spec: dict, timeout: float) -> _Peer:
-    parent_ends, child_ends = channel.pipe_pair()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setpgid(0, 0)  # its own group: stopped and killed as a whole
-            keep = sorted({0, 1, 2, *child_ends})
-            # Only its own channel and the log: not the controller's result pipe, not the
-            # other executor's channel.
-            low = 3
-            for fd in keep[3:] + [_max_fd()]:
-                if fd > low:
-                    os.closerange(low, fd)
-                low = fd + 1
-            target(spec, channel.Channel(*child_ends))
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    os.close(child_ends[0])
-    os.close(child_ends[1])
-    return _Peer(name, pid, channel.Channel(*parent_ends), timeout)
-
-
-def _children(pid: int) -> list[int] | None:
-    """Direct children from /proc/PID/task/*/children (None where the kernel lacks the file)."""
-    found: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                found.extend(int(x) for x in f.read().split())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def _descendants(root: int) -> list[int]:
-    out: list[int] = []
-    todo = [root]
-    while todo:
-        kids = _children(todo.pop())
-        if kids is None:
-            return _descendants_by_scan(root)
-        out.extend(kids)
-        todo.extend(kids)
-    return out
-
-
-def _descendants_by_scan(root: int) -> list[int]:
-    from worker_common import children_by_parent
-
-    children = children_by_parent()
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _below_but(pids: tuple[int, ...], trees: tuple[int, ...] = ()) -> list[int]:
-    """Processes below this controller (their subreaper), but `pids` and `trees` with everything
-    below them."""
-    keep = set(pids) | set(trees) | {d for pid in trees for d in _descendants(pid)}
-    return [pid for pid in _descendants(os.getpid()) if pid not in keep]
-
-
-def _strays(cand: _Peer, base: Any) -> list[int]:
-    """What the candidate started and left running: processes below this controller that are
-    neither the candidate's own nor the baselines'. Work done in another process is on neither
-    the candidate's clocks nor its thread count."""
-    return _below_but((cand.pid,), (base.pid,) if base is not None else ())
-
-
-def _strays_error(strays: list[int], when: str) -> wire.WindowError:
-    names = []
-    for pid in strays[:3]:
-        try:
-            with open(f"/proc/{pid}/comm") as f:
-                names.append(f"{pid} ({f.read().strip()})")
-        except OSError:
-            names.append(str(pid))
-    return {
-        "error": f"the candidate started {len(strays)} process(es) still running {when}: "
-        f"{', '.join(names)}; a kernel must do its work in the candidate's own process",
-        "strays": len(strays),
-    }
-
-
-def _become_subreaper() -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
-
-
-def _kill_descendants() -> None:
-    """Whatever the executors started and left behind dies with the evaluation."""
-    for _ in range(20):
-        left = _descendants(os.getpid())
-        if not left:
-            return
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        for pid in left:
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-        time.sleep(0.002)
-
-
-def _cpu_jiffies() -> tuple[int, int]:
-    """(busy, total) jiffies of the whole machine since boot."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return sum(fields) - idle, sum(fields)
-
-
-def _process_jiffies(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                parts = f.read().rsplit(")", 1)[1].split()
-            # utime, stime, and the children's when they were reaped.
-            total += int(parts[11]) + int(parts[12]) + int(parts[13]) + int(parts[14])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
-
-class LoadMeter:
-    """Cores kept busy by anything but this evaluation's own processes.
-
-    Only the controller and the executors themselves count as its own: a process one of them
-    started and left running is load like any other.
-    """
-
-    def __init__(self, pids: list[int]) -> None:
-        self.pids = [os.getpid(), *pids]
-        self._start: tuple[int, int, int] | None = None
-
-    def _ours(self) -> int:
-        return _process_jiffies(self.pids)
-
-    def start(self) -> None:
-        busy, total = _cpu_jiffies()
-        self._start = (busy, total, self._ours())
-
-    def foreign_cores(self) -> float:
-        assert self._start is not None
-        busy, total = _cpu_jiffies()
-        ours = self._ours()
-        b0, t0, o0 = self._start
-        cores = os.cpu_count() or 1
-        elapsed = (total - t0) / cores
-        if elapsed <= 0:
-            return 0.0
-        return max(0.0, ((busy - b0) - (ours - o0)) / elapsed)
-
-
-class Pinning:
-    """Every thread of some processes held to a set of CPUs, and what to put back: each thread's
-    own affinity from before, and for threads started meanwhile, their process's."""
-
-    def __init__(self) -> None:
-        self.processes: dict[int, set[int]] = {}
-        self.threads: dict[int, set[int]] = {}
-
-    def pin(self, pids: list[int], cpus: set[int]) -> bool:
-        """True when every thread of every process could be pinned."""
-        whole = True
-        for pid in pids:
-            try:
-                self.processes[pid] = os.sched_getaffinity(pid)
-                tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-            except OSError:
-                whole = False
-                continue
-            for tid in tids:
-                try:
-                    had = os.sched_getaffinity(tid)
-                    os.sched_setaffinity(tid, cpus)
-                    self.threads[tid] = had
-                except OSError:
-                    whole = False
-        return whole
-
-    def restore(self) -> None:
-        for pid, cpus in self.processes.items():
-            try:
-                tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-            except OSError:
-                continue
-            for tid in tids:
-                try:
-                    os.sched_setaffinity(tid, self.threads.get(tid, cpus))
-                except OSError:
-                    continue
-
-
-def _callers() -> list[int]:
-    """This process, the zygote that forked it and the zygote's parent (the harness's caller)."""
-    from worker_common import parent_of
-
-    found = [os.getpid()]
-    zygote = os.getppid()
-    caller = parent_of(zygote)
-    for pid in (zygote, caller):
-        if pid is not None and pid > 1:
-            found.append(pid)
-    return found
-
-
-def _idle_load(pids: list[int], seconds: float = 0.2) -> float:
-    meter = LoadMeter(pids)
-    meter.start()
-    time.sleep(seconds)
-    return meter.foreign_cores()
-
-
-def run_evaluate_job(spec: dict) -> wire.EvaluateResult:
-    import executor
+def run_evaluate_job(spec: wire.EvaluateRequest) -> wire.EvaluateResult:
+    import baselines
+    import candidate
 
     result: wire.EvaluateResult = {"phases": {}}
     timeout = float(spec.get("call_timeout", 300))
@@ -431,20 +67,20 @@ def run_evaluate_job(spec: dict) -> wire.EvaluateResult:
     ]
     again: wire.Call = {**verify_calls[0], "id": n_verify}  # the same call again: determinism
     result["verify_calls"] = verify_calls + [again]
-    peers: list[_Peer] = []
-    _become_subreaper()
+    peers: list[Peer] = []
+    become_subreaper()
     mark = time.perf_counter()
     try:
-        base: _Peer | None = None
+        base: Peer | None = None
         if timed:
             # Started first and ready before any candidate code exists: nothing of the candidate
             # can run while the reference builds its models.
             lent = spec.get("baselines_service")
             if lent:
-                base = _Service(int(lent["pid"]), lent["fds"], timeout)
+                base = LentService(int(lent["pid"]), lent["fds"], timeout)
                 base.open_round(spec)
             else:
-                base = _spawn("baselines", executor.serve_baselines, spec, timeout)
+                base = spawn("baselines", baselines.serve_baselines, spec, timeout)
             peers.append(base)
         if spec.get("go_file"):
             # Prepared beside the build; the candidate exists only once the build is done.
@@ -453,11 +89,13 @@ def run_evaluate_job(spec: dict) -> wire.EvaluateResult:
                 result["stage"] = "not_compiled"
                 return result
             spec = {**spec, "module_dir": go.get("module_dir")}
-        cand = _spawn("candidate", executor.serve_candidate, spec, timeout)
+        cand = spawn("candidate", candidate.serve_candidate, spec, timeout)
         peers.append(cand)
         ready = cand.chan.recv(timeout)
         if not ready.get("ok"):
-            result["claims"] = ready.get("claims") or {}
+            sent = ready.get("claims")
+            claims: wire.Claims = sent if sent else {}
+            result["claims"] = claims
             result["stage"] = "import"
             return result
         built = cand.ask({"op": "build", "models": list(range(n_verify))})
@@ -467,13 +105,13 @@ def run_evaluate_job(spec: dict) -> wire.EvaluateResult:
             return result
         result["phases"]["import"] = round(time.perf_counter() - mark, 4)
         mark = time.perf_counter()
-        reply, _ = _make_calls(cand, {"op": "calls", "calls": result["verify_calls"]})
+        reply, _ = make_calls(cand, {"op": "calls", "calls": result["verify_calls"]})
         result["phases"]["seeds"] = round(time.perf_counter() - mark, 4)
         if not reply.get("ok"):
             result["claims"] = _finish(cand)
             result["stage"] = "run"
             return result
-        commits: Commits = {
+        commits: wire.Commits = {
             c["id"]: (fp, ev)
             for c, fp, ev in zip(result["verify_calls"], reply.get("fingerprints", []), reply.get("evidence", []))
         }
@@ -540,47 +178,12 @@ def run_evaluate_job(spec: dict) -> wire.EvaluateResult:
     finally:
         for peer in peers:
             result.setdefault("exits", {})[peer.name] = peer.end()
-            if isinstance(peer, _Service) and peer.broken:
+            if isinstance(peer, LentService) and peer.broken:
                 result["service_broken"] = True
-        _kill_descendants()
+        kill_descendants()
 
 
-def _make_calls(peer: _Peer, request: dict) -> tuple[dict, float]:
-    """Ask for a block of calls and time it here, from the moment its seeds leave this process
-    to the reply, sent after the executor's last device-wide synchronize (µs). Nothing of the
-    block can be known before the clock starts, and nothing of it can run after it stops."""
-    t0 = _perf_ns()
-    peer.chan.send(request)
-    reply = peer.chan.recv(peer.timeout)
-    return reply, (_perf_ns() - t0) / 1000.0
-
-
-def process_cpu_clock(pid: int) -> int | None:
-    """The kernel's CPU-time clock of process `pid` (all its threads, those that ended too), or
-    None where it cannot be read. What it counts is work the process did, whoever ran beside
-    it: another program taking the core from it moves this process's wall time, not this."""
-    import ctypes
-
-    try:
-        clock = ctypes.c_int()
-        if ctypes.CDLL(None, use_errno=True).clock_getcpuclockid(int(pid), ctypes.byref(clock)) != 0:
-            return None
-        time.clock_gettime_ns(clock.value)
-        return int(clock.value)
-    except (OSError, AttributeError, ValueError):
-        return None
-
-
-def _cpu_us(clock: int | None) -> float | None:
-    if clock is None:
-        return None
-    try:
-        return time.clock_gettime_ns(clock) / 1000.0
-    except OSError:
-        return None
-
-
-def _wait_for(path: str, timeout: float) -> dict:
+def _wait_for(path: str, timeout: float) -> wire.BuildDone:
     """The harness's word that the build is done (and where the extension is)."""
     import json
 
@@ -589,18 +192,21 @@ def _wait_for(path: str, timeout: float) -> dict:
     while time.monotonic() < deadline:
         try:
             with open(path) as f:
-                return json.load(f)
+                done: wire.BuildDone = json.load(f)
+                return done
         except (OSError, ValueError):
             time.sleep(delay)
             delay = min(delay * 2, 0.02)
     return {"compiled": False}
 
 
-def _finish(cand: _Peer, bandwidth: bool = False) -> wire.Claims:
+def _finish(cand: Peer, bandwidth: bool = False) -> wire.Claims:
     try:
-        return cand.ask({"op": "finish", "bandwidth": bandwidth}).get("claims") or {}
+        sent = cand.ask({"op": "finish", "bandwidth": bandwidth}).get("claims")
     except channel.ChannelClosed:
         return {}
+    claims: wire.Claims = sent if sent else {}
+    return claims
 
 
 def _times(values: Any) -> list[float] | None:
@@ -632,139 +238,9 @@ def checks_needed(n: int, one_in: int, detect: float) -> tuple[int, float]:
     return n, 0.0
 
 
-def burst_size(claim_us: float, call_bytes: int, budget: int = BURST_BYTES) -> int:
-    """Calls in a burst for a kernel that claims `claim_us` a call and whose inputs and outputs
-    take `call_bytes`: 0 where none is needed (a claim long enough for the window's calls) or
-    fewer than BURST_LEAST fit the budget."""
-    if not math.isfinite(claim_us) or claim_us >= BURST_CLAIM_MOST_US:
-        return 0
-    wanted = math.ceil(BURST_TARGET_US / (max(claim_us, 0.0) + BURST_HOST_US))
-    fits = budget // max(1, call_bytes)
-    k = min(max(wanted, BURST_LEAST), BURST_MOST, fits)
-    return k if k >= BURST_LEAST else 0
-
-
-def burst_checks(k: int, rounds: int, one_in: int, detect: float, most: int | None = None) -> tuple[list[int], float]:
-    """(ms, p): how many of each burst's `k` calls to check (one count a burst), drawn after the
-    burst, so that a kernel wrong on one call in `one_in` of every burst is caught with
-    probability at least `detect` over `rounds` bursts, yet no more than `most` a burst (at least
-    one), and the probability p that such a kernel is missed by those checks. The counts differ by
-    at most one: the fewest checks in all that reach `detect` (each checked output is a full copy
-    handed over, which is what a profile of a large output spends its checking on)."""
-    if k <= 0 or rounds <= 0:
-        return [], 1.0
-    bad = max(1, math.ceil(k / max(1, one_in)))
-    cap = k if most is None else max(1, min(k, most))
-    target = 1.0 - detect
-
-    def missed(m: int) -> float:
-        return math.comb(k - bad, m) / math.comb(k, m)
-
-    def split(m: int, fewer: int) -> float:  # `fewer` bursts check m - 1 calls, the rest m
-        return missed(m - 1) ** fewer * missed(m) ** (rounds - fewer)
-
-    for m in range(1, cap + 1):
-        if missed(m) ** rounds <= target:
-            # m in every burst suffices; as many bursts as can stay at m - 1 (never none) do.
-            fewer = max((f for f in range(rounds) if m > 1 and split(m, f) <= target), default=0)
-            return [m - 1] * fewer + [m] * (rounds - fewer), split(m, fewer)
-    return [cap] * rounds, missed(cap) ** rounds
-
-
-def _bursts(
-    spec: dict,
-    cand: _Peer,
-    base: _Peer,
-    claim_us: float,
-    commits: Commits,
-    rng: Any,
-    clocks: tuple[int | None, int | None] = (None, None),
-) -> dict[str, Any]:
-    """The window's bursts, as the window's `bursts`, `burst_calls` and `burst_detection` (none
-    where the kernel needs none), or a WindowError: each round's candidate burst, its process's null burst and the
-    baselines' null burst, each timed here from request to reply (and, where `clocks` holds the
-    two processes' CPU-time clocks, on the burst's process's own clock too); the candidate's outputs
-    committed to, a few of each burst kept to be checked (chosen after the commit) and the rest
-    dropped."""
-    import executor
-
-    t = spec["timing"]
-    rounds = int(t.get("bursts") or 0)
-    timed_sets = [int(k) for k in spec["timed_sets"]]
-    if rounds <= 0 or not timed_sets:
-        return {}
-    sizes = base.ask({"op": "burst_sizes", "sets": timed_sets})
-    if not sizes.get("ok"):
-        return {}
-    out_bytes = max(1, int(sizes.get("output_bytes") or 0))
-    k = burst_size(claim_us, int(sizes.get("input_bytes") or 0) + out_bytes, int(t.get("burst_bytes") or BURST_BYTES))
-    if not k:
-        return {}
-    most = int(t.get("burst_check_bytes") or BURST_BYTES) // (out_bytes * rounds)
-    per_burst, miss = burst_checks(k, rounds, int(spec.get("one_in", 5)), float(spec.get("detect", 0.99)), most)
-    rng.shuffle(per_burst)  # which bursts are checked more is not known in advance either
-    found: list[wire.Burst] = []
-    checked: list[wire.Call] = []
-    ops = 0  # the ops the candidate's stand-in dispatches, which the baselines' stand-in matches
-    sides = ["candidate", "null", "base_null"]
-    for r in range(rounds):
-        row: wire.Burst = {"round": r, "n": k, "candidate_us": 0.0, "null_us": 0.0, "base_null_us": 0.0}
-        for side in sides[r % 3 :] + sides[: r % 3]:
-            first = BURST_BASE + (r * len(sides) + sides.index(side)) * k
-            calls: list[wire.Call] = [
-                {"id": first + j, "model": 0, "set": rng.choice(timed_sets), "seed": secrets.randbits(62)}
-                for j in range(k)
-            ]
-            peer = base if side == "base_null" else cand
-            stopped = cand.stop(spare=(base.pid,)) if side == "base_null" else []
-            try:
-                made = peer.ask({"op": "burst_prepare", "calls": calls, "null": side != "candidate", "ops": ops})
-                if side == "candidate" and isinstance(made.get("ops"), int):
-                    ops = max(0, min(int(made["ops"]), executor.STAND_IN_OPS_MOST))
-                if not made.get("ok"):
-                    return {
-                        "error": f"{side} burst could not be prepared: {made.get('error', '')}"[:600],
-                        "baselines_failed": side == "base_null",
-                    }
-                clock = clocks[1] if side == "base_null" else clocks[0]
-                before = _cpu_us(clock)
-                reply, burst_us = _make_calls(peer, {"op": "burst_run"})
-                after = _cpu_us(clock)
-            finally:
-                cand.cont(stopped)
-            if not reply.get("ok"):
-                return {
-                    "error": f"{side} failed in a burst: {reply.get('error', '')}"[:600],
-                    "baselines_failed": side == "base_null",
-                }
-            row[f"{side}_us"] = round(burst_us, 2)  # type: ignore[literal-required]
-            if before is not None and after is not None:
-                row[f"{side}_cpu_us"] = round(after - before, 2)  # type: ignore[literal-required]
-            if side != "candidate":
-                continue
-            committed = cand.ask({"op": "burst_commit"})
-            if not committed.get("ok"):
-                return {"error": "the candidate's burst outputs could not be committed"}
-            fps, proofs = committed.get("fingerprints") or [], committed.get("evidence") or []
-            if len(fps) != k or len(proofs) != k:
-                return {"error": f"the candidate committed to {len(fps)} of a burst's {k} outputs"}
-            for c, fp, ev in zip(calls, fps, proofs):
-                commits[c["id"]] = (fp, ev)
-            chosen = rng.sample(calls, per_burst[r])
-            checked.extend(chosen)
-            keep = {c["id"] for c in chosen}
-            cand.ask({"op": "drop", "ids": [c["id"] for c in calls if c["id"] not in keep]})
-        found.append(row)
-    detection: wire.Detection = {
-        "checked": len(checked),
-        "timed": k * rounds,
-        "one_in": int(spec.get("one_in", 5)),
-        "probability": round(1.0 - miss, 4),
-    }
-    return {"bursts": found, "burst_calls": sorted(checked, key=lambda c: c["id"]), "burst_detection": detection}
-
-
-def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: Commits) -> wire.TimingWindow | wire.WindowError:
+def _time_side_by_side(
+    spec: wire.EvaluateRequest, cand: Peer, base: Peer, commits: wire.Commits
+) -> wire.TimingWindow | wire.WindowError:
     pinning = Pinning()
     try:
         return _timed_window(spec, cand, base, commits, pinning)
@@ -773,14 +249,14 @@ def _time_side_by_side(spec: dict, cand: _Peer, base: _Peer, commits: Commits) -
 
 
 def _timed_window(
-    spec: dict, cand: _Peer, base: _Peer, commits: Commits, pinning: Pinning
+    spec: wire.EvaluateRequest, cand: Peer, base: Peer, commits: wire.Commits, pinning: Pinning
 ) -> wire.TimingWindow | wire.WindowError:
     t = spec["timing"]
     trials, warmup, block = int(t["trials"]), int(t["warmup"]), max(1, int(t["block"]))
     timed_sets = [int(k) for k in spec["timed_sets"]]
     waited = time.perf_counter()
     try:
-        ready = base.ready() if isinstance(base, _Service) else base.chan.recv(cand.timeout)
+        ready = base.ready() if isinstance(base, LentService) else base.chan.recv(cand.timeout)
     except channel.ChannelClosed as exc:
         return {"error": f"the baselines could not be prepared: {exc}", "baselines_failed": True}
     if not ready.get("ok"):
@@ -790,7 +266,7 @@ def _timed_window(
     # every side's calls then meet the same core and caches, whichever core the scheduler would
     # have handed each process.
     # On the CPU with one thread the candidate's process is also timed by its CPU-time clock: a
-    # block's work there is not inflated by other programs taking its core (harness/scoring.py).
+    # block's work there is not inflated by other programs taking its core (harness/clock_stats.py).
     one_thread = spec["device"] == "cpu" and int(spec.get("threads") or 0) == 1
     pinned_cpu = None
     if one_thread:
@@ -802,11 +278,11 @@ def _timed_window(
         # the window is timed, so their work never lands between one side's blocks and not the
         # other's. Put back after the window, and by the harness itself after every job.
         if pinned_cpu is not None and len(allowed) > 1:
-            pinning.pin(_callers(), allowed - {core})
+            pinning.pin(callers(), allowed - {core})
     # Eager, every compiled baseline the baselines' process could make, then the candidate.
     sides = ["eager", *[s for s in BASELINE_SIDES if s in ready.get("sides", [])], "candidate"]
     # The baselines' process makes null blocks too: the same harness work around a stand-in,
-    # where no candidate code ever ran (harness/scoring.py believes the candidate's up to theirs).
+    # where no candidate code ever ran (harness/clock_stats.py believes the candidate's up to theirs).
     if "null" in ready.get("sides", []):
         sides.append("base_null")
     waited = time.perf_counter() - waited
@@ -824,10 +300,10 @@ def _timed_window(
     base_clock = process_cpu_clock(base.pid) if one_thread else None
     cpu_spent: dict[str, float] = {}
 
-    def timed(clock: int | None, peer: _Peer, request: dict) -> tuple[dict, float]:
-        before = _cpu_us(clock)
-        reply, block_us = _make_calls(peer, request)
-        after = _cpu_us(clock)
+    def timed(clock: int | None, peer: Peer, request: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        before = cpu_us(clock)
+        reply, block_us = make_calls(peer, request)
+        after = cpu_us(clock)
         if before is not None and after is not None:
             cpu_spent["last"] = after - before
         else:
@@ -836,7 +312,7 @@ def _timed_window(
 
     disturbed: list[float] = []  # lead-in ratios of the trusted blocks made again
 
-    def run(side: str, calls: list[wire.Call]) -> tuple[dict, float]:
+    def run(side: str, calls: list[wire.Call]) -> tuple[dict[str, Any], float]:
         if side in ("candidate", "null"):
             return timed(cpu_clock, cand, {"op": "calls", "calls": calls, "null": side == "null"})
         stopped = cand.stop(spare=(base.pid,))
@@ -847,9 +323,7 @@ def _timed_window(
             # still running while it is stopped) or ran at a lowered clock: made again, the
             # candidate still stopped, once what was left has had time to drain.
             for attempt in range(TRUSTED_RETRIES + 1):
-                reply, block_us = (
-                    timed(base_clock, base, request) if side == "base_null" else _make_calls(base, request)
-                )
+                reply, block_us = timed(base_clock, base, request) if side == "base_null" else make_calls(base, request)
                 ratio = reply.get("device_ratio") if reply.get("ok") else None
                 if not isinstance(ratio, (int, float)) or ratio <= DEVICE_SLOW:
                     return reply, block_us
@@ -889,10 +363,10 @@ def _timed_window(
     if warmup:
         cand.ask({"op": "drop", "ids": [c["id"] for c in warm]})
 
-    strays = _strays(cand, base)
+    strays = stray_processes(cand.pid, base.pid)
     if strays:
-        return _strays_error(strays, "when timing began")
-    load_before = _idle_load([cand.pid, base.pid])
+        return strays_error(strays, "when timing began")
+    load_before = idle_load([cand.pid, base.pid])
     meter = LoadMeter([cand.pid, base.pid])
     meter.start()
     blocks: wire.SideBlocks = {s: [] for s in sides}
@@ -933,14 +407,14 @@ def _timed_window(
                 for c, fp, ev in zip(calls, reply.get("fingerprints", []), reply.get("evidence", [])):
                     commits[c["id"]] = (fp, ev)
     claims = [e for b in blocks["candidate"] for e in b["events_us"]]
-    bursts = _bursts(
+    bursts = run_bursts(
         spec, cand, base, statistics.median(claims) if claims else math.inf, commits, rng, (cpu_clock, base_clock)
     )
     if "error" in bursts:
-        return bursts  # type: ignore[return-value]
-    strays = _strays(cand, base)
+        return bursts
+    strays = stray_processes(cand.pid, base.pid)
     if strays:
-        return _strays_error(strays, "while it was timed")
+        return strays_error(strays, "while it was timed")
     found: wire.TimingWindow = {
         "blocks": blocks,
         "calls": all_calls,
@@ -958,5 +432,10 @@ def _timed_window(
             "reused": ready.get("reused"),
         },
     }
-    found.update(bursts)  # type: ignore[typeddict-item]
+    if "bursts" in bursts:
+        found["bursts"] = bursts["bursts"]
+    if "burst_calls" in bursts:
+        found["burst_calls"] = bursts["burst_calls"]
+    if "burst_detection" in bursts:
+        found["burst_detection"] = bursts["burst_detection"]
     return found

@@ -30,13 +30,9 @@ import math
 import time
 from typing import Any, Callable
 
+import leaves
 import torch
-
-try:  # as the harness's jobs import it: a module in the tools folder
-    import leaves
-    import wire
-except ImportError:  # as part of the installed package (tests, the benchmarks)
-    from . import leaves, wire  # type: ignore[no-redef]
+import wire
 
 SPREAD = 0.5
 
@@ -95,7 +91,7 @@ def _float(t: torch.Tensor, gen: torch.Generator, rule: wire.DrawRule) -> None:
     if not t.is_floating_point():
         return
     signs = bool(rule.get("signs"))
-    special = rule.get("special") or []
+    special: list[list[float]] = rule.get("special") or []
     if special:
         _float_pattern(t, gen, signs, special)
         return

@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, overload
 
 import torch
+
+if TYPE_CHECKING:  # only its types: tests import this module as part of the installed package
+    import wire
 
 # Captured at import, before any candidate code runs in this process.
 _Tensor = torch.Tensor
@@ -83,7 +86,11 @@ def _as_words(t: Any) -> tuple[Any, Any]:
     return words, flat[body:].to(_int64)
 
 
-def fingerprint(obj: Any) -> Any:
+@overload
+def fingerprint(obj: list[Any] | tuple[Any, ...]) -> list[wire.Fingerprint]: ...
+@overload
+def fingerprint(obj: Any) -> wire.Fingerprint: ...
+def fingerprint(obj: Any) -> wire.Fingerprint:
     """A JSON-able, bit-exact digest of one input (tensors) or its repr (anything else)."""
     if isinstance(obj, (list, tuple)):
         return [fingerprint(o) for o in obj]
@@ -138,7 +145,7 @@ def extent_bytes(t: Any) -> int:
     if t.numel() == 0:
         return 0
     last = sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()))
-    return (last + 1) * t.element_size()
+    return int((last + 1) * t.element_size())
 
 
 def _byte_range(t: Any) -> list[Any]:
@@ -154,7 +161,7 @@ def byte_ranges(obj: Any) -> list[list[Any]]:
         return [_byte_range(t) for t in _flat_tensors(obj) if type(t) is _Tensor]
 
 
-def call_evidence(inputs_after: Sequence[Any], output: Any) -> dict[str, Any]:
+def call_evidence(inputs_after: Sequence[Any], output: Any) -> wire.CallEvidence:
     """What the judge needs to check inputs and aliasing for one call: raw facts, no verdicts."""
     return {
         "inputs_after": fingerprint(list(inputs_after)),
@@ -163,11 +170,11 @@ def call_evidence(inputs_after: Sequence[Any], output: Any) -> dict[str, Any]:
     }
 
 
-def _result(name: str, passed: bool, detail: str) -> dict:
+def _result(name: str, passed: bool, detail: str) -> wire.Check:
     return {"name": name, "passed": bool(passed), "detail": detail}
 
 
-def check_inputs_unchanged(before: list[Any], after: list[Any]) -> dict:
+def check_inputs_unchanged(before: list[wire.Fingerprint], after: object) -> wire.Check:
     """inputs_unchanged: the fingerprints of the pristine inputs against those after the call."""
     if not isinstance(after, list) or len(before) != len(after):
         return _result("inputs_unchanged", False, "the number of inputs changed")
@@ -190,7 +197,7 @@ def check_inputs_unchanged(before: list[Any], after: list[Any]) -> dict:
     return _result("inputs_unchanged", True, "inputs are bit-identical to the saved copies")
 
 
-def check_aliasing(output_ranges: list[list[Any]], input_ranges: list[list[Any]]) -> dict:
+def check_aliasing(output_ranges: list[list[Any]], input_ranges: list[list[Any]]) -> wire.Check:
     """aliasing: no output may share a byte with an input."""
     for o_index, (o_dev, o_lo, o_hi) in enumerate(output_ranges):
         if o_hi <= o_lo:

@@ -69,7 +69,7 @@ def portable(obj: Any) -> Any:
     kind = type(obj)
     head = {KEY: "", "module": kind.__module__, "qualname": kind.__qualname__}
     if isinstance(obj, enum.Enum):
-        members = {m.name: portable(m.value) for m in kind}  # type: ignore[attr-defined]
+        members = {m.name: portable(m.value) for m in kind}
         return {**head, KEY: "enum", "members": members, "name": obj.name}
     if isinstance(obj, tuple) and hasattr(kind, "_fields"):
         return {**head, KEY: "namedtuple", "fields": list(kind._fields), "values": [portable(v) for v in obj]}
@@ -87,21 +87,26 @@ def portable(obj: Any) -> Any:
 _classes: dict[tuple[str, str, str], Any] = {}
 
 
-def _stand_in_class(kind: str, desc: dict) -> Any:
+def _new_class(kind: str, name: str, desc: dict[str, Any]) -> Any:
+    # Returned, not assigned: an assignment `X = Enum(name, ...)` is a class definition to the type
+    # checker, which wants a literal name there.
+    if kind == "enum":
+        return enum.Enum(name, {k: standins(v) for k, v in desc["members"].items()})
+    if kind == "namedtuple":
+        import collections
+
+        return collections.namedtuple(name, desc["fields"])
+    if kind == "dataclass":
+        return dataclasses.make_dataclass(name, list(desc["fields"]))
+    return type(name, (), {"__eq__": lambda a, b: type(a) is type(b) and vars(a) == vars(b)})
+
+
+def _stand_in_class(kind: str, desc: dict[str, Any]) -> Any:
     key = (kind, desc["module"], desc["qualname"])
     if key in _classes:
         return _classes[key]
     name = desc["qualname"].rsplit(".", 1)[-1]
-    if kind == "enum":
-        made: Any = enum.Enum(name, {k: standins(v) for k, v in desc["members"].items()})  # type: ignore[misc]
-    elif kind == "namedtuple":
-        import collections
-
-        made = collections.namedtuple(name, desc["fields"])
-    elif kind == "dataclass":
-        made = dataclasses.make_dataclass(name, list(desc["fields"]))
-    else:
-        made = type(name, (), {"__eq__": lambda a, b: type(a) is type(b) and vars(a) == vars(b)})
+    made = _new_class(kind, name, desc)
     for prop, value in (desc.get("properties") or {}).items():
         if prop not in (desc.get("fields") or {}):
             setattr(made, prop, standins(value))
@@ -145,7 +150,7 @@ def save(init: Any, folder: Path, index: int) -> tuple[Any, str | None]:
     return portable(init), name
 
 
-def load_real(folder: Path, payload: dict) -> Any:
+def load_real(folder: Path, payload: dict[str, Any]) -> Any:
     """The real constructor arguments of a set, for a trusted process with the reference loaded."""
     name = payload.get("init_pickle")
     if not name:

@@ -24,6 +24,7 @@ import ctypes
 import os
 import platform
 import struct
+from typing import Any, TypedDict
 
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
@@ -43,7 +44,21 @@ _JSET_K = 0x45
 _JGE_K = 0x35
 _RET_K = 0x06
 
-_ARCHES = {
+
+class _Arch(TypedDict):
+    """One architecture's syscall numbers, by what the filter does with them."""
+
+    audit: int  # its AUDIT_ARCH value
+    seccomp: int
+    deny: dict[str, int]  # refused whatever their arguments
+    clone: int
+    clone3: int
+    own_pid: dict[str, int]  # signals: allowed only to this process
+    self_pid: dict[str, int]
+    which_who: dict[str, tuple[int, int]]
+
+
+_ARCHES: dict[str, _Arch] = {
     "x86_64": {
         "audit": 0xC000003E,
         "seccomp": 317,
@@ -149,7 +164,7 @@ def program(arch: str, pid: int) -> bytes:
     checks = [(nr, "eperm") for nr in a["deny"].values()] + [(a["clone3"], "enosys")]
     # Layout: arch check, syscall number, x32 check, plain matches, clone's flags, the signal
     # calls' target pid, then the returns; labels are resolved to jump offsets below.
-    insns: list[tuple] = []
+    insns: list[tuple[Any, ...]] = []  # (op, operands...), labels resolved below
     insns.append(("ld", 4))  # arch
     insns.append(("jeq", a["audit"], None, "foreign_abi"))  # another ABI (32-bit): refuse it all
     insns.append(("ld", 0))  # syscall number

@@ -141,7 +141,7 @@ def _write_bytes(f: Any, flat: Any) -> None:
     stage = getattr(_stage, "buffer", None)
     if stage is None:
         stage = _stage.buffer = _empty(_STAGE_BYTES, dtype=_uint8, pin_memory=True)
-    view = memoryview(stage.numpy())
+    view = stage.numpy().data  # a memoryview of the pinned buffer
     for start in range(0, flat.numel(), _STAGE_BYTES):
         n = min(_STAGE_BYTES, flat.numel() - start)
         stage[:n].copy_(flat[start : start + n])  # synchronous: the buffer is reused next
@@ -203,6 +203,7 @@ def load_outputs(base: Path, device: str | None = None) -> Any:
         if nbytes == 0:
             tensors.append(_empty(shape, dtype=dtype, device=where))
             continue
+        assert mapped is not None  # nbytes > 0 and offset + nbytes <= size: there is data
         view = mapped[offset : offset + nbytes].view(dtype).view(shape)
         # A copy either way: the judge never keeps a view of a file another process wrote.
         tensors.append(view.to(where) if where != "cpu" else view.clone())

@@ -16,7 +16,7 @@ idle H200 reads a GEMM 5-20% slow afterwards; benchmarks/call_gaps.py). The inpu
 values only after the spin: work a call starts on a stream of its own, beside the spin, reads
 inputs that are not yet the call's and is wrong wherever it is checked. What such work can
 overlap is the perturbation and the flush, as in any flushed benchmark, and the controller's
-clock bounds it (harness/scoring.py). Before the fresh copy of the inputs and after the
+clock bounds it (harness/clock_stats.py). Before the fresh copy of the inputs and after the
 synchronize, any L2 the process set aside for persisting lines is taken back
 (l2_persistence.py), so the flush evicts everything and the baselines run with the whole L2.
 
@@ -36,10 +36,10 @@ back to back on K inputs made and given their values beforehand: no lead-in, no 
 a device-wide synchronize after each call. Around a call the harness then does a few
 microseconds of work where the call above does milliseconds, so the controller's clock, timing
 the whole burst from outside, resolves what the K calls took; null bursts (the same calls around
-a stand-in that launches one empty kernel) measure the rest (harness/scoring.py).
+a stand-in that launches one empty kernel) measure the rest (harness/clock_stats.py).
 
 The numbers this process records are claims. The process that asked for the calls times whole
-blocks of them from outside and decides what is believed (harness/scoring.py).
+blocks of them from outside and decides what is believed (harness/clock_stats.py).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ import time
 from typing import Any, Callable
 
 import torch
+import wire
 from l2_persistence import persisting_l2_reset
 from worker_common import fresh_clone
 
@@ -71,7 +72,7 @@ _perf_ns = time.perf_counter_ns
 _thread_ns = time.thread_time_ns
 
 
-def call_inputs(base: list[Any], seed: int, device: str, plan: list[dict] | None = None) -> list[Any]:
+def call_inputs(base: list[Any], seed: int, device: str, plan: list[wire.DrawRule] | None = None) -> list[Any]:
     """The inputs of one call: a fresh copy of `base`, every leaf drawn anew from `seed` (`plan`)."""
     return perturb(fresh_clone(base), seed, plan)
 
@@ -87,7 +88,7 @@ def tensor_leaves(args: Any) -> list[torch.Tensor]:
     return out
 
 
-def perturb(args: list[Any], seed: int, plan: list[dict] | None = None) -> list[Any]:
+def perturb(args: list[Any], seed: int, plan: list[wire.DrawRule] | None = None) -> list[Any]:
     """Give every tensor leaf of `args` (nested ones included) this call's values, in place, from
     `seed`. Without a plan, floating tensors are multiplied element by element by factors in
     [1 - SPREAD, 1 + SPREAD]. A plan (made by the inputs job from the reference's own sets, and
@@ -124,10 +125,16 @@ def perturb(args: list[Any], seed: int, plan: list[dict] | None = None) -> list[
             size.mul_(2 * SPREAD).add_(1 - SPREAD)
             phase = torch.rand(t.shape, generator=gen_for(t), device=t.device, dtype=torch.float32).mul_(2 * math.pi)
             t.mul_(torch.polar(size, phase).to(t.dtype))
-        elif kind == "int" and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool:
+        elif (
+            kind == "int"
+            and rule is not None
+            and not t.is_floating_point()
+            and not t.is_complex()
+            and t.dtype != torch.bool
+        ):
             lo, hi = int(rule["lo"]), int(rule["hi"])
             t.copy_(torch.randint(lo, hi + 1, t.shape, generator=gen_for(t), device=t.device, dtype=t.dtype))
-        elif kind == "bool" and t.dtype == torch.bool:
+        elif kind == "bool" and rule is not None and t.dtype == torch.bool:
             t.copy_(torch.rand(t.shape, generator=gen_for(t), device=t.device) < float(rule["p"]))
     return args
 
@@ -200,7 +207,11 @@ class Caller:
     """Makes calls for one side (eager, torch.compile or the candidate) in one process."""
 
     def __init__(
-        self, device: str, flush_bytes: int = FLUSH_BYTES, lead_us: float = LEAD_US, plan: list[dict] | None = None
+        self,
+        device: str,
+        flush_bytes: int = FLUSH_BYTES,
+        lead_us: float = LEAD_US,
+        plan: list[wire.DrawRule] | None = None,
     ) -> None:
         self.device = device
         self.plan = plan  # how each call draws every input leaf anew (perturb)
@@ -220,7 +231,7 @@ class Caller:
         if device == "cuda":
             self._start = torch.cuda.Event(enable_timing=True)
             self._end = torch.cuda.Event(enable_timing=True)
-            self._spin = torch.cuda._sleep  # bound before any candidate code exists
+            self._spin: Callable[[int], None] = torch.cuda._sleep  # bound before any candidate code exists
             # Before and after every call: no L2 set aside for persisting lines (l2_persistence).
             self._reset_l2 = persisting_l2_reset()
             self._lead_cycles = _cycles_for(lead_us, self._start, self._end) if lead_us > 0 else 0
@@ -272,7 +283,7 @@ class Caller:
             # First, so the copy's writes are normal lines, and whatever the reset leaves the
             # device doing is over by the synchronize below: `run` starts on an idle device.
             self._reset_l2()
-        args = fresh_clone(base)
+        args: list[Any] = fresh_clone(base)
         if self.device == "cuda":
             torch.cuda.synchronize()
         return args
@@ -457,10 +468,12 @@ def device_ratio(caller: "Caller", leads: list[float], flushes: list[float]) -> 
     import statistics
 
     ratios = []
-    if leads and getattr(caller, "lead_calibrated_us", None):
-        ratios.append(statistics.median(leads) / caller.lead_calibrated_us)
-    if flushes and getattr(caller, "flush_calibrated_us", None):
-        ratios.append(statistics.median(flushes) / caller.flush_calibrated_us)
+    lead: float | None = getattr(caller, "lead_calibrated_us", None)
+    flush: float | None = getattr(caller, "flush_calibrated_us", None)
+    if leads and lead:
+        ratios.append(statistics.median(leads) / lead)
+    if flushes and flush:
+        ratios.append(statistics.median(flushes) / flush)
     return max(ratios) if ratios else None
 
 

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import evidence
-import guards
 import init_objects
+import integrity
+import output_checks
 import tensor_files
 import timing
 import torch
 import wire
-from executor import build_model, load_set
+from input_sets import build_model, load_set
 from worker_common import (
     apply_precision_flags,
     device_sync,
@@ -70,7 +71,7 @@ def _nbytes(obj: Any) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def run_inputs_job(spec: dict) -> wire.InputsResult | wire.JobError:
+def run_inputs_job(spec: wire.InputsRequest) -> wire.InputsResult | wire.JobError:
     evidence.session_device(spec["device"])
     """Init args, weights and inputs per seed, all produced by the pristine reference."""
     apply_precision_flags()
@@ -182,7 +183,7 @@ def _non_finite(out: Any) -> int:
     )
 
 
-def _payload_fingerprints(payload: dict, inputs: list[Any], device: str) -> wire.SetFingerprints:
+def _payload_fingerprints(payload: dict[str, Any], inputs: list[Any], device: str) -> wire.SetFingerprints:
     """Fingerprints of one input set (`inputs`: payload["inputs"], already on `device`) and of
     the init arguments and weights it came with."""
     return {
@@ -267,7 +268,7 @@ class _OutputsAhead:
         return box[0], box[1]
 
 
-def run_judge_job(spec: dict) -> wire.JudgeResult:
+def run_judge_job(spec: wire.JudgeRequest) -> wire.JudgeResult:
     evidence.session_device(spec["device"])
     """Expected outputs from the pristine reference, compared with the candidate's on the device.
 
@@ -287,7 +288,7 @@ def run_judge_job(spec: dict) -> wire.JudgeResult:
     result: wire.JudgeResult = {"checks": checks}
     mark = _clock()
 
-    payloads: dict[int, dict] = {}
+    payloads: dict[int, dict[str, Any]] = {}
     inputs_on_device: dict[int, list[Any]] = {}
     models: dict[int, Any] = {}
     models64: dict[int, Any] = {}
@@ -345,12 +346,12 @@ def run_judge_job(spec: dict) -> wire.JudgeResult:
         exact = lambda: _in_float64(models64, m, model, call_args)  # noqa: E731 (made only where it decides)
         label = f"seed {cid}" if role != "timed" else f"timed call {cid}"
         got, unreadable = ahead.take(cid)
-        committed = commits.get(str(cid)) or {}
+        committed: wire.Commit | dict[str, Any] = commits.get(str(cid)) or {}
         found: list[wire.Check] = []
         if got is None:
             found.append(_check("output_type", False, f"candidate output unreadable: {unreadable}"))
         else:
-            type_check, values = guards.compare_values(expected, got, atol, rtol, exact)
+            type_check, values = output_checks.compare_values(expected, got, atol, rtol, exact)
             proof = committed.get("evidence") or {}
             same = committed.get("fingerprint") == evidence.fingerprint(
                 list(got) if isinstance(got, (tuple, list)) else [got]
@@ -384,7 +385,7 @@ def run_judge_job(spec: dict) -> wire.JudgeResult:
     again = [c for c in spec["calls"] if c.get("role") == "again"]
     if again:
         a, first = outputs.get(int(again[0]["id"])), outputs.get(0)
-        same = a is not None and first is not None and guards.all_close(first, a, atol, rtol)
+        same = a is not None and first is not None and output_checks.all_close(first, a, atol, rtol)
         checks.append(
             _check(
                 "determinism",
@@ -404,5 +405,5 @@ def run_judge_job(spec: dict) -> wire.JudgeResult:
             )
         )
         _phase(result, "timed_outputs", mark)
-    result["precision"] = guards.precision_flags()
+    result["precision"] = integrity.precision_flags()
     return result

@@ -1,17 +1,20 @@
 """Locked: the messages that cross between the harness and its jobs, as typed dicts.
 
-A job's result travels as one JSON object (tools/worker.py); each message here describes such a
-dict for the type checker. The jobs build them and import this module by name (`import wire`);
-the harness reads them through cuda_agent_cli/harness/wire.py, which imports it as
+A job's request arrives as one JSON object (the spec file the worker reads: tools/worker.py) and
+its result travels back as one; each message here describes such a dict for the type checker.
+The harness builds every request in cuda_agent_cli/harness/jobs.py, and `JOBS` names every job
+the worker runs, for both sides. The jobs import this module by name (`import wire`); the
+harness reads it through cuda_agent_cli/harness/wire.py, which imports it as
 `cuda_agent_cli.assets.tools.wire`. Standard library only: the harness's process imports no
 torch.
 
-A message is only as trustworthy as the process that made it: the controller's window and the
-inputs and judge jobs' results are the harness's own, while the claims come from the
-candidate's process, where its code ran (docs/security.md says what they may decide).
+A message is only as trustworthy as the process that made it: the requests and the
+controller's window and the inputs and judge jobs' results are the harness's own, while the
+claims come from the candidate's process, where its code ran (docs/security.md says what they
+may decide).
 """
 
-from typing import Any, Literal, NotRequired, Required, TypeAlias, TypedDict
+from typing import Any, Literal, NamedTuple, NotRequired, Required, TypeAlias, TypedDict, final
 
 # -- pieces shared by several messages -------------------------------------------------------------
 
@@ -64,13 +67,20 @@ class Commit(TypedDict):
     evidence: CallEvidence
 
 
-class DrawRule(TypedDict, total=False):
-    """How a timed call draws one input leaf anew (tools/timing.py, perturb)."""
+# What the candidate's process committed to for each call as the controller keeps them (its
+# output's fingerprint, the call's evidence), by call id.
+Commits: TypeAlias = "dict[int, tuple[Fingerprint, CallEvidence]]"
 
-    kind: Required[Literal["float", "complex", "bool", "int", "keep"]]
+
+class DrawRule(TypedDict, total=False):
+    """How every call draws one input leaf anew (tools/draws.py, which says what each kind does)."""
+
+    kind: Required[Literal["float", "complex", "bool", "bool_perm", "int", "int_sorted", "int_sum", "int_perm", "keep"]]
     signs: bool  # float: random signs too
+    # float: the set's special values (zeros, infinities) and the share of each, placed anew
+    special: list[list[float]]
     p: float  # bool: the share of True
-    lo: int  # int: the range the reference's set takes
+    lo: int  # int, int_sorted, int_sum: the range the reference's set takes
     hi: int
 
 
@@ -81,7 +91,126 @@ class SetFingerprints(TypedDict):
     model: Fingerprint
 
 
-# -- the build (tools/compile_kernels.py; tools/executor.py for a single-file candidate) -----------
+# -- the worker (tools/worker.py): its jobs and the lines that carry them --------------------------
+
+
+class Job(NamedTuple):
+    """Where a job's code is: the module the forked child imports (lazily, so a broken one cannot
+    take the zygote down) and the function it calls with the request."""
+
+    module: str
+    function: str
+
+
+# Every job the worker answers, by the name the harness submits (cuda_agent_cli/harness/pool.py
+# refuses any other): the code a forked child runs, or None for those the zygote answers itself,
+# forking nothing.
+JOBS: dict[str, Job | None] = {
+    "compile": Job("compile_kernels", "run_compile_job"),
+    "pch": Job("compile_kernels", "run_pch_job"),
+    "probe": Job("worker_common", "run_probe_job"),
+    "inputs": Job("verify_kernels", "run_inputs_job"),
+    "evaluate": Job("controller", "run_evaluate_job"),
+    "judge": Job("verify_kernels", "run_judge_job"),
+    "inline_build": Job("inline_build", "run_inline_build_job"),
+    "service": None,  # start a baselines service, or have it prewarm (ServiceRequest)
+    "warm": None,  # the zygote's own warm-up of the dispatch modes' imports, now
+    "warm-compiler": None,  # that and torch.compile's imports
+}
+
+
+class ServiceRequest(TypedDict):
+    """Which baselines service a `service` job starts, or an evaluation borrows: the worker keeps
+    one per key (everything the baselines' process is made from), logging to `log`. With
+    `prewarm`, the service builds and warms the baselines from the reference's own inputs at
+    once."""
+
+    key: str
+    log: str
+    prewarm: NotRequired["BaselinesSpec"]
+
+
+class WorkerRequest(TypedDict):
+    """One line the harness writes to the worker's stdin."""
+
+    id: int
+    job: str  # a name in JOBS
+    spec: str  # the path of the JSON request
+    log: str  # where the child's stdout and stderr go
+    timeout: float
+    nice: int  # lowers the child's CPU priority (work beside a build)
+    service: NotRequired[ServiceRequest]
+
+
+class WorkerAnswer(TypedDict):
+    """One line the worker writes back when a job has ended (in the order jobs end)."""
+
+    id: int
+    status: Literal["ok", "crash", "timeout"]
+    returncode: int | None
+    signal: int | None
+    result: Any  # the job's result (one of the results below), None unless status is "ok"
+
+
+class ProbeRequest(TypedDict, total=False):
+    """The probe job: what this worker's torch sees, and the GPU where `device` is cuda."""
+
+    device: str
+
+
+class ProbeResult(TypedDict):
+    """What the worker's torch is and sees (versions, the GPU, its threads)."""
+
+    torch: str
+    cuda: str | None
+    cuda_available: bool
+    gpu: str | None
+    capability: list[int] | None
+    python: str
+    cpu_threads: int
+    pid: int
+
+
+# -- the build (tools/compile_kernels.py; tools/inline_build.py for a single-file candidate) -------
+
+
+class CompileRequest(TypedDict):
+    """The compile job: the workspace's sources, built with ninja into `build_dir`."""
+
+    device: str
+    build_dir: str
+    binding_dir: str  # binding.cpp and binding_registry.h, the pristine copies
+    kernels_dir: NotRequired[str]
+    objects_dir: NotRequired[str]  # objects kept by content, shared by builds
+    pch_dir: NotRequired[str]  # where a precompiled torch/extension.h is looked for
+    arch_list: NotRequired[str | None]  # CUDA architectures (else TORCH_CUDA_ARCH_LIST, or the device's)
+    jobs: NotRequired[int]  # ninja's parallel jobs (else MAX_JOBS, or the cores)
+
+
+class PchRequest(TypedDict):
+    """The pch job: torch/extension.h precompiled for `device`'s flags into `pch_dir`."""
+
+    device: str
+    pch_dir: str
+
+
+class PchResult(TypedDict):
+    ok: bool
+    seconds: float
+    built: NotRequired[bool]  # False: it was there already, or another job is building it
+    errors: NotRequired[str]
+
+
+class InlineBuildRequest(TypedDict):
+    """The inline_build job: a single-file candidate's import alone, confined as the candidate's
+    process is, building its load_inline extension into `extensions_dir`."""
+
+    device: str
+    candidate: str  # a snapshot of model_new.py
+    extensions_dir: str
+    out_dir: str
+    writable: list[str]
+    confine_writes: bool
 
 
 class CompileResult(TypedDict):
@@ -105,6 +234,18 @@ class CompileResult(TypedDict):
 # -- the inputs job (tools/verify_kernels.py) ------------------------------------------------------
 
 
+class InputsRequest(TypedDict):
+    """The inputs job: the pristine reference writes the sets `indices` (all of `seeds` where it
+    says none) into `out_dir`; sets from `models` on carry inputs only."""
+
+    reference: str
+    device: str
+    seeds: list[int]
+    models: NotRequired[int]
+    indices: NotRequired[list[int]]
+    out_dir: str
+
+
 class InputsResult(TypedDict):
     """The sets one inputs job wrote (several jobs may share an evaluation's sets)."""
 
@@ -123,7 +264,79 @@ class JobError(TypedDict):
     error: str
 
 
-# -- the evaluate job (tools/controller.py, tools/executor.py) -------------------------------------
+# -- the evaluate job (tools/controller.py; tools/candidate.py, tools/baselines.py) -------------
+
+
+class BaselinesSpec(TypedDict):
+    """What a baselines' process is made from (tools/baselines.py, Baselines): a service's
+    prewarm, its first round, or an evaluation's own."""
+
+    device: str
+    reference: str  # the pristine model.py
+    threads: NotRequired[int | None]  # torch's threads (one a side on a small CPU)
+    flush_bytes: NotRequired[int]  # the L2 flush (tools/timing.py, FLUSH_BYTES where it says none)
+    baselines: NotRequired[list[str]]  # the compiled sides to time besides eager (["compile"])
+    peaks: NotRequired["Peaks | None"]  # this machine's, measured by an earlier round
+
+
+class BaselinesRound(BaselinesSpec):
+    """One round of the baselines: the sets the inputs job wrote, the seeds of their models, the
+    sets the timed calls draw from, and how each call draws its inputs anew. What the controller
+    sends a lent service to open a round (tools/peers.py, LentService.open_round)."""
+
+    inputs_dir: str
+    seeds: list[int]
+    timed_sets: list[int]
+    plan: NotRequired[list[DrawRule] | None]
+
+
+class TimingPlan(TypedDict):
+    """How a profile's window is timed (tools/controller.py, tools/bursts.py)."""
+
+    trials: int  # timed calls a side
+    warmup: int  # warm-up calls a side
+    block: int  # calls a side per round
+    bursts: int  # rounds of bursts after the window, where its calls are too short (0: none)
+    burst_bytes: int  # the inputs and outputs one burst may hold
+    burst_check_bytes: int  # the outputs of all bursts kept to be checked
+
+
+class LentService(TypedDict):
+    """The baselines service the worker lent an evaluation: its pid and the two ends of its
+    channel, which only that evaluation's process inherited."""
+
+    pid: int
+    fds: list[int]
+
+
+class EvaluateRequest(BaselinesRound):
+    """The evaluate job: the controller, the candidate's process and (on a profile) the
+    baselines' process of one round. Also what the candidate's process is started with
+    (tools/candidate.py)."""
+
+    policy: str
+    candidate: str  # a snapshot of model_new.py: exactly the text the static checks read
+    out_dir: str  # where revealed outputs are handed over
+    n: int  # verification calls, one a set
+    extensions_dir: str  # where load_inline builds and loads
+    writable: list[str]  # folders the candidate's process may write besides out_dir
+    confine_writes: bool
+    checks: int  # timed calls checked at least
+    one_in: int  # a kernel wrong on one timed call in `one_in`...
+    detect: float  # ...is caught with this probability
+    call_timeout: float  # seconds for one request to an executor
+    go_file: NotRequired[str]  # where the harness says the build is done (BuildDone)
+    go_timeout: NotRequired[float]
+    timing: NotRequired[TimingPlan]  # a profile's window; none on a verify
+    baselines_service: NotRequired[LentService]  # set by the worker when it lends its service
+    module_dir: NotRequired[str | None]  # set by the controller from the go file
+
+
+class BuildDone(TypedDict):
+    """The harness's word that the build is done (the go file), and where the extension is."""
+
+    compiled: bool
+    module_dir: NotRequired[str | None]
 
 
 class Block(TypedDict):
@@ -168,6 +381,15 @@ class Burst(TypedDict):
     candidate_cpu_us: NotRequired[float]
     null_cpu_us: NotRequired[float]
     base_null_cpu_us: NotRequired[float]
+
+
+@final  # so that `"error" in` tells it from a WindowError
+class WindowBursts(TypedDict, total=False):
+    """What the bursts add to the window (tools/bursts.py): nothing where the kernel needs none."""
+
+    bursts: list[Burst]
+    burst_calls: list[Call]
+    burst_detection: "Detection"
 
 
 class TimingWindow(TypedDict):
@@ -302,6 +524,24 @@ class EvaluateResult(TypedDict, total=False):
 
 
 # -- the judge job (tools/verify_kernels.py) -------------------------------------------------------
+
+
+class JudgeRequest(TypedDict):
+    """The judge job: every revealed call rebuilt from its set and seed, its outputs computed by
+    the pristine reference and compared with the candidate's handed-over ones on the device."""
+
+    reference: str
+    device: str
+    inputs_dir: str
+    cand_dir: str  # the candidate's revealed outputs
+    n: int
+    seeds: list[int]
+    atol: float
+    rtol: float
+    calls: list[JudgedCall]
+    commits: dict[str, Commit]  # by call id
+    fingerprints: list[SetFingerprints]  # what the inputs jobs wrote, kept by the harness
+    plan: list[DrawRule] | None
 
 
 class JudgeResult(TypedDict):

@@ -7,13 +7,14 @@ initialized here, so every child may initialize it freshly. A child starts its o
 timeout kills its whole process group), points its stdout/stderr at a log file and never sees
 the zygote's pipes: nothing a candidate prints can reach the harness.
 
-Request:  {"id": int, "job": "compile"|"pch"|"inputs"|"evaluate"|"judge"|"probe"|"inline_build",
-           "spec": path of a JSON spec, "log": path, "timeout": seconds}
-          ("service" starts or prewarms a baselines service, "warm" does the zygote's own
+Request:  {"id": int, "job": a name in wire.JOBS, "spec": path of the job's JSON request,
+           "log": path, "timeout": seconds, "nice": int} (wire.WorkerRequest)
+          (the jobs wire.JOBS maps to None are answered by the zygote itself, nothing is forked:
+          "service" starts or prewarms a baselines service, "warm" does the zygote's own
           warm-up of the dispatch modes' imports now, "warm-compiler" that and torch.compile's
-          imports: all are answered by the zygote itself, nothing is forked)
+          imports)
 Answer:   {"id": int, "status": "ok"|"crash"|"timeout", "returncode": int|null, "signal": int|null,
-           "result": the job's result object or null}
+           "result": the job's result object or null} (wire.WorkerAnswer)
 The result travels through a pipe the zygote makes before it forks the job, never through a
 file. The zygote is the subreaper of everything its jobs start: when a job ends, its process
 group is killed, and so is every process it left behind, however it detached itself
@@ -22,7 +23,7 @@ A job may also run without the zygote: `python worker.py --job NAME --spec S --r
 
 Services: an evaluate request may name a baselines service (`"service": {"key": ..., "log":
 ...}`). The zygote then keeps one long-lived process per key that serves the eager and
-torch.compile baselines of every evaluation of that reference (tools/executor.py,
+torch.compile baselines of every evaluation of that reference (tools/baselines.py,
 `serve_baselines_service`), so torch.compile is built and warmed once per session, not once per
 round. The service's channel is a pair of pipes the zygote makes before forking it; only the
 evaluate job it is lent to inherits them (as `baselines_service` in its spec), one job at a
@@ -38,6 +39,10 @@ import os
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING, Any, Callable, Container, Mapping, TypedDict
+
+if TYPE_CHECKING:  # its types only: the zygote itself reads no job's code
+    import wire
 
 # torch.cuda.is_available() (called by torch.utils.cpp_extension at import) initializes the CUDA
 # driver unless this is set, and a driver initialized here makes every forked child fail with
@@ -49,33 +54,18 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 
-def _job_function(name: str):
-    # Imported lazily inside the child so a broken job module cannot take the zygote down.
-    if name == "compile":
-        from compile_kernels import run_compile_job
+def _job_function(name: str) -> Callable[[Any], Mapping[str, object]]:
+    """The function that runs job `name` (wire.JOBS). Its module is imported here, inside the
+    child, so a broken job module cannot take the zygote down."""
+    import importlib
 
-        return run_compile_job
-    if name == "pch":
-        from compile_kernels import run_pch_job
+    import wire
 
-        return run_pch_job
-    if name == "probe":
-        from worker_common import run_probe_job
-
-        return run_probe_job
-    if name in ("inputs", "judge"):
-        import verify_kernels
-
-        return getattr(verify_kernels, f"run_{name}_job")
-    if name == "evaluate":
-        from controller import run_evaluate_job
-
-        return run_evaluate_job
-    if name == "inline_build":
-        from executor import run_inline_build_job
-
-        return run_inline_build_job
-    raise ValueError(f"unknown job {name!r}")
+    job = wire.JOBS.get(name)
+    if job is None:
+        raise ValueError(f"unknown job {name!r}")
+    function: Callable[[Any], Mapping[str, object]] = getattr(importlib.import_module(job.module), job.function)
+    return function
 
 
 BYTECODE_ENV = "CUDA_AGENT_BYTECODE_DIR"
@@ -126,7 +116,7 @@ def _fast_tensor_files() -> None:
         torch.serialization.set_crc32_options(False)
 
 
-def _result_of(name: str, spec_path: str, extra: dict | None = None) -> dict:
+def _result_of(name: str, spec_path: str, extra: dict[str, Any] | None = None) -> Mapping[str, object]:
     with open(spec_path) as f:
         spec = json.load(f)
     spec.update(extra or {})
@@ -159,7 +149,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _child(req: dict, result_fd: int, extra: dict | None = None) -> None:
+def _child(req: wire.WorkerRequest, result_fd: int, extra: dict[str, Any] | None = None) -> None:
     os.setsid()
     _die_with_parent()
     if req.get("nice"):
@@ -224,14 +214,14 @@ def _warm_compiler() -> float:
 
 
 def _warm_dispatch() -> None:
-    import guards
+    import op_guard
 
-    if not guards.is_warm():
+    if not op_guard.is_warm():
         with writing_bytecode():
-            guards.warm_up()
+            op_guard.warm_up()
 
 
-def _warm_all(compiler: bool) -> dict:
+def _warm_all(compiler: bool) -> dict[str, Any]:
     began = time.perf_counter()
     _warm_dispatch()
     answer = {"warm": True, "dispatch_s": round(time.perf_counter() - began, 3)}
@@ -247,7 +237,7 @@ def _become_subreaper() -> bool:
     try:
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 
@@ -269,7 +259,7 @@ def _my_children() -> list[int]:
     return found
 
 
-def sweep_orphans(running: dict, keep: frozenset[int] = frozenset()) -> int:
+def sweep_orphans(running: Container[int], keep: frozenset[int] = frozenset()) -> int:
     """Kill and reap every child of this zygote that is not a running job or a service (`keep`):
     what ended jobs left behind, reparented here because the zygote is their subreaper. Returns
     how many."""
@@ -292,7 +282,7 @@ def sweep_orphans(running: dict, keep: frozenset[int] = frozenset()) -> int:
     return killed
 
 
-def _reap(pid: int, status: int) -> dict:
+def _reap(pid: int, status: int) -> dict[str, Any]:
     # Grandchildren (ninja, compilers, threads' helpers) must not outlive the job.
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -315,11 +305,21 @@ def _kill(pid: int) -> None:
 MAX_SERVICES = 2
 
 
+class _Service(TypedDict):
+    """One baselines service: its process, the zygote's ends of its channel, the job it is lent
+    to (-1 while that job is being forked, None when idle) and when it was last asked for."""
+
+    pid: int
+    fds: list[int]
+    lent: int | None
+    used: float
+
+
 class Services:
     """The zygote's baselines services, by key (see the module's docstring)."""
 
     def __init__(self) -> None:
-        self.by_key: dict[str, dict] = {}
+        self.by_key: dict[str, _Service] = {}
 
     def pids(self) -> frozenset[int]:
         return frozenset(s["pid"] for s in self.by_key.values())
@@ -327,7 +327,7 @@ class Services:
     def fds(self) -> list[int]:
         return [fd for s in self.by_key.values() for fd in s["fds"]]
 
-    def _alive(self, service: dict) -> bool:
+    def _alive(self, service: _Service) -> bool:
         try:
             done, _ = os.waitpid(service["pid"], os.WNOHANG)
         except ChildProcessError:
@@ -356,7 +356,7 @@ class Services:
         for key in list(self.by_key):
             self.stop(key)
 
-    def _idle(self, wanted: dict, close_in_child: list[int]) -> dict | None:
+    def _idle(self, wanted: wire.ServiceRequest, close_in_child: list[int]) -> _Service | None:
         """The live service for `wanted["key"]`, started if need be (the oldest idle ones beyond
         MAX_SERVICES stopped); None when it is lent to a job right now."""
         key = str(wanted["key"])
@@ -373,7 +373,7 @@ class Services:
         service["used"] = time.monotonic()
         return service if service["lent"] is None else None
 
-    def lend(self, wanted: dict, close_in_child: list[int]) -> dict | None:
+    def lend(self, wanted: wire.ServiceRequest, close_in_child: list[int]) -> _Service | None:
         """The service for `wanted["key"]`, marked as lent (to the job about to be forked: its
         pid is filled in after the fork); None when another job has it (that job's evaluation
         then starts baselines of its own)."""
@@ -382,7 +382,7 @@ class Services:
             service["lent"] = -1
         return service
 
-    def _start(self, log_path: str, close_in_child: list[int]) -> dict:
+    def _start(self, log_path: str, close_in_child: list[int]) -> _Service:
         import channel
 
         parent_ends, child_ends = channel.pipe_pair()
@@ -410,9 +410,9 @@ class Services:
                 # A service runs only the pristine reference, and torch.compile imports most of
                 # inductor while it builds: those imports keep their bytecode for the next session.
                 sys.dont_write_bytecode = not _bytecode_kept
-                from executor import serve_baselines_service
+                from baselines import serve_baselines_service
 
-                serve_baselines_service({}, channel.Channel(*child_ends))
+                serve_baselines_service(channel.Channel(*child_ends))
                 code = 0
             except BaseException:
                 import traceback
@@ -426,7 +426,7 @@ class Services:
             os.close(fd)
         return {"pid": pid, "fds": list(parent_ends), "lent": None, "used": time.monotonic()}
 
-    def prewarm(self, wanted: dict, close_in_child: list[int]) -> bool:
+    def prewarm(self, wanted: wire.ServiceRequest, close_in_child: list[int]) -> bool:
         """Start the service for `wanted["key"]` now, and have it build and warm the baselines
         from the reference's own inputs while the round's build and inputs are still being made.
         False when it is lent out (it is warm then)."""
@@ -465,7 +465,10 @@ def serve() -> None:
         import torch.utils.cpp_extension  # noqa: F401
 
         # isort: split
-        import guards
+        # The runtime guards, which the evaluate and judge jobs import first: loaded once here.
+        import integrity  # noqa: F401
+        import op_guard
+        import output_checks  # noqa: F401
 
     boot = {"import_s": round(time.perf_counter() - began, 3), "bytecode": "kept" if kept else "installed"}
     if torch.cuda.is_initialized():
@@ -487,7 +490,7 @@ def serve() -> None:
     buffer = b""
     delay = 0.0005
     warm_soon = False
-    deferred: list[dict] = []  # services asked for before the warm-up, started right after it
+    deferred: list[wire.ServiceRequest] = []  # services asked for before the warm-up, started right after it
 
     def start_deferred() -> None:
         while deferred:
@@ -497,7 +500,7 @@ def serve() -> None:
         _warm_dispatch()
         start_deferred()
 
-    def warm_all(compiler: bool) -> dict:
+    def warm_all(compiler: bool) -> dict[str, Any]:
         answer = _warm_all(compiler)
         start_deferred()
         return answer
@@ -539,13 +542,14 @@ def serve() -> None:
                 line, _, buffer = buffer.partition(b"\n")
                 if not line.strip():
                     continue
-                req = json.loads(line)
+                req: wire.WorkerRequest = json.loads(line)
                 if req["job"] == "service":
                     wanted = req.get("service")
-                    started = isinstance(wanted, dict)
-                    if started and guards.is_warm():
+                    started = False
+                    if isinstance(wanted, dict) and op_guard.is_warm():
                         started = services.prewarm(wanted, [stdin, out.fileno(), *results])
-                    elif started:
+                    elif isinstance(wanted, dict):
+                        started = True
                         # Started once the zygote's warm-up has imported what the service
                         # needs first (torch._dynamo): forked before it, the service imported
                         # those ~800 modules again beside the zygote, seconds of CPU on a small
@@ -583,7 +587,7 @@ def serve() -> None:
                 # machine); paid once here, it stays out of every forked candidate job. It is
                 # paid lazily, once the first burst of jobs (build, inputs, the baselines'
                 # prewarm) is running, not before "ready"; an evaluation waits for it.
-                if not guards.is_warm() and req["job"] in _NEEDS_WARM_UP:
+                if not op_guard.is_warm() and req["job"] in _NEEDS_WARM_UP:
                     warm_dispatch()
                 service = None
                 if req["job"] == "evaluate" and isinstance(req.get("service"), dict):
@@ -610,7 +614,7 @@ def serve() -> None:
                 running[pid] = (req["id"], time.monotonic() + float(req.get("timeout", 600)), read_fd)
                 if req["job"] != "probe":
                     warm_soon = True
-            if (warm_soon or deferred) and not guards.is_warm() and not select.select([stdin], [], [], 0.05)[0]:
+            if (warm_soon or deferred) and not op_guard.is_warm() and not select.select([stdin], [], [], 0.05)[0]:
                 warm_dispatch()
         if events:
             delay = 0.0005

@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
+import wire
 
 
 def apply_precision_flags() -> dict[str, Any]:
@@ -19,9 +20,9 @@ def apply_precision_flags() -> dict[str, Any]:
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.set_float32_matmul_precision("highest")
-    import guards
+    import integrity
 
-    return guards.precision_flags()
+    return integrity.precision_flags()
 
 
 def load_module(path: str, name: str) -> ModuleType:
@@ -101,15 +102,17 @@ def trim_exception(exc: BaseException, limit: int = 1500) -> str:
     return text if len(text) <= limit else text[: limit // 2] + "\n…\n" + text[-limit // 2 :]
 
 
-def run_probe_job(spec: dict) -> dict:
+def run_probe_job(spec: wire.ProbeRequest) -> wire.ProbeResult:
     """What this worker's torch sees: versions, and the GPU when the spec asks about cuda."""
-    info: dict[str, Any] = {
+    info: wire.ProbeResult = {
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cuda_available": False,
         "gpu": None,
         "capability": None,
         "python": sys.version.split()[0],
+        "cpu_threads": 0,  # both read last, below
+        "pid": 0,
     }
     if spec.get("device") == "cuda" and torch.cuda.is_available():
         info["cuda_available"] = True

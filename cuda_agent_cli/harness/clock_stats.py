@@ -19,7 +19,7 @@ from cuda_agent_cli.harness import wire
 from cuda_agent_cli.harness.bootstrap import bootstrap_medians, paired_ratio, percentile_interval
 
 # The trusted sides of a window, in their order: eager, then the compiled baselines
-# (tools/executor.py, COMPILED_SIDES). torch.compile's default mode is the paper's baseline.
+# (tools/baselines.py, COMPILED_SIDES). torch.compile's default mode is the paper's baseline.
 BASELINES = ("eager", "compile", "autotune", "graphs")
 BASELINE_NAMES = {
     "eager": "eager",

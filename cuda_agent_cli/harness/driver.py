@@ -15,12 +15,12 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence, cast
+from typing import Any, Mapping, Sequence, cast
 
 from cuda_agent_cli import resources
 from cuda_agent_cli.config import POLICIES, Policy
 from cuda_agent_cli.errors import BadInput, EnvironmentMissing, WorkspaceError
-from cuda_agent_cli.harness import clock_stats, extension_check, reference_check, review, reward, roofline, wire
+from cuda_agent_cli.harness import clock_stats, extension_check, jobs, reference_check, review, reward, roofline, wire
 from cuda_agent_cli.harness.baselines import check_reward_baseline, compiled_baselines
 from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_env, shared_pool
 from cuda_agent_cli.harness_result import Check, HarnessResult, Timings
@@ -49,7 +49,7 @@ def _nvcc_present(env: dict[str, str]) -> bool:
 TIMED_CHECKS = 3
 DETECT_ONE_IN, DETECT = 5, 0.99
 
-# Rounds of bursts after the side-by-side window (tools/controller.py, BURST_*), the inputs and
+# Rounds of bursts after the side-by-side window (tools/bursts.py, BURST_*), the inputs and
 # outputs one burst may hold, and the outputs of all bursts kept to be checked.
 BURST_ROUNDS = {"cuda": 8, "cpu": 0}
 BURST_RETRY_ROUNDS = 8  # where a profile's first window did not resolve the kernel and had none
@@ -157,22 +157,16 @@ class Harness:
 
         def warm() -> None:
             try:
+                prewarm = jobs.baselines_spec(
+                    str(self.workspace.reference), self.device, self.threads, self.baselines, self._known_peaks()
+                )
                 self.pool.wait(
                     self.pool.submit(
                         "service",
                         {},
                         self._scratch() / "ahead",
                         60,
-                        service={
-                            **self._baselines_service(),
-                            "prewarm": {
-                                "reference": str(self.workspace.reference),
-                                "device": self.device,
-                                "threads": self.threads,
-                                "baselines": list(self.baselines),
-                                "peaks": self._known_peaks(),
-                            },
-                        },
+                        service=jobs.prewarm_request(self._baselines_service(), prewarm),
                     )
                 )
                 # The zygote's own warm-up, which a first round's jobs would otherwise wait for.
@@ -223,7 +217,7 @@ class Harness:
             environment=self.environment(),
         )
 
-    def _run(self, job: str, spec: dict[str, Any], run_dir: Path, timeout: float | None = None) -> JobOutcome:
+    def _run(self, job: str, spec: Mapping[str, Any], run_dir: Path, timeout: float | None = None) -> JobOutcome:
         return self.pool.run(job, spec, run_dir / job, timeout or self.timeout)
 
     def _lock_check(self, result: HarnessResult) -> None:
@@ -285,29 +279,22 @@ class Harness:
             snapshot = run_dir / "inline-build" / "model_new.py"
             snapshot.parent.mkdir(parents=True, exist_ok=True)
             snapshot.write_text(self.workspace.candidate.read_text(errors="replace"))
-            spec: dict[str, Any] = {
-                "device": self.device,
-                "candidate": str(snapshot),
-                "extensions_dir": str(self._inline_dir()),
-                "out_dir": str(run_dir / "inline-build" / "out"),
-                "writable": [],
-                "confine_writes": self.confine_writes,
-            }
-            Path(spec["out_dir"]).mkdir(parents=True, exist_ok=True)
+            inline = jobs.inline_build_request(
+                self.device, snapshot, self._inline_dir(), run_dir / "inline-build" / "out", self.confine_writes
+            )
+            Path(inline["out_dir"]).mkdir(parents=True, exist_ok=True)
             return (
-                self.pool.submit("inline_build", spec, run_dir / "inline-build" / "job", self.compile_timeout),
+                self.pool.submit("inline_build", inline, run_dir / "inline-build" / "job", self.compile_timeout),
                 time.perf_counter(),
             )
-        spec = {
-            "device": self.device,
-            "build_dir": str(self.workspace.build_dir / self.device),
-            "binding_dir": str(self.workspace.binding_dir),
-            "kernels_dir": str(self.workspace.kernels_dir),
-            # Objects by content, shared by every session of this user: binding.cpp and any
-            # unchanged kernel are linked, not compiled again.
-            "objects_dir": str(self._objects_dir()),
-            "pch_dir": str(self._pch_dir()),
-        }
+        spec = jobs.compile_request(
+            self.device,
+            self.workspace.build_dir / self.device,
+            self.workspace.binding_dir,
+            self.workspace.kernels_dir,
+            self._objects_dir(),
+            self._pch_dir(),
+        )
         return self.pool.submit("compile", spec, run_dir / "compile", self.compile_timeout), time.perf_counter()
 
     def _objects_dir(self) -> Path:
@@ -354,7 +341,7 @@ class Harness:
         if folder in _PCH_STARTED:
             return
         _PCH_STARTED.add(folder)
-        spec = {"device": self.device, "pch_dir": folder}
+        spec = jobs.pch_request(self.device, folder)
         self.pool.submit("pch", spec, self._cache / "pch-job" / self.device, self.compile_timeout, nice=10)
 
     def _collect_compile(self, result: HarnessResult, submitted: tuple[Ticket, float] | None) -> str | None:
@@ -486,29 +473,29 @@ class Harness:
         for d in dirs.values():
             d.mkdir(mode=0o700)
         go = run_dir / "go.json"
-        spec: dict[str, Any] = {
-            "device": self.device,
-            "policy": self.policy,
-            "candidate": str(snapshot),
-            "reference": str(self.workspace.reference),
-            "inputs_dir": str(dirs["tensors_in"]),
-            "out_dir": str(dirs["tensors_cand"]),
-            "n": SEEDS,
-            "seeds": seeds,
-            "timed_sets": list(range(SEEDS, n_sets)),
-            "extensions_dir": str(self._inline_dir()),
-            "writable": [str(run_dir / "evaluate")],
-            "confine_writes": self.confine_writes,
-            "threads": self.threads,
-            "checks": TIMED_CHECKS,
-            "one_in": DETECT_ONE_IN,
-            "detect": DETECT,
-            "call_timeout": self.timeout,
-            "go_file": str(go),
-            "go_timeout": self.compile_timeout + 60,
-            "baselines": list(self.baselines),
-            "peaks": self._known_peaks(),
-        }
+        spec = jobs.evaluate_request(
+            device=self.device,
+            policy=self.policy,
+            candidate=snapshot,
+            reference=self.workspace.reference,
+            inputs_dir=dirs["tensors_in"],
+            out_dir=dirs["tensors_cand"],
+            n=SEEDS,
+            seeds=seeds,
+            timed_sets=list(range(SEEDS, n_sets)),
+            extensions_dir=self._inline_dir(),
+            writable=run_dir / "evaluate",
+            confine_writes=self.confine_writes,
+            threads=self.threads,
+            checks=TIMED_CHECKS,
+            one_in=DETECT_ONE_IN,
+            detect=DETECT,
+            call_timeout=self.timeout,
+            go_file=go,
+            go_timeout=self.compile_timeout + 60,
+            baselines=self.baselines,
+            peaks=self._known_peaks(),
+        )
         evaluating, inputs = self._build_and_prepare(result, run_dir, spec)
         if evaluating is None:
             return self._finish(result)
@@ -577,26 +564,17 @@ class Harness:
                 result.checks.append(Check("crash", False, str(info["error"])))
             return self._finish(result)
 
-        calls: list[wire.JudgedCall] = [{**c, "role": "verify"} for c in info["verify_calls"][:-1]]
-        calls.append({**info["verify_calls"][-1], "role": "again"})
-        calls += [{**c, "role": "timed"} for c in info.get("checked_calls") or []]
         start = time.perf_counter()
         judge = self._run(
             "judge",
-            {
-                "reference": str(self.workspace.reference),
-                "device": self.device,
-                "inputs_dir": str(dirs["tensors_in"]),
-                "cand_dir": str(dirs["tensors_cand"]),
-                "n": SEEDS,
-                "seeds": seeds,
-                "atol": self.atol,
-                "rtol": self.rtol,
-                "calls": calls,
-                "commits": info.get("commits") or {},
-                "fingerprints": inputs.get("fingerprints") or [],
-                "plan": spec.get("plan"),
-            },
+            jobs.judge_request(
+                spec,
+                jobs.judged_calls(info),
+                info.get("commits") or {},
+                inputs.get("fingerprints") or [],
+                self.atol,
+                self.rtol,
+            ),
             run_dir,
         )
         result.stage_seconds["judge"] = time.perf_counter() - start
@@ -635,7 +613,7 @@ class Harness:
         return self._finish(result, timed)
 
     def _build_and_prepare(
-        self, result: HarnessResult, run_dir: Path, spec: dict[str, Any]
+        self, result: HarnessResult, run_dir: Path, spec: wire.EvaluateRequest
     ) -> tuple[Ticket | None, wire.InputsResult]:
         """Build the extension while the inputs are made and (profile) the baselines prepare;
         returns the submitted evaluation (None: nothing to evaluate) and the input sets made."""
@@ -649,16 +627,7 @@ class Harness:
                 {},
                 run_dir / "service",
                 60,
-                service={
-                    **self._baselines_service(),
-                    "prewarm": {
-                        "reference": spec["reference"],
-                        "device": self.device,
-                        "threads": self.threads,
-                        "baselines": spec["baselines"],
-                        "peaks": spec["peaks"],
-                    },
-                },
+                service=jobs.prewarm_request(self._baselines_service(), jobs.prewarm_spec(spec)),
             )
             if timed
             else None
@@ -666,19 +635,12 @@ class Harness:
         # The sets are written by several jobs side by side (two on a small machine, up to one a
         # set on a large one): on a warm round making them is a long pole.
         n_sets = len(spec["seeds"])
-        jobs = max(2, min(n_sets, (os.cpu_count() or 2) // 2))
-        halves = [list(range(k, n_sets, jobs)) for k in range(jobs)]
+        writers = max(2, min(n_sets, (os.cpu_count() or 2) // 2))
+        halves = [list(range(k, n_sets, writers)) for k in range(writers)]
         tickets = [
             self.pool.submit(
                 "inputs",
-                {
-                    "reference": spec["reference"],
-                    "device": self.device,
-                    "seeds": spec["seeds"],
-                    "models": spec["n"],
-                    "indices": part,
-                    "out_dir": spec["inputs_dir"],
-                },
+                jobs.inputs_request(spec, part),
                 run_dir / f"inputs{k}",
                 self.timeout,
                 nice=_BESIDE_BUILD if compiling else 0,
@@ -727,21 +689,24 @@ class Harness:
             if compiling is not None:
                 self.pool.wait(compiling[0])
             tmp = go.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"compiled": bool(result.compiled), "module_dir": module_dir}))
+            tmp.write_text(json.dumps(jobs.build_done(bool(result.compiled), module_dir)))
             os.replace(tmp, go)
         if not result.compiled:
             self.pool.wait(evaluating)
             return None, made
         return evaluating, made
 
-    def _baselines_service(self) -> dict[str, str]:
-        """The worker keeps eager and torch.compile warm between the rounds of one reference:
-        the key is everything the baselines' process is made from."""
-        digest = hashlib.sha256(self.workspace.reference.read_bytes())
-        digest.update(json.dumps([self.device, self.threads, list(self.baselines)]).encode())
-        return {"key": digest.hexdigest(), "log": str(self._cache / "worker" / "baselines-service.log")}
+    def _baselines_service(self) -> wire.ServiceRequest:
+        """The baselines service the worker keeps warm for this reference (jobs.service_key)."""
+        return jobs.service_key(
+            self.workspace.reference,
+            self.device,
+            self.threads,
+            self.baselines,
+            self._cache / "worker" / "baselines-service.log",
+        )
 
-    def _timing_plan(self, input_bytes: int) -> dict[str, int]:
+    def _timing_plan(self, input_bytes: int) -> wire.TimingPlan:
         """Timed calls, warm-up calls and the block size. Every timed output is kept until the
         checked ones are chosen, so the calls are as many as fit the memory set aside for them."""
         budget = _KEPT_OUTPUT_BYTES[self.device]
@@ -749,14 +714,9 @@ class Harness:
         if input_bytes > 0:
             trials = max(_MIN_TRIALS, min(trials, budget // input_bytes))
         block = max(1, min(_BLOCK[self.device] * self._block_scale, trials))
-        return {
-            "trials": trials,
-            "warmup": self.warmup,
-            "block": block,
-            "bursts": self.bursts,
-            "burst_bytes": _BURST_BYTES[self.device],
-            "burst_check_bytes": _BURST_CHECK_BYTES[self.device],
-        }
+        return jobs.timing_plan(
+            trials, self.warmup, block, self.bursts, _BURST_BYTES[self.device], _BURST_CHECK_BYTES[self.device]
+        )
 
     @staticmethod
     def _record_phases(result: HarnessResult, job: str, info: dict[str, Any] | None) -> None:

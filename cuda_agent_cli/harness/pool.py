@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from cuda_agent_cli.errors import EnvironmentMissing
+from cuda_agent_cli.harness import wire
 
 # Only these survive from the user's environment: no PYTHONPATH, LD_PRELOAD, API keys, proxies.
 # LD_LIBRARY_PATH stays: on many clusters it is how the CUDA driver and libraries are found.
@@ -151,7 +152,7 @@ class WorkerPool:
     _buffer: bytes = b""
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     _lock: threading.RLock = field(default_factory=threading.RLock)
-    _answers: dict[Any, dict[str, Any]] = field(default_factory=dict)
+    _answers: dict[Any, wire.WorkerAnswer] = field(default_factory=dict)
     # Bumped whenever the zygote is replaced: tickets of an older one can never be answered.
     _generation: int = 0
     probes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -201,22 +202,26 @@ class WorkerPool:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line.decode()
 
-    def run(self, job: str, spec: dict[str, Any], job_dir: Path, timeout: float) -> JobOutcome:
+    def run(self, job: str, spec: Mapping[str, Any], job_dir: Path, timeout: float) -> JobOutcome:
         """Run one job in a fresh forked process; never raises for what the job itself does."""
         return self.wait(self.submit(job, spec, job_dir, timeout))
 
     def submit(
         self,
         job: str,
-        spec: dict[str, Any],
+        spec: Mapping[str, Any],
         job_dir: Path,
         timeout: float,
         nice: int = 0,
-        service: dict[str, Any] | None = None,
+        service: wire.ServiceRequest | None = None,
     ) -> "Ticket":
         """Start a job and return at once; `wait(ticket)` collects it. Jobs may overlap; `nice`
         lowers the job's CPU priority (for work that runs beside a build); `service` asks the
-        worker to lend an evaluation the baselines service of that key (tools/worker.py)."""
+        worker to lend an evaluation the baselines service of that key (tools/worker.py). `job`
+        is a name in the worker's table (tools/wire.py, JOBS); any other is refused here, before
+        anything is written or sent."""
+        if job not in wire.JOBS:
+            raise ValueError(f"unknown job {job!r}: the harness worker runs {', '.join(wire.JOBS)}")
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
@@ -224,7 +229,7 @@ class WorkerPool:
             spec_path, log_path = job_dir / "spec.json", job_dir / "log.txt"
             spec_path.write_text(json.dumps(spec))
             req_id = next(self._ids)
-            request = {
+            request: wire.WorkerRequest = {
                 "id": req_id,
                 "job": job,
                 "spec": str(spec_path),
@@ -279,7 +284,7 @@ class WorkerPool:
                 seconds,
             )
 
-    def _read_answer(self, ticket: "Ticket") -> dict[str, Any] | None:
+    def _read_answer(self, ticket: "Ticket") -> wire.WorkerAnswer | None:
         # Answers to other submitted jobs are kept for their own wait(); an answer to an
         # abandoned request (e.g. after Ctrl-C) is never collected and does no harm.
         deadline = ticket.started + ticket.timeout + 60
@@ -290,7 +295,7 @@ class WorkerPool:
                 return None
             if line is None:
                 return None
-            answer: dict[str, Any] = json.loads(line)
+            answer: wire.WorkerAnswer = json.loads(line)
             if answer.get("id") == ticket.id:
                 return answer
             self._answers[answer.get("id")] = answer

@@ -1,47 +1,96 @@
 """The messages of the locked jobs (tools/wire.py), as the harness's process imports them.
 
 tools/ ships inside the package as `cuda_agent_cli.assets.tools`, a name only the installed
-package knows; the type checker reads the same file from the source tree as `tools.wire`.
+package knows; the type checker reads the same file from tools/ as the top-level module `wire`,
+as the jobs themselves import it (pyproject.toml's mypy_path).
 """
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tools.wire import (
+    from wire import (
+        JOBS,
         BaselinesInfo,
+        BaselinesSpec,
         Block,
+        BuildDone,
         Burst,
         Claims,
+        Commit,
+        CompileRequest,
         CompileResult,
+        EvaluateRequest,
         EvaluateResult,
+        InlineBuildRequest,
+        InputsRequest,
         InputsResult,
         JudgedCall,
+        JudgeRequest,
         JudgeResult,
+        PchRequest,
+        Peaks,
+        ServiceRequest,
+        SetFingerprints,
         SideBlocks,
+        TimingPlan,
+        WorkerAnswer,
+        WorkerRequest,
     )
 else:
     from cuda_agent_cli.assets.tools.wire import (
+        JOBS,
         BaselinesInfo,
+        BaselinesSpec,
         Block,
+        BuildDone,
         Burst,
         Claims,
+        Commit,
+        CompileRequest,
         CompileResult,
+        EvaluateRequest,
         EvaluateResult,
+        InlineBuildRequest,
+        InputsRequest,
         InputsResult,
         JudgedCall,
+        JudgeRequest,
         JudgeResult,
+        PchRequest,
+        Peaks,
+        ServiceRequest,
+        SetFingerprints,
         SideBlocks,
+        TimingPlan,
+        WorkerAnswer,
+        WorkerRequest,
     )
 
 __all__ = [
+    "JOBS",
     "BaselinesInfo",
+    "BaselinesSpec",
     "Block",
+    "BuildDone",
     "Burst",
     "Claims",
+    "Commit",
+    "CompileRequest",
     "CompileResult",
+    "EvaluateRequest",
     "EvaluateResult",
+    "InlineBuildRequest",
+    "InputsRequest",
     "InputsResult",
     "JudgedCall",
+    "JudgeRequest",
     "JudgeResult",
+    "PchRequest",
+    "Peaks",
+    "ServiceRequest",
+    "SetFingerprints",
     "SideBlocks",
+    "TimingPlan",
+    "WorkerAnswer",
+    "WorkerRequest",
 ]

@@ -1,5 +1,5 @@
 """Bursts: back-to-back calls timed from outside, which resolve kernels too short for the window's
-calls (tools/timing.py, tools/controller.py, harness/clock_stats.py).
+calls (tools/timing.py, tools/bursts.py, harness/clock_stats.py).
 
 The numbers in the windows below are the H200's (docs/benchmarks.md): about 2.2 ms of harness
 work around each window call, wandering by a few hundred µs, and a few µs around each burst call.
@@ -13,7 +13,7 @@ from cuda_agent_cli.harness.clock_stats import BURST_NULL_TRUST, resolve_bursts,
 from cuda_agent_cli.resources import tools_dir
 
 sys.path.insert(0, str(tools_dir()))  # the locked job modules import each other by name
-from controller import burst_checks, burst_size  # noqa: E402
+from bursts import burst_checks, burst_size  # noqa: E402
 
 
 def _block(round_: int, events: list[float], block_us: float) -> dict:

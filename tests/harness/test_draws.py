@@ -3,8 +3,15 @@ structure kept where the reference needs it, values and zero patterns new on eve
 
 from __future__ import annotations
 
+import sys
+
 import torch
-from cuda_agent_cli.assets.tools import draws, leaves
+
+from cuda_agent_cli.resources import tools_dir
+
+sys.path.insert(0, str(tools_dir()))  # the locked job modules import each other by name
+import draws  # noqa: E402
+import leaves  # noqa: E402
 
 
 def clone(obj):

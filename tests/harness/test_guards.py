@@ -8,7 +8,13 @@ import time
 
 import pytest
 import torch
-from cuda_agent_cli.assets.tools import guards
+
+from cuda_agent_cli.resources import tools_dir
+
+sys.path.insert(0, str(tools_dir()))  # the locked job modules import each other by name
+import integrity  # noqa: E402
+import op_guard  # noqa: E402
+import output_checks  # noqa: E402
 
 ATOL = RTOL = 1e-2
 
@@ -21,7 +27,7 @@ def run_checks(ref, cand, inputs_before=None, inputs_after=None, atol=ATOL, rtol
     x = torch.randn(16, 16)
     before = inputs_before if inputs_before is not None else [x.clone()]
     after = inputs_after if inputs_after is not None else [x]
-    return guards.compare_outputs(ref, cand, before, after, after, atol, rtol)
+    return output_checks.compare_outputs(ref, cand, before, after, after, atol, rtol)
 
 
 @pytest.fixture
@@ -126,13 +132,13 @@ def test_tensor_subclass_output_fails():
 )
 def test_output_aliasing_an_input_fails(alias):
     x = torch.randn(16, 16)
-    checks = guards.compare_outputs(x.clone(), alias(x), [x.clone()], [x], [x], ATOL, RTOL)
+    checks = output_checks.compare_outputs(x.clone(), alias(x), [x.clone()], [x], [x], ATOL, RTOL)
     assert "aliasing" in failed(checks)
 
 
 def test_output_in_other_memory_does_not_alias():
     x = torch.randn(16, 16)
-    checks = guards.compare_outputs(x.clone(), x.clone(), [x.clone()], [x], [x], ATOL, RTOL)
+    checks = output_checks.compare_outputs(x.clone(), x.clone(), [x.clone()], [x], [x], ATOL, RTOL)
     assert failed(checks) == {}
 
 
@@ -140,13 +146,13 @@ def test_modified_input_fails_inputs_unchanged(ref):
     x = torch.randn(16, 16)
     saved = x.clone()
     x.mul_(0)
-    bad = failed(guards.compare_outputs(ref, ref.clone(), [saved], [x], [x], ATOL, RTOL))
+    bad = failed(output_checks.compare_outputs(ref, ref.clone(), [saved], [x], [x], ATOL, RTOL))
     assert set(bad) == {"inputs_unchanged"}
 
 
 def test_nan_inputs_compare_equal_to_themselves(ref):
     x = torch.full((4,), float("nan"))
-    assert failed(guards.compare_outputs(ref, ref.clone(), [x.clone()], [x], [x], ATOL, RTOL)) == {}
+    assert failed(output_checks.compare_outputs(ref, ref.clone(), [x.clone()], [x], [x], ATOL, RTOL)) == {}
 
 
 def test_nan_and_inf_agreement():
@@ -173,11 +179,11 @@ def test_integer_outputs_must_match_exactly():
 
 
 def test_relative_error_threshold_follows_rtol_dtype_and_scale():
-    assert guards.relative_error_threshold(1.0, torch.float32, 1e-2, 1e-2) == 1e-2
+    assert output_checks.relative_error_threshold(1.0, torch.float32, 1e-2, 1e-2) == 1e-2
     # bf16 rounding alone is 2**-8 per element: a tight rtol must not reject honest bf16 output
-    assert guards.relative_error_threshold(1.0, torch.bfloat16, 1e-3, 1e-3) == 8 * 2**-7
+    assert output_checks.relative_error_threshold(1.0, torch.bfloat16, 1e-3, 1e-3) == 8 * 2**-7
     # a reference that lives inside the atol band only needs to be followed, not matched
-    assert guards.relative_error_threshold(1e-4, torch.float32, 1e-2, 1e-2) == 0.5
+    assert output_checks.relative_error_threshold(1e-4, torch.float32, 1e-2, 1e-2) == 0.5
 
 
 def test_honest_bf16_output_passes():
@@ -227,48 +233,48 @@ def test_guards_ignore_a_monkeypatched_torch(ref, monkeypatch):
     ],
 )
 def test_integrity_detects_tampering(monkeypatch, patch, expected):
-    snap = guards.snapshot_integrity()
-    assert guards.verify_integrity(snap) == []
+    snap = integrity.snapshot_integrity()
+    assert integrity.verify_integrity(snap) == []
     patch(monkeypatch)
-    problems = guards.verify_integrity(snap)
+    problems = integrity.verify_integrity(snap)
     assert any(expected in p for p in problems), problems
 
 
 def test_integrity_detects_a_dispatch_mode_left_behind():
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    snap = guards.snapshot_integrity()
+    snap = integrity.snapshot_integrity()
     mode = TorchDispatchMode()
     mode.__enter__()
     try:
-        assert any("dispatch mode" in p for p in guards.verify_integrity(snap))
+        assert any("dispatch mode" in p for p in integrity.verify_integrity(snap))
     finally:
         mode.__exit__(None, None, None)
 
 
 def test_integrity_is_quiet_after_normal_torch_use():
-    snap = guards.snapshot_integrity()
+    snap = integrity.snapshot_integrity()
     import torch.utils.cpp_extension  # noqa: F401  (what a load_inline candidate imports)
 
-    with guards.StrictOpGuard("strict"):
+    with op_guard.StrictOpGuard("strict"):
         torch.empty(3)
     torch.nn.functional.relu(torch.randn(3))
-    assert guards.verify_integrity(snap) == []
+    assert integrity.verify_integrity(snap) == []
 
 
 def test_precision_flags_report_changes():
     # Set and restored by hand: torch's backend flags are properties of a module object, which
     # monkeypatch cannot always restore (it depends on the pytest and torch versions).
     matmul = torch.backends.cuda.matmul
-    before = guards.precision_flags()
+    before = integrity.precision_flags()
     assert before["cuda.matmul.allow_tf32"] is False
     try:
         matmul.allow_tf32 = True
-        changed = guards.diff_precision_flags(before, guards.precision_flags())
+        changed = integrity.diff_precision_flags(before, integrity.precision_flags())
         assert any(c.startswith("cuda.matmul.allow_tf32: False -> True") for c in changed)
     finally:
         matmul.allow_tf32 = False
-    assert guards.diff_precision_flags(before, guards.precision_flags()) == []
+    assert integrity.diff_precision_flags(before, integrity.precision_flags()) == []
 
 
 # --------------------------------------------------------------------------------------------
@@ -278,7 +284,7 @@ def test_precision_flags_report_changes():
 
 def test_strict_guard_allows_allocation_views_and_copies():
     x = torch.randn(4, 8)
-    with guards.StrictOpGuard("strict") as g:
+    with op_guard.StrictOpGuard("strict") as g:
         y = torch.empty_like(x)
         y.copy_(x.t().contiguous().t())
         z = y.view(-1).reshape(8, 4).permute(1, 0).contiguous()
@@ -290,14 +296,14 @@ def test_strict_guard_allows_allocation_views_and_copies():
 
 def test_strict_guard_counts_every_op_it_dispatches():
     # What the null blocks' stand-in repeats, so the host time of each op's dispatch is not
-    # charged to the kernel (tools/executor.py).
+    # charged to the kernel (tools/serving.py).
     x = torch.randn(4, 8)
-    with guards.StrictOpGuard("strict") as g:
+    with op_guard.StrictOpGuard("strict") as g:
         for _ in range(5):
             x = x.view(-1).view(4, 8)
         torch.empty(3)
     assert g.violations == [] and g.dispatched == 11
-    with guards.StrictOpGuard("hybrid") as off:
+    with op_guard.StrictOpGuard("hybrid") as off:
         x.view(-1)
     assert off.dispatched == 0
 
@@ -316,14 +322,14 @@ def test_strict_guard_counts_every_op_it_dispatches():
 )
 def test_strict_guard_records_compute_ops(op, expected):
     x = torch.randn(4, 4)
-    with torch.no_grad(), guards.StrictOpGuard("strict") as g:
+    with torch.no_grad(), op_guard.StrictOpGuard("strict") as g:
         op(x)
     assert any(v.startswith(expected) for v in g.violations), g.violations
     assert "strict policy" in g.detail()
 
 
 def test_hybrid_guard_records_nothing():
-    with guards.StrictOpGuard("hybrid") as g:
+    with op_guard.StrictOpGuard("hybrid") as g:
         torch.relu(torch.randn(3))
     assert g.violations == []
 
@@ -331,27 +337,25 @@ def test_hybrid_guard_records_nothing():
 def test_strict_guard_notices_being_removed():
     from torch.utils._python_dispatch import _pop_mode
 
-    with guards.StrictOpGuard("strict") as g:
+    with op_guard.StrictOpGuard("strict") as g:
         _pop_mode()
     assert any("removed" in v for v in g.violations)
 
 
 def test_strict_guard_counts_repeats():
     x = torch.randn(4)
-    with guards.StrictOpGuard("strict") as g:
+    with op_guard.StrictOpGuard("strict") as g:
         for _ in range(3):
             torch.exp(x)
     assert g.counts[g.violations[0]] == 3 and "x3" in g.detail()
 
 
 def test_integrity_detects_edits_to_the_harness_own_modules(monkeypatch):
-    from cuda_agent_cli.resources import tools_dir
-
     # As in the harness's worker: the tools folder on sys.path, its modules imported by name.
     monkeypatch.syspath_prepend(str(tools_dir()))
     import timing
 
-    snap = guards.snapshot_integrity()
+    snap = integrity.snapshot_integrity()
     original_code, original_flush = timing.call_inputs.__code__, timing.FLUSH_BYTES
 
     def same_inputs(base, seed, device):
@@ -360,16 +364,16 @@ def test_integrity_detects_edits_to_the_harness_own_modules(monkeypatch):
     try:
         timing.call_inputs.__code__ = same_inputs.__code__  # same function object, new body
         timing.FLUSH_BYTES = 0  # a global the timing code reads
-        problems = guards.verify_integrity(snap)
+        problems = integrity.verify_integrity(snap)
     finally:
         timing.call_inputs.__code__, timing.FLUSH_BYTES = original_code, original_flush
     assert any("call_inputs.__code__ was replaced" in p for p in problems)
     assert any("FLUSH_BYTES was replaced" in p for p in problems)
-    assert guards.verify_integrity(snap) == []
+    assert integrity.verify_integrity(snap) == []
 
 
 def _values(ref, cand, exact=None):
-    _, values = guards.compare_values(ref, cand, 1e-2, 1e-2, exact)
+    _, values = output_checks.compare_values(ref, cand, 1e-2, 1e-2, exact)
     return {c["name"]: c for c in values}
 
 
@@ -420,13 +424,13 @@ def test_an_accumulating_index_put_is_compute_under_strict():
     x = torch.randn(8, 16)
     rows = torch.arange(8).repeat_interleave(16)
     out = torch.zeros(8)
-    with guards.StrictOpGuard("strict") as guard:
+    with op_guard.StrictOpGuard("strict") as guard:
         torch.ops.aten._unsafe_index_put(out, [rows], x.reshape(-1), True)  # row sums as a scatter-add
     assert guard.violations == ["aten._unsafe_index_put.default(accumulate=True)"]
-    with guards.StrictOpGuard("strict") as guard:
+    with op_guard.StrictOpGuard("strict") as guard:
         torch.ops.aten._unsafe_index_put(out, [torch.arange(8)], x[:, 0], False)  # a copy: allowed
         torch.ops.aten._unsafe_index_put(out, [torch.arange(8)], x[:, 1], accumulate=False)
     assert guard.violations == []
-    with guards.StrictOpGuard("strict") as guard:
+    with op_guard.StrictOpGuard("strict") as guard:
         torch.ops.aten._unsafe_index_put(out, [rows], x.reshape(-1), accumulate=True)
     assert guard.violations == ["aten._unsafe_index_put.default(accumulate=True)"]

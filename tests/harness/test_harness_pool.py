@@ -3,7 +3,10 @@ code), and its zygote running several jobs at once."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +39,54 @@ def test_clean_env_drops_injection_vectors_and_secrets() -> None:
     assert "/evil/bin" not in env["PATH"].split(":") and "/usr/bin" in env["PATH"].split(":")
 
 
+# -- the jobs: one table for both sides ------------------------------------------------------------
+
+
+def test_a_job_the_worker_does_not_run_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    pool = WorkerPool(resources.tools_dir(), clean_env(), tmp_path / "worker.log")
+    with pytest.raises(ValueError, match="unknown job 'compiel'"):
+        pool.submit("compiel", {}, tmp_path / "job", 60)
+    assert pool._proc is None and not (tmp_path / "job").exists()  # no zygote, no spec file
+
+
+_JOB_TABLE = """
+import json, sys
+sys.path.insert(0, {tools!r})
+import wire, worker
+found, refused = {{}}, []
+for name, job in wire.JOBS.items():
+    if job is None:
+        try:
+            worker._job_function(name)
+        except ValueError:
+            refused.append(name)
+    else:
+        function = worker._job_function(name)
+        found[name] = [function.__module__, function.__name__]
+print(json.dumps({{"found": found, "refused": refused}}))
+"""
+
+
+def test_the_worker_runs_each_job_of_the_table_by_its_module_and_function() -> None:
+    code = _JOB_TABLE.format(tools=str(resources.tools_dir()))
+    out = subprocess.run([sys.executable, "-E", "-B", "-c", code], capture_output=True, text=True, check=True)
+    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    from cuda_agent_cli.harness import wire
+
+    forked = {name: [job.module, job.function] for name, job in wire.JOBS.items() if job is not None}
+    assert answer["found"] == forked and {"compile", "inputs", "evaluate", "judge"} <= set(forked)
+    # The jobs the zygote answers itself have no code a child could run.
+    assert (
+        answer["refused"]
+        == [name for name, job in wire.JOBS.items() if job is None]
+        == [
+            "service",
+            "warm",
+            "warm-compiler",
+        ]
+    )
+
+
 # -- the zygote: overlapping jobs -------------------------------------------------------------
 
 _SLOW_PROBE = """
@@ -53,11 +104,11 @@ def run_probe_job(spec):
 
 @pytest.fixture
 def slow_pool(tmp_path: Path):
-    """The real zygote (tools/worker.py, guards.py and what it imports) with a probe job that
-    sleeps on request."""
+    """The real zygote (tools/worker.py, the runtime guards it imports first and what they import)
+    with a probe job that sleeps on request."""
     tools = tmp_path / "tools"
     tools.mkdir()
-    for name in ("worker.py", "guards.py", "evidence.py"):
+    for name in ("worker.py", "wire.py", "integrity.py", "op_guard.py", "output_checks.py", "evidence.py"):
         shutil.copy(resources.tools_dir() / name, tools / name)
     (tools / "worker_common.py").write_text(_SLOW_PROBE)
     pool = WorkerPool(tools, clean_env(), tmp_path / "worker.log")

@@ -3,6 +3,7 @@ process (a real object and its stand-in), rebuilt with the same kinds."""
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -10,7 +11,12 @@ from typing import NamedTuple
 
 import pytest
 import torch
-from cuda_agent_cli.assets.tools import init_objects, leaves
+
+from cuda_agent_cli.resources import tools_dir
+
+sys.path.insert(0, str(tools_dir()))  # the locked job modules import each other by name
+import init_objects  # noqa: E402
+import leaves  # noqa: E402
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Static checks on a candidate: the AST of model_new.py and the C++/CUDA sources.
 
-The second line of defence behind the runtime guards (tools/guards.py, which check what actually
-runs): these catch the bypasses of docs/security.md before anything is compiled or run. A try/except
+The second line of defence behind the runtime guards (tools/integrity.py, tools/op_guard.py and
+tools/output_checks.py, which check what actually runs): these catch the bypasses of docs/security.md before anything is compiled or run. A try/except
 fallback to torch, reusing the reference, imports outside the allowlist, frame and code
 introspection, monkeypatches of anything the file did not create, dynamic code, threads and
 processes, unsynchronized streams, torch ops where the policy forbids them, the CPython API and
