@@ -199,7 +199,7 @@ def _settle(
         status="correct" if best.correct else "failed",
     )
     if not best.correct:
-        from cuda_agent_cli.harness.driver import POLICY_ONLY
+        from cuda_agent_cli.harness.verdict import POLICY_ONLY
 
         checks = best.failed_checks()
         failed = [c.name for c in checks]

@@ -10,7 +10,11 @@ of peak is that time over the side's own (1.0: at the roofline).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 # Dense peak FLOP/s by dtype (float32 on the CUDA cores: the harness turns TF32 off; float16 and
@@ -90,3 +94,27 @@ def roofline(work: Mapping[str, Any], peak: DevicePeak, times_us: Mapping[str, f
         "measured_bandwidth": peak.measured_bandwidth,
         "fractions": {side: round(sol_us / us, 5) for side, us in times_us.items() if us > 0},
     }
+
+
+class MachinePeaks:
+    """This machine's measured peaks for one device, kept in the cache once a baselines' process
+    has measured them, so later rounds (and sessions) need not measure again."""
+
+    def __init__(self, cache: Path, device: str) -> None:
+        import platform
+
+        key = hashlib.sha256(json.dumps([device, platform.node(), os.cpu_count()]).encode()).hexdigest()[:16]
+        self.path = cache / "machine" / f"peaks-{key}.json"
+
+    def known(self) -> dict[str, float] | None:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and data.get("bandwidth") else None
+
+    def keep(self, peaks: Mapping[str, float]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(dict(peaks)))
+        os.replace(tmp, self.path)

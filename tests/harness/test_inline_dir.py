@@ -10,12 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from cuda_agent_cli.harness import driver
+from cuda_agent_cli.harness.build import Builder
 
 
 def _folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CUDA_AGENT_INLINE_DIR", str(tmp_path / "inline"))
-    return driver.Harness._inline_dir(SimpleNamespace(device="cpu", workspace=None))  # type: ignore[arg-type]
+    return Builder.inline_dir(SimpleNamespace(device="cpu", workspace=None))  # type: ignore[arg-type]
 
 
 def test_another_environment_builds_in_a_folder_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent_cli.harness.driver import POLICY_ONLY
+from cuda_agent_cli.harness.verdict import POLICY_ONLY
 
 pytestmark = pytest.mark.integration
 
