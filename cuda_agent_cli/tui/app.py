@@ -74,7 +74,7 @@ class ChatApp(AgentShell[ChatSession]):
     def on_approval_screen_typed(self, message: ApprovalScreen.Typed) -> None:
         """What is typed while an approval shows goes to the prompt (it answers nothing): kept,
         and sent or queued on Enter as when the agent works."""
-        self.prompt.take_typed(message.key, message.character)
+        self.prompt.take_typed(message.key, message.text)
 
     def submit(self, text: str) -> None:
         text = text.strip()

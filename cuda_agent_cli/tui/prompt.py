@@ -127,15 +127,15 @@ class PromptArea(TextArea):
             self.load_text("")
             self.post_message(self.Submitted(text))
 
-    def take_typed(self, key: str, character: str | None) -> None:
-        """A key typed while another screen had the keyboard (an approval): a character goes
-        in, Backspace takes one out, Enter sends."""
+    def take_typed(self, key: str, text: str | None) -> None:
+        """What was typed while another screen had the keyboard (an approval): text goes in,
+        Backspace takes a character out, Enter sends."""
         if key == "enter":
             self.submit()
         elif key == "backspace":
             self.action_delete_left()
-        elif character:
-            self.insert(character)
+        elif text:
+            self.insert(text)
 
     # -- history ---------------------------------------------------------------------------------
     def remember(self, text: str) -> None:

@@ -76,12 +76,13 @@ class ApprovalScreen(ModalScreen[Decision | None]):
     Dismissed with None when the question is withdrawn (`withdraw`)."""
 
     class Typed(Message):
-        """A key typed while the question showed, for the prompt: a character, backspace or enter."""
+        """Typed while the question showed, for the prompt: `key` is enter, backspace, or what
+        brought `text` (a printable key, a paste)."""
 
-        def __init__(self, key: str, character: str | None) -> None:
+        def __init__(self, key: str, text: str | None) -> None:
             super().__init__()
             self.key = key
-            self.character = character
+            self.text = text
 
     GRACE_S = 0.45
     AUTO_FOCUS = "#approval-body"
@@ -187,11 +188,17 @@ class ApprovalScreen(ModalScreen[Decision | None]):
         event.stop()
         event.prevent_default()
 
-    def _type(self, key: str, character: str | None) -> None:
+    def on_paste(self, event: events.Paste) -> None:
+        if isinstance(self.focused, Input):
+            return
+        event.stop()
+        self._type("paste", event.text)
+
+    def _type(self, key: str, text: str | None) -> None:
         if self.picked() is not None:
             self.query_one("#approval-body").focus()  # the highlight goes: the Enter after this answers nothing
         self.typed = True
-        self.post_message(self.Typed(key, character))
+        self.post_message(self.Typed(key, text))
         self._show_hint()
 
     def _pick(self, step: int) -> None:

@@ -94,6 +94,12 @@ def test_text_typed_while_a_write_approval_shows_answers_nothing_and_is_kept(rep
             assert app.prompt.text == "and" and app.screen is screen
             await pilot.press("backspace", "backspace", "backspace")
             assert app.prompt.text == ""
+            from textual import events
+
+            app.post_message(events.Paste("pasted"))  # a paste goes the same way
+            await wait_for(pilot, lambda: app.prompt.text == "pasted", what="the paste")
+            assert app.screen is screen
+            app.prompt.load_text("")
             await pilot.press("escape")  # Esc denies
             await wait_for(pilot, lambda: app.busy is None and "Hello again to you." in texts(app), what="the queue")
 
@@ -103,6 +109,25 @@ def test_text_typed_while_a_write_approval_shows_answers_nothing_and_is_kept(rep
     assert outputs[0].startswith("The user declined: Write b.py")
     users = [r["content"] for r in read_records(rt.state.transcript_path) if r["event"] == "user_message"]
     assert users == ["write b", "hello again"]
+
+
+def test_an_interrupted_turn_takes_its_question_down(repo, tmp_path):
+    """The gate waits on the question's future; when the turn is interrupted (quitting sets the
+    same cancel) it withdraws the question, and the dialog closes unanswered."""
+    model = replay_file(tmp_path / "r.jsonl", _two_writes())
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data", mode="ask")
+    app = chat_app(rt)
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await type_and_send(pilot, app, "write b and c")
+            await _approval(pilot, app)
+            app.work.cancel.set()
+            await wait_for(pilot, lambda: not isinstance(app.screen, ApprovalScreen), what="the question withdrawn")
+            await wait_for(pilot, lambda: app.busy is None and "interrupted" in texts(app), what="the turn's end")
+            assert not (repo / "b.py").exists()
+
+    run(go())
 
 
 def test_keys_typed_as_the_approval_opens_answer_nothing(repo, tmp_path, monkeypatch):
