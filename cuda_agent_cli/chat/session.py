@@ -374,8 +374,8 @@ class ChatSession:
 
         # The one place mentions are read: what the model is sent, and what could not be attached.
         prompt, problems = expand(text, self.root)
-        for problem in problems:
-            if sink is not None:
+        if sink is not None:
+            for problem in problems:
                 sink(Note(problem, "warning"))
         if not self.chat_file.is_file():
             self._save_chat_file()  # where the repository stood at the start, for /diff after a resume

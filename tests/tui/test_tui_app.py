@@ -89,6 +89,35 @@ def test_prompt_tool_calls_collapse_and_expand_with_highlighted_output(repo, tmp
     assert "1\tx = 1" in tool_outputs(rt)[0]
 
 
+def test_a_mention_is_read_once_its_text_sent_and_a_bad_one_said(repo, tmp_path, monkeypatch):
+    from cuda_agent_cli.chat import mentions
+
+    read = []
+    expand = mentions.expand
+
+    def counted(text, root):
+        read.append(text)
+        return expand(text, root)
+
+    monkeypatch.setattr(mentions, "expand", counted)
+    model = replay_file(tmp_path / "r.jsonl", [{"content": "Seen.", "tool_calls": []}])
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data")
+    app = chat_app(rt)
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await type_and_send(pilot, app, "look at @pkg/m.py and @nope.py")
+            await wait_for(pilot, lambda: app.busy is None and "Seen." in texts(app), what="the reply")
+            shown = texts(app)
+            assert "@nope.py is not a file in the repository" in shown
+            assert "› look at @pkg/m.py and @nope.py" in shown and "Contents of" not in shown
+
+    run(go())
+    assert read == ["look at @pkg/m.py and @nope.py"]  # once, for the model and the warning both
+    sent = records(rt, "user_message")[0]["content"]
+    assert "Contents of pkg/m.py:" in sent and "def f():" in sent
+
+
 def _edits():
     return [
         {
