@@ -264,9 +264,9 @@ def streaming(base: Path, tokens: int, rate: float) -> dict[str, Any]:
             await pilot.press("enter")
             # Plain sleeps, not pilot.pause: a pause makes the screen update and posts a message
             # to every widget, work the app never does by itself (it doubled the CPU measured).
-            while app._thread is None:  # the turn's worker
+            while app.work.thread is None:  # the turn's worker
                 await asyncio.sleep(0.005)
-            while app._thread.is_alive() or app.busy is not None:
+            while app.work.thread.is_alive() or app.busy is not None:
                 await asyncio.sleep(0.05)
             await pilot.pause()
             out["total_s"] = time.perf_counter() - t0

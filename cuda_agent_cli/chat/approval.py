@@ -3,16 +3,21 @@
 Each write into the repository and each command in `ask` mode becomes an `ApprovalRequest` (what
 the call does, and for file edits the proposed old and new text), and the UI answers with one of
 allow once, allow for this session, deny, or deny with an instruction the model is given. The
-gate also remembers the text of every file before a write it let through, so `/undo` can put it
-back. No textual here: the app supplies `ask`.
+gate asks by posting a `PendingApproval` (the request and a future for its answer) to whoever
+the running turn names (`ChatPermissions.asking`: the view, through the channel that carries the
+agent's events) and waits on the future in the agent's thread; the view resolves it. The gate
+also remembers the text of every file before a write it let through, so `/undo` can put it back.
+No textual here.
 """
 
 from __future__ import annotations
 
 import threading
+from concurrent import futures
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from cuda_agent_cli.actions.files import apply_edit
 from cuda_agent_cli.actions.paths import PathRefused, check_write, display
@@ -20,6 +25,7 @@ from cuda_agent_cli.actions.permissions import Permissions, command_program, des
 from cuda_agent_cli.actions.toolbox import Action, ActionContext
 
 Choice = Literal["once", "session", "deny", "instruct"]
+WAIT_S = 0.1  # how often a waiting gate looks whether the turn was interrupted
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,24 @@ class ApprovalRequest:
 class Decision:
     choice: Choice
     instruction: str = ""
+
+
+@dataclass(eq=False)
+class PendingApproval:
+    """A question the gate is waiting on: the request, and the future the view resolves with
+    the user's `Decision`. The gate cancels the future when the turn is interrupted, which tells
+    the view to take the question down."""
+
+    request: ApprovalRequest
+    answer: futures.Future[Decision] = field(default_factory=futures.Future)
+
+    def decide(self, decision: Decision) -> bool:
+        """Answer it (from any thread); False when it was answered or withdrawn already."""
+        try:
+            self.answer.set_result(decision)
+        except futures.InvalidStateError:
+            return False
+        return True
 
 
 @dataclass
@@ -93,11 +117,42 @@ def _read(path: Path) -> bytes | None:
 
 @dataclass
 class ChatPermissions(Permissions):
-    """Permissions whose `ask(request) -> Decision` can carry an edit's diff and an instruction."""
+    """Permissions whose questions carry an edit's diff and whose answers may carry an
+    instruction; asked while a turn names where questions go (`asking`)."""
 
-    ask: Callable[[ApprovalRequest], Decision] | None = None
     backups: list[list[FileBackup]] = field(default_factory=list)  # one entry per write let through
     lock: threading.Lock = field(default_factory=threading.Lock)
+    _post: Callable[[PendingApproval], None] | None = field(default=None, init=False, repr=False)
+    _cancel: threading.Event | None = field(default=None, init=False, repr=False)
+
+    @contextmanager
+    def asking(
+        self, post: Callable[[PendingApproval], None] | None, cancel: threading.Event | None = None
+    ) -> Iterator[None]:
+        """While the block runs (one turn, in the agent's thread), each question is handed to
+        `post` as a `PendingApproval` and the gate waits for its answer; `cancel`, once set,
+        withdraws the question waiting (a denial). Without `post` nobody can answer: a call that
+        needs a yes is refused."""
+        self._post, self._cancel = post, cancel
+        try:
+            yield
+        finally:
+            self._post = self._cancel = None
+
+    def ask(self, request: ApprovalRequest) -> Decision:
+        """Post the question and wait for the answer (a denial when the turn is interrupted)."""
+        assert self._post is not None
+        pending = PendingApproval(request)
+        self._post(pending)
+        while True:
+            try:
+                return pending.answer.result(timeout=WAIT_S)
+            except futures.TimeoutError:
+                pass
+            except futures.CancelledError:
+                return Decision("deny")
+            if self._cancel is not None and self._cancel.is_set() and pending.answer.cancel():
+                return Decision("deny")
 
     def request_for(self, action: Action, args: dict[str, Any], ctx: ActionContext) -> ApprovalRequest:
         what = describe_call(action, args, ctx)
@@ -132,7 +187,7 @@ class ChatPermissions(Permissions):
     def _decide(self, action: Action, args: dict[str, Any], ctx: ActionContext) -> str | None:
         if not self.should_ask(action, args, ctx):
             return None
-        if self.ask is None:
+        if self._post is None:
             return super().check(action, args, ctx)
         request = self.request_for(action, args, ctx)
         decision = self.ask(request)

@@ -4,16 +4,22 @@ session (`chat.session.ChatSession`) and one optimize session on a terminal
 the ledger from it, asks it what the conversation opens with, and hands it what the agent's
 events say about sessions (which started, each harness result, costs); it draws what comes
 back.
+
+The other way, a backend's work (a chat turn, an optimize session) tells the view what happens
+through one `ViewSink` the view passes in: the agent's events, lines to show (`Note`), and the
+approvals its permission gate waits on (`chat.approval.PendingApproval`, answered through the
+future it holds). The backend never holds a reference to the view.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol, TypeAlias
 
 if TYPE_CHECKING:
-    from cuda_agent_cli.agent.events import CostUpdate, HarnessResultEvent, Resumed, SessionStarted
+    from cuda_agent_cli.agent.events import CostUpdate, Event, HarnessResultEvent, Resumed, SessionStarted
+    from cuda_agent_cli.chat.approval import PendingApproval
     from cuda_agent_cli.chat.history import Opening
     from cuda_agent_cli.chat.ledger import Judged, Ledger
 
@@ -24,6 +30,10 @@ class Note:
 
     text: str
     kind: str = "info"
+
+
+# What a backend's work tells the view while it runs, called from the work's thread.
+ViewSink: TypeAlias = Callable[["Event | Note | PendingApproval"], None]
 
 
 class ChatBackend(Protocol):

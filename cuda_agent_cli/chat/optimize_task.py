@@ -8,12 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cuda_agent_cli.chat.backend import Note
 from cuda_agent_cli.chat.history import Opening, read_history
 from cuda_agent_cli.chat.ledger import Judged, Ledger
 
 if TYPE_CHECKING:
+    import threading
+
     from cuda_agent_cli.agent.events import CostUpdate, HarnessResultEvent, Resumed, SessionStarted
-    from cuda_agent_cli.run.optimize import OptimizeRequest
+    from cuda_agent_cli.chat.backend import ViewSink
+    from cuda_agent_cli.run.optimize import OptimizeOutcome, OptimizeRequest
 
 WHERE = "the agent works in its own workspace; nothing is written into the repository before the review"
 
@@ -72,6 +76,15 @@ class TaskRuntime:
                 )
         target = self.req.target or f"session {self.req.resume or '(the latest)'}"
         return Opening(None, "cuda-agent optimize", f" {target} · {WHERE}")
+
+    def run(self, sink: ViewSink, cancel: threading.Event) -> OptimizeOutcome:
+        """The session, through the one runner (`run.optimize.run_optimize`): `sink` is told its
+        events and each stage (a `Note`); `cancel` stops it as Ctrl+C does."""
+        from cuda_agent_cli.run.optimize import run_optimize
+
+        outcome = run_optimize(self.req, sink=sink, on_stage=lambda line: sink(Note(line)), cancel=cancel)
+        self.device = outcome.device
+        return outcome
 
     def session_started(self, event: SessionStarted) -> bool:
         self.model_string = event.model or self.model_string

@@ -14,10 +14,10 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from cuda_agent_cli.chat.approval import ChatPermissions
-from cuda_agent_cli.chat.backend import Note
+from cuda_agent_cli.chat.backend import Note, ViewSink
 from cuda_agent_cli.chat.commands import parse_optimize_args
 from cuda_agent_cli.chat.history import Opening, placed_history, read_history
 from cuda_agent_cli.chat.ledger import Judged, Ledger
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import threading
 
     from cuda_agent_cli.actions.toolbox import ToolResult
-    from cuda_agent_cli.agent.events import CostUpdate, EventSink, HarnessResultEvent, Resumed, SessionStarted
+    from cuda_agent_cli.agent.events import CostUpdate, HarnessResultEvent, Resumed, SessionStarted
     from cuda_agent_cli.agent.loop import AgentResult
     from cuda_agent_cli.agent.session_store import SessionState
     from cuda_agent_cli.harness import Harness
@@ -358,19 +358,26 @@ class ChatSession:
             "mode": self.permissions.mode,
         }
 
-    def send(self, text: str, sink: EventSink | None, cancel: threading.Event | None) -> AgentResult:
-        """One user message and the agent's work on it; Interrupted when `cancel` is set. The
-        writes it let through go onto the undo stack, however it ended."""
+    def send(self, text: str, sink: ViewSink | None, cancel: threading.Event | None) -> AgentResult:
+        """One user message and the agent's work on it; Interrupted when `cancel` is set. `sink`
+        is told the agent's events, a line for each @mention that cannot be attached, and each
+        approval the permission gate waits on. The writes it let through go onto the undo stack,
+        however it ended."""
         try:
-            return self._turn(text, sink, cancel)
+            with self.permissions.asking(sink, cancel):
+                return self._turn(text, sink, cancel)
         finally:
             self.take_file_backups()
 
-    def _turn(self, text: str, sink: EventSink | None, cancel: threading.Event | None) -> AgentResult:
+    def _turn(self, text: str, sink: ViewSink | None, cancel: threading.Event | None) -> AgentResult:
         from cuda_agent_cli.agent.loop import Limits, run_agent
         from cuda_agent_cli.chat.mentions import expand
 
-        prompt, _ = expand(text, self.root)
+        # The one place mentions are read: what the model is sent, and what could not be attached.
+        prompt, problems = expand(text, self.root)
+        if sink is not None:
+            for problem in problems:
+                sink(Note(problem, "warning"))
         if not self.chat_file.is_file():
             self._save_chat_file()  # where the repository stood at the start, for /diff after a resume
         limits = Limits(
@@ -451,13 +458,9 @@ class ChatSession:
         record(self.state, ShellCommand(command, output, is_error, round(duration_s, 3)))
 
     # -- optimize inside the chat ----------------------------------------------------------------
-    def optimize(
-        self,
-        args: list[str],
-        sink: EventSink | None,
-        cancel: threading.Event | None,
-        on_stage: Callable[[str], None] | None = None,
-    ) -> OptimizeOutcome:
+    def optimize(self, args: list[str], sink: ViewSink | None, cancel: threading.Event | None) -> OptimizeOutcome:
+        """/optimize: one session through the runner; `sink` is told its events and each stage
+        (a `Note`)."""
         from cuda_agent_cli.run.optimize import OptimizeRequest, run_optimize
 
         fields = parse_optimize_args(args)
@@ -472,6 +475,7 @@ class ChatSession:
             capture=fields["capture"],
             allow_unsafe=self.opts.allow_unsafe,
         )
+        on_stage = (lambda line: sink(Note(line))) if sink is not None else None
         outcome = run_optimize(req, sink=sink, on_stage=on_stage, data_dir=self.opts.data_dir, cancel=cancel)
         self.device = outcome.device
         return outcome

@@ -1,16 +1,19 @@
 """The prompt's completion popup: slash commands while a command name is typed, repository files
-after `@`. Mounted after the first frame, above the prompt."""
+after `@`. The prompt (tui/prompt.py) mounts it above itself after the first frame."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from cuda_agent_cli.chat import commands, mentions
-from cuda_agent_cli.tui.widgets import PromptArea
+
+if TYPE_CHECKING:
+    from cuda_agent_cli.tui.prompt import PromptArea
 
 
 class Completions(OptionList):

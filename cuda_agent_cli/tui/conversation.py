@@ -2,8 +2,9 @@
 harness cards and notices, and a resumed session's history, mounted a page at a time.
 
 It follows its end while new output comes (until the user scrolls up). Streamed text is
-buffered by the worker thread and moved onto the screen by a timer (FLUSH_HZ) into one Markdown
-widget that grows; a long reply continues in a new one between paragraphs, outside code fences.
+buffered by the worker thread and moved onto the screen by the widget's own timer (FLUSH_HZ) into
+one Markdown widget that grows; a long reply continues in a new one between paragraphs, outside
+code fences.
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ class Conversation(VerticalScroll):
         self._older: list[HistoryItem] = []
         self._older_marker: Notice | None = None
         self._calls: dict[str, ToolCallLine] = {}
+
+    def on_mount(self) -> None:
+        self.set_interval(1 / FLUSH_HZ, self.flush_text)
 
     # -- adding ----------------------------------------------------------------------------------
     def add(self, widget: Widget) -> AwaitMount:

@@ -6,9 +6,11 @@ from typing import Any
 
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Input, Static
 
@@ -57,31 +59,46 @@ def too_small_message() -> Static:
     return msg
 
 
-class ApprovalScreen(ModalScreen[Decision]):
+CHOICES = ("once", "session", "deny", "instruct")  # the buttons, left to right
+
+
+class ApprovalScreen(ModalScreen[Decision | None]):
     """Allow once, allow for this session, deny, or deny with an instruction for the agent.
 
-    The modal opens while the user may still be typing their next message, so for `GRACE_S`
-    after it opens every choice (keys, Enter on a button, a click) is swallowed: nothing typed
-    in that moment answers it or reaches the prompt. No button has the focus at first, so a
-    late Enter answers nothing either, and the session-wide choice says what it grants."""
+    Typed text never answers it. A choice is highlighted with Tab, Shift+Tab or the arrows and
+    taken with Enter, or clicked; Esc denies. Nothing is highlighted when it opens, and the first
+    highlight is "Allow once" (or, going left, "Deny + instruct"), so allowing for the whole
+    session is always a step further. What is typed while it shows goes to the prompt under it
+    (`Typed`; Enter too while nothing is highlighted), so a message typed as the question opened
+    is kept, and sent or queued as while the agent works; typing also takes the highlight off,
+    so the Enter that ends a line answers nothing. For `GRACE_S` after it opens no choice is
+    taken at all (keys typed ahead, a click), and the hint line always says how to choose.
+    Dismissed with None when the question is withdrawn (`withdraw`)."""
+
+    class Typed(Message):
+        """Typed while the question showed, for the prompt: `key` is enter, backspace, or what
+        brought `text` (a printable key, a paste)."""
+
+        def __init__(self, key: str, text: str | None) -> None:
+            super().__init__()
+            self.key = key
+            self.text = text
 
     GRACE_S = 0.45
     AUTO_FOCUS = "#approval-body"
     BINDINGS = [
-        Binding("1,y", "choose('once')", "Allow once"),
-        Binding("2,a", "choose('session')", "Allow for session"),
-        Binding("3,n", "choose('deny')", "Deny"),
-        Binding("4,i", "instruct", "Deny with instruction"),
-        Binding("t", "toggle_view", "Unified / side by side"),
-        Binding("escape", "choose('deny')", "Deny", show=False),
+        Binding("ctrl+t", "toggle_view", "Unified / side by side", show=False),
+        Binding("escape", "take('deny')", "Deny", show=False),
     ]
 
     def __init__(self, request: ApprovalRequest) -> None:
         super().__init__()
         self.request = request
         self.side = False
-        self.armed = False  # whether the choices answer yet (after GRACE_S)
+        self.armed = False  # whether choices are taken yet (after GRACE_S)
         self.small = False  # the terminal is too small to show the request: nothing answers it
+        self.typed = False  # something typed here went to the prompt
+        self._withdrawn = False
 
     def compose(self) -> ComposeResult:
         r = self.request
@@ -91,18 +108,40 @@ class ApprovalScreen(ModalScreen[Decision]):
                 yield Static(render.approval_body(r, self.side), id="approval-diff")
             yield Input(placeholder="What should the agent do instead? (Enter sends)", id="approval-instruction")
             with Horizontal(id="approval-buttons"):
-                yield Button("1 Allow once", id="once", variant="success")
-                yield Button(f"2 Allow {session_grant(r, short=True)} this session", id="session", variant="primary")
-                yield Button("3 Deny", id="deny", variant="error")
-                yield Button("4 Deny + instruct", id="instruct", variant="warning")
+                # Disabled through the grace: they can be neither highlighted nor clicked yet.
+                yield Button("Allow once", id="once", variant="success", disabled=True)
+                yield Button(
+                    f"Allow {session_grant(r, short=True)} this session", id="session", variant="primary", disabled=True
+                )
+                yield Button("Deny", id="deny", variant="error", disabled=True)
+                yield Button("Deny + instruct", id="instruct", variant="warning", disabled=True)
             yield Static(self._hint(), id="approval-hint")
         yield too_small_message()
 
+    def picked(self) -> str | None:
+        """The highlighted choice, if any."""
+        focused = self.focused
+        return focused.id if isinstance(focused, Button) else None
+
     def _hint(self) -> Text:
+        """How to choose, and where typing goes."""
         if not self.armed:
-            return Text("keys paused for a moment, so typing does not answer by accident…", style="dim")
-        hint = "t: unified / side by side · " if self.request.new is not None else ""
-        return Text(hint + "keys 1-4 (y/a/n/i)", style="dim")
+            return Text("the choices open in a moment · typing goes to the prompt", style="dim")
+        picked = self.picked()
+        if picked is not None:
+            what = {
+                "once": "allow this once",
+                "session": f"allow {session_grant(self.request)} for the rest of this session",
+                "deny": "deny",
+                "instruct": "deny and say what to do instead",
+            }[picked]
+            return Text(f"Enter: {what} · Esc denies", style="dim")
+        view = f" · Ctrl+T: {'unified' if self.side else 'side by side'}" if self.request.new is not None else ""
+        typed = "typed text went to the prompt" if self.typed else "typing goes to the prompt"
+        return Text(f"Tab or ←/→ picks, Enter takes it · Esc denies{view} · {typed}", style="dim")
+
+    def _show_hint(self) -> None:
+        self.query_one("#approval-hint", Static).update(self._hint())
 
     def on_mount(self) -> None:
         self.query_one("#approval-instruction", Input).display = False
@@ -112,33 +151,88 @@ class ApprovalScreen(ModalScreen[Decision]):
     def on_resize(self, event: Any) -> None:
         self.small = guard_size(self, "#approval")
 
+    def on_screen_resume(self) -> None:
+        if self._withdrawn:
+            self.dismiss(None)
+
     def _arm(self) -> None:
         self.armed = True
-        self.query_one("#approval-hint", Static).update(self._hint())
+        for button in self.query(Button):
+            button.disabled = False
+        self._show_hint()
 
-    def action_choose(self, choice: str) -> None:
-        # While the instruction is typed the Input takes the letters, so this is a real choice.
-        if self.armed and not self.small:
-            self.dismiss(Decision(choice))  # type: ignore[arg-type]
+    def withdraw(self) -> None:
+        """The question was withdrawn (the turn was interrupted): close without an answer, now
+        or once it is on top again."""
+        self._withdrawn = True
+        if self.is_current:
+            self.dismiss(None)
 
-    def action_instruct(self) -> None:
+    def on_key(self, event: events.Key) -> None:
+        """Keys reaching the screen from what has the focus, before any binding takes them."""
+        if isinstance(self.focused, Input):
+            return  # the instruction is being typed: its keys are its own
+        key = event.key
+        if key in ("tab", "right", "shift+tab", "left"):
+            self._pick(1 if key in ("tab", "right") else -1)
+        elif key == "enter":
+            picked = self.picked()
+            if picked is None:
+                self.post_message(self.Typed("enter", None))
+            else:
+                self.action_take(picked)
+        elif key == "backspace" or (event.is_printable and event.character):
+            self._type(key, event.character)
+        else:
+            return
+        event.stop()
+        event.prevent_default()
+
+    def on_paste(self, event: events.Paste) -> None:
+        if isinstance(self.focused, Input):
+            return
+        event.stop()
+        self._type("paste", event.text)
+
+    def _type(self, key: str, text: str | None) -> None:
+        if self.picked() is not None:
+            self.query_one("#approval-body").focus()  # the highlight goes: the Enter after this answers nothing
+        self.typed = True
+        self.post_message(self.Typed(key, text))
+        self._show_hint()
+
+    def _pick(self, step: int) -> None:
         if not self.armed or self.small:
             return
-        box = self.query_one("#approval-instruction", Input)
-        box.display = True
-        box.focus()
+        picked = self.picked()
+        if picked is None:
+            i = 0 if step > 0 else len(CHOICES) - 1
+        else:
+            i = min(max(CHOICES.index(picked) + step, 0), len(CHOICES) - 1)
+        self.query_one(f"#{CHOICES[i]}", Button).focus()
+        self._show_hint()
+
+    def on_descendant_focus(self, _event: Any) -> None:
+        if self.is_mounted:
+            self._show_hint()
+
+    def action_take(self, choice: str) -> None:
+        if not self.armed or self.small:
+            return
+        if choice == "instruct":
+            box = self.query_one("#approval-instruction", Input)
+            box.display = True
+            box.focus()
+            return
+        self.dismiss(Decision(choice))  # type: ignore[arg-type]
 
     def action_toggle_view(self) -> None:
-        if not self.armed:
-            return
         self.side = not self.side
         self.query_one("#approval-diff", Static).update(render.approval_body(self.request, self.side))
+        self._show_hint()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "instruct":
-            self.action_instruct()
-        elif self.armed and not self.small:
-            self.dismiss(Decision(event.button.id))  # type: ignore[arg-type]
+        self.action_take(event.button.id or "deny")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(Decision("instruct", event.value))

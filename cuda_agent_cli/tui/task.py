@@ -1,11 +1,11 @@
-"""`cuda-agent optimize` on a terminal: the chat's screen focused on one task.
+"""`cuda-agent optimize` on a terminal: the chat's frame focused on one task.
 
-The session runs through the one runner (`run.optimize.run_optimize`) in the app's worker thread;
-this app is only its event sink, over a `chat.optimize_task.TaskRuntime`. It shows the
-conversation and the ledger while the agent works, then the same review screen as the chat. It
-never writes into the repository: the answer (`decision`) goes back to the optimize command,
-which applies it through the same write-back as the linear output does, so both paths land a
-kernel, refuse one and exit alike.
+The frame (tui/shell.py) with optimize's own parts: a line of keys instead of a prompt, the
+ledger open, and one job, the session (`chat.optimize_task.TaskRuntime.run`, the one runner).
+It shows the conversation and the ledger while the agent works, then the same review screen as
+the chat. It never writes into the repository: the answer (`decision`) goes back to the optimize
+command, which applies it through the same write-back as the linear output does, so both paths
+land a kernel, refuse one and exit alike.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from textual.containers import Horizontal
 from textual.widgets import Static
 
 from cuda_agent_cli.chat.optimize_task import TaskRuntime
-from cuda_agent_cli.tui.agent_app import AgentApp, detect_device
-from cuda_agent_cli.tui.conversation import Conversation
+from cuda_agent_cli.tui.shell import AgentShell, detect_device
 
 if TYPE_CHECKING:
     from cuda_agent_cli.run.optimize import OptimizeOutcome, OptimizeRequest
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
 KEYS = "Esc interrupts · Ctrl+L hides the ledger · Enter on a tool call shows its output · Ctrl+C twice quits"
 
 
-class OptimizeApp(AgentApp[TaskRuntime]):
+class OptimizeApp(AgentShell[TaskRuntime]):
     """The conversation and the ledger while the session runs, then the review.
 
     After it closes: `outcome` (None when the run did not finish), `error` (what the run raised,
@@ -36,8 +35,6 @@ class OptimizeApp(AgentApp[TaskRuntime]):
     None: not asked)."""
 
     NAME = "cuda-agent optimize"
-    LAYOUT = ("#main", "#task-keys", "#status")
-    LEDGER_OPEN = True
     BINDINGS = [Binding("q", "close", "Close", show=False)]
 
     def __init__(
@@ -50,7 +47,7 @@ class OptimizeApp(AgentApp[TaskRuntime]):
         detect: Callable[[], str] = detect_device,
         banner: str | None = None,
     ) -> None:
-        super().__init__(runtime, detect=detect, banner=banner)
+        super().__init__(runtime, detect=detect, banner=banner, ledger_open=True)
         self.req = req
         self.ask_to_apply = ask  # False with --yes (apply without asking): no review screen
         self.refused = refused  # why y cannot apply (--no-apply), shown on the review screen
@@ -60,55 +57,38 @@ class OptimizeApp(AgentApp[TaskRuntime]):
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
-            yield Conversation()
+            yield self.conversation
         yield Static(Text(KEYS, style="dim"), id="task-keys")
-        yield Static(id="status")
-        yield Static(id="too-small")
+        yield self.status_bar
+        yield self.too_small
 
-    def begin(self) -> None:
+    def on_agent_shell_opened(self, _message: AgentShell.Opened) -> None:
         self.start_work("optimizing", self._run, self._finished)
 
     def _run(self) -> Any:
-        """The worker: the one session runner, with this app as its sink."""
-        from cuda_agent_cli.run.optimize import run_optimize
-
+        """The worker: the session, telling this app what happens."""
         try:
-            return run_optimize(
-                self.req, sink=self.sink, on_stage=lambda msg: self._post(self.notice, msg), cancel=self.cancel
-            )
+            return self.backend.run(self.work.tell, self.work.cancel)
         except BaseException as exc:
             self.error = exc  # the command reports it once the screen is gone
             raise
 
-    def work_done(self) -> None:
+    def on_agent_shell_settled(self, _message: AgentShell.Settled) -> None:
         if self.error is not None:
             self.exit(None)  # the error line and its exit code come from the command, as in --plain
 
     def _finished(self, outcome: OptimizeOutcome) -> None:
         self.outcome = outcome
-        self.runtime.device = outcome.device
-        self.device_label = outcome.device if not self.device_label.startswith("cuda (") else self.device_label
-        self.refresh_status()
-        self.review(outcome)
-
-    def no_kernel(self, outcome: OptimizeOutcome) -> str:
+        if not self.status_bar.device.startswith("cuda ("):  # a detected GPU's name says more
+            self.set_device(outcome.device)
         why = outcome.stop_reason + (f" — {outcome.stop_detail}" if outcome.stop_detail else "")
-        return f"no correct kernel in this session (stopped: {why}) — q closes"
+        no_kernel = f"no correct kernel in this session (stopped: {why}) — q closes"
+        self.review(outcome, no_kernel, self._reviewed, ask=self.ask_to_apply, refused=self.refused)
 
-    def reviewed(self, outcome: OptimizeOutcome, apply: bool) -> None:
+    def _reviewed(self, apply: bool) -> None:
         self.decision = apply and self.refused is None
         self.exit(None)
 
     def action_close(self) -> None:
         if self.busy is None:
             self.exit(None)
-
-    def action_toggle_ledger(self) -> None:
-        ledger = self.ledger_panel
-        ledger.display = not ledger.display
-        ledger.show(self.runtime.ledger)
-
-    def quit_saving(self) -> None:
-        # The worker sees the cancel, records the stop and raises Interrupted: exit 130.
-        self.cancel.set()
-        self.exit(None)

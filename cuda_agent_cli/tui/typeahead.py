@@ -1,59 +1,58 @@
-"""Keys typed ahead, taken one at a time: the app under the chat's screens.
+"""Keys typed ahead, taken one at a time.
 
 textual hands each key to the focused widget at once, so keys typed ahead would reach the
 prompt before the screen their earlier keys open, and an Escape meant for that screen would go
-to the prompt and be lost. Here each key (and paste) from the terminal is delivered only once
-the one before has been handled in full; Ctrl+C and Ctrl+Q never wait.
+to the prompt and be lost. `TypeAhead` (held by the app, which gives it each event first) delivers
+each key (and paste) from the terminal only once the one before has been handled in full;
+Ctrl+C and Ctrl+Q never wait.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from textual import events
 from textual.app import App
 
 KEY_SETTLE_S = 1.0  # the longest a typed-ahead key waits on one part of the app that handles the one before
+IMMEDIATE_KEYS = frozenset({"ctrl+c", "ctrl+q"})  # never wait behind typed-ahead keys
 
 
-class TypeAheadApp(App[int]):
-    IMMEDIATE_KEYS = frozenset({"ctrl+c", "ctrl+q"})  # never wait behind typed-ahead keys
+class TypeAhead:
+    def __init__(self, app: App[Any], route: Callable[[events.Event], Awaitable[None]]) -> None:
+        self.app = app
+        self.route = route  # textual's own routing of an event: priority bindings, else the focus
+        self._typed: deque[events.Event] = deque()
+        self._pump: asyncio.Task[None] | None = None
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._typed: deque[events.Event] = deque()  # keys (and pastes) typed ahead, taken one at a time
-        self._key_pump: asyncio.Task[None] | None = None
-
-    async def on_event(self, event: events.Event) -> None:
-        """Keys (and pastes) from the terminal are taken one at a time, each once the one before
-        has been handled in full (a command it submitted run, a screen it opened or closed). A
-        key with none before it goes at once."""
-        typed = isinstance(event, events.Key) and event.key not in self.IMMEDIATE_KEYS
-        if (typed or isinstance(event, events.Paste)) and not event.is_forwarded:
-            if self._key_pump is not None and not self._key_pump.done():
-                self._typed.append(event)
-                return
-            self._typed.append(event)
-            self._key_pump = asyncio.create_task(self._deliver_typed())
+    async def take(self, event: events.Event) -> bool:
+        """Whether `event` is a key (or paste) from the terminal, now queued here: delivered at
+        once when none is waiting before it, else after the ones before it."""
+        typed = isinstance(event, events.Key) and event.key not in IMMEDIATE_KEYS
+        if not (typed or isinstance(event, events.Paste)) or event.is_forwarded:
+            return False
+        self._typed.append(event)
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.create_task(self._deliver())
             await asyncio.sleep(0)  # it delivers this key now; only the ones after it wait
-            return
-        await super().on_event(event)
+        return True
 
-    async def _deliver_typed(self) -> None:
-        while self._typed and self.is_running:
+    async def _deliver(self) -> None:
+        app = self.app
+        while self._typed and app.is_running:
             key = self._typed.popleft()
-            target: Any = self.focused or self.screen
-            screen = self.screen
+            target: Any = app.focused or app.screen
+            screen = app.screen
             try:
-                await super().on_event(key)  # textual's own routing: priority bindings, else the focus
+                await self.route(key)
                 await self._drain(target.ancestors_with_self)
-                if self.screen is not screen:  # opened or closed one: let it mount and take the focus
-                    await self._drain([self.screen, self])
+                if app.screen is not screen:  # opened or closed one: let it mount and take the focus
+                    await self._drain([app.screen, app])
             except Exception as exc:  # what textual does with an error in its own handling of a key
                 self._typed.clear()
-                self._handle_exception(exc)
+                app._handle_exception(exc)
                 return
 
     async def _drain(self, chain: list[Any]) -> None:
@@ -63,7 +62,7 @@ class TypeAheadApp(App[int]):
         for _ in range(8):
             quiet = True
             for node in chain:
-                if node is not self and node.message_queue_size:
+                if node is not self.app and node.message_queue_size:
                     quiet = False
                 done = asyncio.Event()
                 if not node.call_later(done.set):

@@ -1,4 +1,4 @@
-"""The chat's widgets: conversation pieces, the tool call line, the ledger, the prompt."""
+"""The chat's widgets: conversation pieces, the tool call line, harness cards, the ledger."""
 
 from __future__ import annotations
 
@@ -8,25 +8,18 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Static, TextArea
+from textual.widgets import Static
 
 from cuda_agent_cli.tui import render
 from cuda_agent_cli.tui.markdown_blocks import MarkdownBlocks
+from cuda_agent_cli.tui.prompt import PromptArea
 
 
-# The conversation and the completion box sit above these widgets (conversation.py and
-# completions.py import them): found by their names on the screen, and used through what they
-# offer here, so that no import runs back up.
+# The conversation sits above these widgets (conversation.py imports them): found by its name on
+# the screen, and used through what it offers here, so that no import runs back up.
 class _LineStepper(Protocol):
-    def step_tool_line(self, current: "ToolCallLine | None", step: int) -> bool: ...
-
-
-class _CompletionBox(Protocol):
-    def accept(self, prompt: "PromptArea") -> None: ...
-
-    def move(self, step: int) -> None: ...
+    def step_tool_line(self, current: ToolCallLine | None, step: int) -> bool: ...
 
 
 if TYPE_CHECKING:
@@ -171,110 +164,3 @@ class HarnessCard(Static):
         )
         self.result = judged.result
         self.best = best
-
-
-class PromptArea(TextArea):
-    """Multi-line prompt: Enter sends, Ctrl+J (or Shift+Enter) adds a line, Up/Down walk the history
-    from the first/last line, Ctrl+R searches it, Tab takes a completion; Tab (with no completion
-    shown) and Shift+Tab go to the newest tool call."""
-
-    class Submitted(Message):
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
-
-    def __init__(self, **kw: Any) -> None:
-        super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", **kw)
-        self.past: list[str] = []
-        self._pos: int | None = None  # index into history while walking it
-        self._draft = ""
-        self.search: str | None = None  # the Ctrl+R search term while searching
-        self._search_from = 0
-        self.completing = False  # the app shows completions: Tab takes one, Up/Down choose
-
-    async def _on_key(self, event: events.Key) -> None:
-        key = event.key
-        walking = self._pos is not None and key in ("up", "down")  # the history, not the popup
-        if self.completing and key in ("tab", "up", "down") and not walking:
-            event.stop()
-            event.prevent_default()
-            box = cast(_CompletionBox, self.screen.query_one("Completions"))
-            if key == "tab":
-                box.accept(self)
-            else:
-                box.move(-1 if key == "up" else 1)
-            return
-        if key in ("tab", "shift+tab"):
-            conversations = self.screen.query("Conversation")
-            if conversations and cast(_LineStepper, conversations.first()).step_tool_line(None, -1):
-                event.stop()
-                event.prevent_default()
-                return
-        if key == "enter":
-            event.stop()
-            event.prevent_default()
-            text = self.text
-            if text.strip():
-                self.remember(text)
-                self.load_text("")
-                self.post_message(self.Submitted(text))
-            return
-        if key in ("ctrl+j", "shift+enter"):
-            event.stop()
-            event.prevent_default()
-            self.insert("\n")
-            return
-        if key == "ctrl+r":
-            event.stop()
-            event.prevent_default()
-            self.search_history()
-            return
-        if self.search is not None and key not in ("ctrl+r",):
-            self.search = None
-        await super()._on_key(event)
-
-    def remember(self, text: str) -> None:
-        if not self.past or self.past[-1] != text:
-            self.past.append(text)
-        self._pos = None
-        self.search = None
-
-    def action_cursor_up(self, select: bool = False) -> None:
-        if not select and self.cursor_location[0] == 0 and self.past:
-            if self._pos is None:
-                self._draft = self.text
-                self._pos = len(self.past)
-            if self._pos > 0:
-                self._pos -= 1
-                self._show(self.past[self._pos])
-            return
-        super().action_cursor_up(select)
-
-    def action_cursor_down(self, select: bool = False) -> None:
-        if not select and self._pos is not None and self.cursor_location[0] >= self.document.line_count - 1:
-            self._pos += 1
-            if self._pos >= len(self.past):
-                self._pos = None
-                self._show(self._draft)
-            else:
-                self._show(self.past[self._pos])
-            return
-        super().action_cursor_down(select)
-
-    def _show(self, text: str) -> None:
-        self.load_text(text)
-        self.move_cursor(self.document.end)
-
-    def search_history(self) -> None:
-        """Reverse search: the newest entry containing what was typed; again for an older one."""
-        if self.search is None:
-            self.search = self.text
-            self._search_from = len(self.past)
-        term = self.search
-        for i in range(self._search_from - 1, -1, -1):
-            if term in self.past[i]:
-                self._search_from = i
-                self._show(self.past[i])
-                self.notify(f"history search {term!r}: {len(self.past) - i} back", timeout=2)
-                return
-        self.notify(f"no older entry contains {term!r}", severity="warning", timeout=2)

@@ -24,6 +24,7 @@ from chat_helpers import (  # noqa: E402
     wait_for,
 )
 
+from cuda_agent_cli.agent.transcript import read_records  # noqa: E402
 from cuda_agent_cli.tui.screens import ApprovalScreen  # noqa: E402
 
 
@@ -40,6 +41,95 @@ def _two_writes():
     ]
 
 
+def _typed(text: str) -> list[str]:
+    """Pilot's key names for `text` typed as it is."""
+    return ["space" if c == " " else c for c in text]
+
+
+async def _approval(pilot, app, other_than=None):
+    """The approval screen once it takes choices (after its grace)."""
+    return await wait_for(
+        pilot,
+        lambda: (
+            isinstance(app.screen, ApprovalScreen) and app.screen is not other_than and app.screen.armed and app.screen
+        ),
+        what="the approval",
+    )
+
+
+def _hint(screen) -> str:
+    return plain(screen.query_one("#approval-hint").content)
+
+
+def test_text_typed_while_a_write_approval_shows_answers_nothing_and_is_kept(repo, tmp_path):
+    """What a new user did: a Write approval opened while they typed `/nosuch`, Enter, `hello
+    again`, Enter. The `n` and the `a` answer nothing; the command runs as any typed while the
+    agent works does, and the message is queued; Esc then denies the write."""
+    model = replay_file(
+        tmp_path / "r.jsonl",
+        [
+            {"content": None, "tool_calls": [{"name": "Write", "arguments": {"file_path": "b.py", "content": "b\n"}}]},
+            {"content": "Left b.py alone.", "tool_calls": []},
+            {"content": "Hello again to you.", "tool_calls": []},
+        ],
+    )
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data", mode="ask")
+    app = chat_app(rt)
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await type_and_send(pilot, app, "write b")
+            screen = await _approval(pilot, app)
+            assert "typing goes to the prompt" in _hint(screen) and "Tab or ←/→ picks, Enter takes it" in _hint(screen)
+            await pilot.press(*_typed("/nosuch"), "enter", *_typed("hello again"), "enter")
+            await pilot.pause()
+            assert app.screen is screen  # still asking: nothing typed answered it
+            assert not (repo / "b.py").exists() and not rt.permissions.always_writes
+            # Nothing typed is lost: the command ran (as one typed while the agent works), the
+            # message waits its turn, and the dialog says where the typing went.
+            assert "unknown command /nosuch" in texts(app)
+            assert list(app.queue) == ["hello again"] and "› hello again  (queued)" in texts(app)
+            assert "typed text went to the prompt" in _hint(screen)
+            await pilot.press(*_typed("and"))  # typed, not sent: it waits in the prompt
+            assert app.prompt.text == "and" and app.screen is screen
+            await pilot.press("backspace", "backspace", "backspace")
+            assert app.prompt.text == ""
+            from textual import events
+
+            app.post_message(events.Paste("pasted"))  # a paste goes the same way
+            await wait_for(pilot, lambda: app.prompt.text == "pasted", what="the paste")
+            assert app.screen is screen
+            app.prompt.load_text("")
+            await pilot.press("escape")  # Esc denies
+            await wait_for(pilot, lambda: app.busy is None and "Hello again to you." in texts(app), what="the queue")
+
+    run(go())
+    assert not (repo / "b.py").exists()
+    outputs = [r["output"] for r in read_records(rt.state.transcript_path) if r["event"] == "tool_finished"]
+    assert outputs[0].startswith("The user declined: Write b.py")
+    users = [r["content"] for r in read_records(rt.state.transcript_path) if r["event"] == "user_message"]
+    assert users == ["write b", "hello again"]
+
+
+def test_an_interrupted_turn_takes_its_question_down(repo, tmp_path):
+    """The gate waits on the question's future; when the turn is interrupted (quitting sets the
+    same cancel) it withdraws the question, and the dialog closes unanswered."""
+    model = replay_file(tmp_path / "r.jsonl", _two_writes())
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data", mode="ask")
+    app = chat_app(rt)
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await type_and_send(pilot, app, "write b and c")
+            await _approval(pilot, app)
+            app.work.cancel.set()
+            await wait_for(pilot, lambda: not isinstance(app.screen, ApprovalScreen), what="the question withdrawn")
+            await wait_for(pilot, lambda: app.busy is None and "interrupted" in texts(app), what="the turn's end")
+            assert not (repo / "b.py").exists()
+
+    run(go())
+
+
 def test_keys_typed_as_the_approval_opens_answer_nothing(repo, tmp_path, monkeypatch):
     # A long grace in the test, so a slow machine still sends the keys inside it.
     monkeypatch.setattr(ApprovalScreen, "GRACE_S", 6.0)
@@ -51,28 +141,76 @@ def test_keys_typed_as_the_approval_opens_answer_nothing(repo, tmp_path, monkeyp
         async with app.run_test(size=(120, 40)) as pilot:
             await type_and_send(pilot, app, "write b and c")
             screen = await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen, what="modal")
-            # The user is still typing their next message: "a", "1", "y", Enter, "2" ...
-            await pilot.press("a", "1", "y", "2", "n", "3", "enter", "space", "i", "4", "t")
+            # Still moving around as the question opens: nothing highlights, nothing is taken.
+            await pilot.press("tab", "right", "enter", "left", "shift+tab", "enter", "escape")
             await pilot.pause(0.1)
-            assert app.screen is screen and not screen.armed
+            assert app.screen is screen and not screen.armed and screen.picked() is None
             assert not rt.permissions.always_writes and not (repo / "b.py").exists()
-            assert "paused" in plain(screen.query_one("#approval-hint").content)
-            assert not screen.query_one("#approval-instruction").display  # "i"/"4" did nothing
-            # After the grace the keys work as before, and the session-wide one says what it grants.
-            await wait_for(pilot, lambda: screen.armed, what="the keys to arm")
-            assert "all writes this session" in plain(screen.query_one("#session").label)
-            await pilot.press("1")
+            assert "the choices open in a moment" in _hint(screen)
+            await pilot.click("#session")  # nor a click
+            await pilot.pause(0.1)
+            assert app.screen is screen and not rt.permissions.always_writes and screen.picked() is None
+            await wait_for(pilot, lambda: screen.armed, what="the choices to open")
+            await pilot.press("tab", "enter")
             await wait_for(pilot, lambda: (repo / "b.py").exists(), what="b.py")
             second = await wait_for(
                 pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen is not screen and app.screen
             )
-            await pilot.press("a")  # swallowed again: this modal has just opened
+            await pilot.press("tab", "enter")  # this one has just opened: nothing
             await pilot.pause(0.1)
-            assert app.screen is second and not rt.permissions.always_writes
-            await wait_for(pilot, lambda: second.armed, what="the second modal's keys")
-            await pilot.press("a")
+            assert app.screen is second and not (repo / "c.py").exists()
+            await wait_for(pilot, lambda: second.armed, what="the second question's choices")
+            await pilot.press("escape")
             await wait_for(pilot, lambda: app.busy is None and "Both written." in texts(app), what="the turn")
-            assert rt.permissions.always_writes and (repo / "c.py").exists()
+            assert not (repo / "c.py").exists()
+
+    run(go())
+
+
+def test_allowing_for_the_session_takes_its_own_highlight(repo, tmp_path):
+    """Tab or → first highlights "Allow once", ← first "Deny + instruct": the session-wide
+    choice is always a step further, says what it grants while highlighted, and a letter typed
+    takes the highlight off, so the Enter after it sends the text instead of answering."""
+    writes = [
+        {"content": None, "tool_calls": [{"name": "Write", "arguments": {"file_path": f"{n}.py", "content": f"{n}\n"}}]}
+        for n in "bcde"
+    ]
+    model = replay_file(
+        tmp_path / "r.jsonl",
+        [*writes, {"content": "All written.", "tool_calls": []}, {"content": "Yes?", "tool_calls": []}],
+    )
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data", mode="ask")
+    app = chat_app(rt)
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await type_and_send(pilot, app, "write four files")
+            first = await _approval(pilot, app)
+            assert first.picked() is None
+            await pilot.press("tab")
+            assert first.picked() == "once" and "Enter: allow this once" in _hint(first)
+            await pilot.press("enter")  # arrows (or Tab) and Enter: allowed once
+            await wait_for(pilot, lambda: (repo / "b.py").exists(), what="b.py")
+            assert not rt.permissions.always_writes
+            second = await _approval(pilot, app, first)
+            await pilot.press("left")
+            assert second.picked() == "instruct"
+            await pilot.press("left", "left")
+            assert second.picked() == "session"
+            assert "Enter: allow every file write in the repository for the rest of this session" in _hint(second)
+            await pilot.press("h")  # typing: the highlight goes, the letter goes to the prompt
+            assert second.picked() is None and app.prompt.text == "h"
+            await pilot.press("enter")  # sends "h" (queued), answers nothing
+            await pilot.pause()
+            assert app.screen is second and not rt.permissions.always_writes and list(app.queue) == ["h"]
+            await pilot.press("right")
+            assert second.picked() == "once"
+            await pilot.press("right")
+            assert second.picked() == "session"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: (repo / "e.py").exists(), what="the rest, unasked")
+            assert rt.permissions.always_writes and (repo / "c.py").exists() and (repo / "d.py").exists()
+            await wait_for(pilot, lambda: app.busy is None and "Yes?" in texts(app), what="the queued message")
             assert "allowed for the rest of this session: every file write" in texts(app)
             await type_and_send(pilot, app, "/mode ask")  # choosing the mode again forgets the grant
             await wait_for(pilot, lambda: "permission mode is now ask" in texts(app), what="/mode")
@@ -100,18 +238,18 @@ def test_modals_on_a_small_terminal_say_so_and_come_back_on_resize(repo, tmp_pat
             msg = screen.query_one("#screen-too-small")
             assert msg.display and not screen.query_one("#approval").display
             assert "The terminal is 40x10; cuda-agent chat needs at least 60x16" in plain(msg.content)
-            await pilot.press("1")  # what cannot be seen cannot be approved
+            await pilot.press("tab", "enter")  # what cannot be seen cannot be approved
             await pilot.pause(0.1)
             assert app.screen is screen and not (repo / "b.py").exists()
             await pilot.resize_terminal(120, 40)
             await wait_for(pilot, lambda: not msg.display and screen.query_one("#approval").display, what="resize")
-            await pilot.press("1")
+            await pilot.press("tab", "enter")
             await wait_for(pilot, lambda: (repo / "b.py").exists(), what="b.py")
             second = await wait_for(
                 pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen is not screen and app.screen
             )
             await wait_for(pilot, lambda: second.armed, what="the second modal's keys")
-            await pilot.press("3")
+            await pilot.press("escape")
             await wait_for(pilot, lambda: app.busy is None, what="the turn")
             await pilot.resize_terminal(50, 12)
             app.push_screen(HelpScreen())
@@ -186,7 +324,7 @@ def test_model_and_resume_check_in_a_worker_and_the_prompt_keeps_typing(repo, tm
             prompt = app.query_one("#prompt")
             for command, line, done in (
                 (f"/model replay:{model}", "checking model", lambda: "model is now" in texts(app)),
-                (f"/resume {other.session_id}", "opening session", lambda: app.runtime.session_id == other.session_id),
+                (f"/resume {other.session_id}", "opening session", lambda: app.backend.session_id == other.session_id),
             ):
                 await type_and_send(pilot, app, command)
                 t0 = time.monotonic()
@@ -213,20 +351,20 @@ def test_keys_typed_ahead_reach_the_help_and_the_prompt_in_order(repo, tmp_path)
     rt = runtime(repo, f"replay:{model}", tmp_path / "data")
     ran: list[list[str]] = []
 
-    def optimize(args, sink, cancel, on_stage=None):  # the runner's place: what the line asked for
+    def optimize(args, sink, cancel):  # the runner's place: what the line asked for
         ran.append(list(args))
         return SimpleNamespace(plan=None, stop_reason="done")
 
     rt.optimize = optimize
     app = chat_app(rt)
     helps: list[object] = []
-    shown = app.cmd_help
+    shown = app.commands.handlers["help"]
 
     def counted_help(args, raw):
         shown(args, raw)
         helps.append(app.screen)
 
-    app.cmd_help = counted_help
+    app.commands.handlers["help"] = counted_help
 
     async def go():
         async with app.run_test(size=(120, 40)) as pilot:

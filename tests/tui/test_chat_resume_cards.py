@@ -77,11 +77,10 @@ def test_resumed_chat_brings_back_the_cards_in_place(tmp_path: Path, monkeypatch
         async with app.run_test(size=(140, 45)) as pilot:
             await type_and_send(pilot, app, "first")
             await wait_for(pilot, lambda: app.busy is None and "Answer one." in texts(app), what="turn 1")
-            # What the sink hands the app while /optimize runs: its session, then each harness result.
-            app._event_session = "opt-session-1"
-            await app.handle_event(ev.SessionStarted("opt-session-1", "blocks.py::Block", "replay:x", None, {}, ""))
+            # What the worker tells the app while /optimize runs: its session, then each harness result.
+            await app.show_event(ev.SessionStarted("opt-session-1", "blocks.py::Block", "replay:x", None, {}, ""))
             for i, result in enumerate((COMPILED, WRONG, PROFILED)):
-                await app.handle_event(
+                await app.show_event(
                     ev.HarnessResultEvent(
                         f"c{i}",
                         ("Compile", "Verify", "Profile")[i],
@@ -90,7 +89,7 @@ def test_resumed_chat_brings_back_the_cards_in_place(tmp_path: Path, monkeypatch
                         result is PROFILED,
                     )
                 )
-            app._event_session = None
+            app.event_session = None
             await type_and_send(pilot, app, "second")
             await wait_for(pilot, lambda: app.busy is None and "Answer two." in texts(app), what="turn 2")
             live["cards"] = _cards(app)

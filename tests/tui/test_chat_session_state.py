@@ -131,7 +131,7 @@ def fake_optimize(rt, data: Path, sid: str = OPT_SID):
         ev.Stopped("done", "", 2, 0.0),
     ]
 
-    def optimize(args, sink, cancel, on_stage=None):
+    def optimize(args, sink, cancel):
         with TranscriptWriter(sessions_root(data) / sid / "transcript.jsonl") as write:
             for e in events:
                 write(e)

@@ -89,6 +89,35 @@ def test_prompt_tool_calls_collapse_and_expand_with_highlighted_output(repo, tmp
     assert "1\tx = 1" in tool_outputs(rt)[0]
 
 
+def test_a_mention_is_read_once_its_text_sent_and_a_bad_one_said(repo, tmp_path, monkeypatch):
+    from cuda_agent_cli.chat import mentions
+
+    read = []
+    expand = mentions.expand
+
+    def counted(text, root):
+        read.append(text)
+        return expand(text, root)
+
+    monkeypatch.setattr(mentions, "expand", counted)
+    model = replay_file(tmp_path / "r.jsonl", [{"content": "Seen.", "tool_calls": []}])
+    rt = runtime(repo, f"replay:{model}", tmp_path / "data")
+    app = chat_app(rt)
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await type_and_send(pilot, app, "look at @pkg/m.py and @nope.py")
+            await wait_for(pilot, lambda: app.busy is None and "Seen." in texts(app), what="the reply")
+            shown = texts(app)
+            assert "@nope.py is not a file in the repository" in shown
+            assert "› look at @pkg/m.py and @nope.py" in shown and "Contents of" not in shown
+
+    run(go())
+    assert read == ["look at @pkg/m.py and @nope.py"]  # once, for the model and the warning both
+    sent = records(rt, "user_message")[0]["content"]
+    assert "Contents of pkg/m.py:" in sent and "def f():" in sent
+
+
 def _edits():
     return [
         {
@@ -119,11 +148,16 @@ def test_approval_each_choice_and_the_diff_views(kind, repo, tmp_path):
         rt = runtime(repo, data=tmp_path / "data", mode="ask", **model)
         app = chat_app(rt)
 
-        async def modal(pilot):
-            # Its keys answer once the grace after it opened is over (typing ahead answers nothing).
+        async def modal(pilot, other_than=None):
+            # Its choices open once the grace after it opened is over (typing ahead answers nothing).
             return await wait_for(
                 pilot,
-                lambda: isinstance(app.screen, ApprovalScreen) and app.screen.armed and app.screen,
+                lambda: (
+                    isinstance(app.screen, ApprovalScreen)
+                    and app.screen is not other_than
+                    and app.screen.armed
+                    and app.screen
+                ),
                 what="approval",
             )
 
@@ -134,23 +168,23 @@ def test_approval_each_choice_and_the_diff_views(kind, repo, tmp_path):
                 assert screen.request.summary == "Edit a.py"
                 diff = plain(screen.query_one("#approval-diff").content)
                 assert "-x = 1" in diff and "+x = 2" in diff
-                await pilot.press("t")  # side by side
+                await pilot.press("ctrl+t")  # side by side
                 side = plain(screen.query_one("#approval-diff").content)
                 assert "before: a.py" in side and "after: a.py" in side and "x = 2" in side
-                await pilot.press("1")  # allow once
-                screen = await modal(pilot)
+                await pilot.press("right", "enter")  # allow once
+                screen = await modal(pilot, screen)
                 assert screen.request.summary == "Edit a.py" and screen.request.problem  # x = 1 is gone now
-                await pilot.press("3")  # deny
-                screen = await modal(pilot)
+                await pilot.press("right", "right", "right", "enter")  # deny
+                screen = await modal(pilot, screen)
                 assert screen.request.path == "b.py" and screen.request.old is None
-                await pilot.press("4")
+                await pilot.press("left", "enter")  # deny with an instruction: typed into its own box
                 await pilot.pause()
                 for ch in "use pathlib":
                     await pilot.press("space" if ch == " " else ch)
                 await pilot.press("enter")
-                screen = await modal(pilot)
+                screen = await modal(pilot, screen)
                 assert screen.request.path == "c.py"
-                await pilot.press("2")  # allow writes for the session: d.py goes through without asking
+                await pilot.click("#session")  # allow writes for the session: d.py goes through without asking
                 await wait_for(pilot, lambda: app.busy is None, what="the turn")
                 assert not isinstance(app.screen, ApprovalScreen)
 
@@ -624,7 +658,7 @@ def test_diff_compact_clear_sessions_resume_and_model_commands(repo, tmp_path):
             await type_and_send(pilot, app, "/clear")
             await wait_for(pilot, lambda: "Answer 0." not in texts(app), what="clear")
             await type_and_send(pilot, app, f"/resume {other.session_id}")
-            await wait_for(pilot, lambda: app.runtime.session_id == other.session_id, what="resume")
+            await wait_for(pilot, lambda: app.backend.session_id == other.session_id, what="resume")
             await type_and_send(pilot, app, "/resume")
             await wait_for(pilot, lambda: "/resume needs a session id" in texts(app), what="resume without id")
 

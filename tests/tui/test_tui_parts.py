@@ -190,13 +190,14 @@ def repo_box(tmp_path: Path):
     asked = []
     answers = []
 
-    def ask(req):
-        asked.append(req)
-        return answers.pop(0)
+    def post(pending):  # what the view does with a question: shows it, and answers its future
+        asked.append(pending.request)
+        pending.decide(answers.pop(0))
 
-    perms = ChatPermissions(mode="ask", ask=ask)
+    perms = ChatPermissions(mode="ask")
     box = make_toolbox(ActionContext(sandbox, permissions=perms))
-    yield box, perms, asked, answers, tmp_path
+    with perms.asking(post):
+        yield box, perms, asked, answers, tmp_path
     box.close()
 
 
@@ -233,6 +234,39 @@ def test_an_edit_that_cannot_apply_says_why_in_the_approval(repo_box):
     r = box.call("Edit", {"file_path": "a.py", "old_string": "nope", "new_string": "x"})
     assert r.is_error
     assert asked[-1].new is None and "old_string" in (asked[-1].problem or "")
+
+
+def test_a_question_waits_for_its_future_and_an_interrupt_withdraws_it(tmp_path: Path):
+    """The gate posts each question with a future and waits in the agent's thread: the answer
+    may come from another thread later; a set cancel withdraws the question (a denial, and the
+    future cancelled, which tells the view to take it down). With nobody to post to, a call
+    that needs a yes is refused."""
+    import threading
+
+    (tmp_path / "a.py").write_text("x = 1\n")
+    sandbox = open_sandbox(SandboxPolicy.repository(tmp_path), allow_unsafe=True)
+    perms = ChatPermissions(mode="ask")
+    box = make_toolbox(ActionContext(sandbox, permissions=perms))
+    posted = []
+
+    def answer_later(pending):
+        posted.append(pending)
+        threading.Timer(0.3, pending.decide, [Decision("once")]).start()
+
+    with perms.asking(answer_later):
+        assert not box.call("Write", {"file_path": "b.py", "content": "b"}).is_error
+    assert (tmp_path / "b.py").read_text() == "b" and posted[0].answer.result() == Decision("once")
+
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    with perms.asking(posted.append, cancel):
+        r = box.call("Write", {"file_path": "c.py", "content": "c"})
+    assert r.is_error and "declined" in r.output and not (tmp_path / "c.py").exists()
+    assert posted[1].answer.cancelled() and not posted[1].decide(Decision("once"))  # too late to answer
+
+    r = box.call("Write", {"file_path": "d.py", "content": "d"})
+    assert r.is_error and "nobody can give it here" in r.output
+    box.close()
 
 
 def test_modes_accept_edits_and_yolo(repo_box):

@@ -17,10 +17,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from chat_helpers import make_repo, replay_file, runtime, wait_for  # noqa: E402
 
 from cuda_agent_cli.agent import events as ev  # noqa: E402
-from cuda_agent_cli.chat.optimize_task import task_runtime  # noqa: E402
+from cuda_agent_cli.chat.optimize_task import TaskRuntime  # noqa: E402
 from cuda_agent_cli.harness_result import HarnessResult  # noqa: E402
 from cuda_agent_cli.run.optimize import OptimizeRequest  # noqa: E402
-from cuda_agent_cli.tui import task  # noqa: E402
 from cuda_agent_cli.tui.app import ChatApp  # noqa: E402
 from cuda_agent_cli.tui.screens import ApprovalScreen, ReviewScreen  # noqa: E402
 from cuda_agent_cli.tui.task import OptimizeApp  # noqa: E402
@@ -269,21 +268,19 @@ def test_help(here: Path, snap_compare):
     assert snap_compare(app, terminal_size=(120, 40), run_before=before)
 
 
-class RecordedOptimize(OptimizeApp):
-    """`cuda-agent optimize` on a terminal with the session runner's place taken by a recorded
-    session: its events go through the app's sink from the worker thread, as `run_optimize`
-    sends them; then the session waits, as between turns, until the app closes."""
-
-    CSS_PATH = str(Path(task.__file__).with_name("chat.tcss"))  # relative paths follow the subclass
+class RecordedTask(TaskRuntime):
+    """One optimize session with the session runner's place taken by a recorded session: its
+    events go to the app from the worker thread, as `run_optimize` sends them; then the session
+    waits, as between turns, until the app closes."""
 
     def __init__(self, req: OptimizeRequest, events: list) -> None:
-        super().__init__(req, task_runtime(req), ask=True, detect=lambda: "cpu")
+        super().__init__(req, req.model or "", req.device)
         self.events = events
 
-    def _run(self):
+    def run(self, sink, cancel):
         for e in self.events:
-            self.sink(e)
-        self.cancel.wait(60)
+            sink(e)
+        cancel.wait(60)
         return None
 
 
@@ -332,10 +329,10 @@ def test_optimize_app_while_the_session_runs(here: Path, snap_compare):
     req = OptimizeRequest(
         target="vit_head.py::PooledLayerNorm", cwd=Path("repo"), model="replay:demo.jsonl", device="cpu"
     )
-    app = RecordedOptimize(req, recorded_optimize_events())
+    app = OptimizeApp(req, RecordedTask(req, recorded_optimize_events()), ask=True, detect=lambda: "cpu")
 
     async def before(pilot):
-        await wait_for(pilot, lambda: len(app.runtime.ledger.candidates) == 3, what="the recorded session")
+        await wait_for(pilot, lambda: len(app.backend.ledger.candidates) == 3, what="the recorded session")
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
