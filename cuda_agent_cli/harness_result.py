@@ -137,6 +137,12 @@ class HarnessResult:
     checks: list[Check] = field(default_factory=list)
     timings: Timings | None = None
     environment: dict[str, Any] = field(default_factory=lambda: {"gpu": None, "torch": "", "cuda": None})
+    # What the outputs were held to ("float32": the module's own dtype; "tf32", "fp16", "bf16" or
+    # "kernelbench" where the user chose a looser rule), None where nothing was judged.
+    precision: str | None = None
+    # Why a profile could not be measured (another program on the device, say): a fault that is
+    # not the candidate's, so the reward is null, never -1.
+    not_measured: str | None = None
     # Not part of the JSON object: where the full compiler log is and how long each stage took.
     compile_log: str | None = None
     stage_seconds: dict[str, float] = field(default_factory=dict)
@@ -158,6 +164,8 @@ class HarnessResult:
             "checks": [c.to_json() for c in self.checks],
             "timings": self.timings.to_json() if self.timings else None,
             "environment": {k: self.environment.get(k) for k in ("gpu", "torch", "cuda")},
+            "precision": self.precision,
+            "not_measured": self.not_measured,
         }
 
     @classmethod
@@ -177,6 +185,8 @@ class HarnessResult:
             ],
             timings=Timings.from_json(timings) if isinstance(timings, dict) else None,
             environment=dict(data.get("environment") or {}),
+            precision=data.get("precision") if isinstance(data.get("precision"), str) else None,
+            not_measured=data.get("not_measured") if isinstance(data.get("not_measured"), str) else None,
         )
 
     def as_recorded(self) -> HarnessResult:

@@ -69,7 +69,7 @@ class Baselines:
     def __init__(self, spec: wire.BaselinesSpec) -> None:
         self.device = spec["device"]
         evidence.session_device(self.device)
-        self.precision = apply_precision_flags()
+        self.precision = apply_precision_flags(spec.get("precision", "dtype"))
         threads = spec.get("threads")
         if threads:
             torch.set_num_threads(int(threads))

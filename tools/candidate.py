@@ -172,7 +172,7 @@ def _before_candidate_code(
             os.environ[var] = os.environ[var].rstrip("/") + "-candidate"
     if spec.get("confine_writes"):
         claims["write_confinement"] = confine_writes(spec)
-    flags_before = apply_precision_flags()
+    flags_before = apply_precision_flags(spec.get("precision", "dtype"))
     meter = ExtensionMeter()
     if spec.get("extensions_dir"):
         os.environ["TORCH_EXTENSIONS_DIR"] = spec["extensions_dir"]

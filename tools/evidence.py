@@ -32,9 +32,10 @@ import ctypes
 import hashlib
 from typing import TYPE_CHECKING, Any, Sequence, overload
 
+import leaves
 import torch
 
-if TYPE_CHECKING:  # only its types: tests import this module as part of the installed package
+if TYPE_CHECKING:
     import wire
 
 # Captured at import, before any candidate code runs in this process.
@@ -91,9 +92,14 @@ def fingerprint(obj: list[Any] | tuple[Any, ...]) -> list[wire.Fingerprint]: ...
 @overload
 def fingerprint(obj: Any) -> wire.Fingerprint: ...
 def fingerprint(obj: Any) -> wire.Fingerprint:
-    """A JSON-able, bit-exact digest of one input (tensors) or its repr (anything else)."""
-    if isinstance(obj, (list, tuple)):
-        return [fingerprint(o) for o in obj]
+    """A JSON-able, bit-exact digest of one input (tensors) or its repr (anything else), nested
+    as the object is: lists and tuples as lists, dicts, dataclasses and other records as
+    {"fields": {key: fingerprint}} (tools/leaves.py walks a real object and its stand-in alike)."""
+    children = leaves.items(obj)
+    if children is not None:
+        if leaves.is_sequence(obj):
+            return [fingerprint(value) for _, value in children]
+        return {"fields": {str(key): fingerprint(value) for key, value in children}}
     if not isinstance(obj, _Tensor):
         return {"value": repr(obj)}
     with _DisableTorchFunction(), torch.no_grad():
@@ -130,16 +136,6 @@ def _digest(t: Any) -> str | None:
     return _sha256((_c_char * nbytes).from_address(flat.data_ptr())).hexdigest()
 
 
-def _flat_tensors(obj: Any) -> list[Any]:
-    if isinstance(obj, _Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in _flat_tensors(o)]
-    if isinstance(obj, dict):
-        return [t for o in obj.values() for t in _flat_tensors(o)]
-    return []
-
-
 def extent_bytes(t: Any) -> int:
     """How many bytes the tensor's elements span, from its lowest to its highest address."""
     if t.numel() == 0:
@@ -156,9 +152,9 @@ def _byte_range(t: Any) -> list[Any]:
 
 
 def byte_ranges(obj: Any) -> list[list[Any]]:
-    """The byte range of every plain tensor in `obj` (a tensor, or nested lists/tuples/dicts)."""
+    """The byte range of every plain tensor in `obj` (a tensor, or any container of them)."""
     with _DisableTorchFunction():
-        return [_byte_range(t) for t in _flat_tensors(obj) if type(t) is _Tensor]
+        return [_byte_range(t) for t in leaves.tensors(obj) if type(t) is _Tensor]
 
 
 def call_evidence(inputs_after: Sequence[Any], output: Any) -> wire.CallEvidence:
@@ -174,26 +170,37 @@ def _result(name: str, passed: bool, detail: str) -> wire.Check:
     return {"name": name, "passed": bool(passed), "detail": detail}
 
 
+def _fingerprint_leaves(fp: Any, path: str = "") -> list[tuple[str, Any]]:
+    """(path, leaf fingerprint) for every leaf of a nested fingerprint."""
+    if isinstance(fp, list):
+        return [pair for i, item in enumerate(fp) for pair in _fingerprint_leaves(item, f"{path}[{i}]")]
+    if isinstance(fp, dict) and set(fp) == {"fields"} and isinstance(fp["fields"], dict):
+        return [pair for key, item in fp["fields"].items() for pair in _fingerprint_leaves(item, f"{path}.{key}")]
+    return [(path, fp)]
+
+
 def check_inputs_unchanged(before: list[wire.Fingerprint], after: object) -> wire.Check:
-    """inputs_unchanged: the fingerprints of the pristine inputs against those after the call."""
-    if not isinstance(after, list) or len(before) != len(after):
-        return _result("inputs_unchanged", False, "the number of inputs changed")
-    for i, (b, a) in enumerate(zip(before, after)):
-        if isinstance(b, list):
-            inner = check_inputs_unchanged(b, a if isinstance(a, list) else [])
-            if not inner["passed"]:
-                return inner
+    """inputs_unchanged: the fingerprints of the pristine inputs against those after the call,
+    leaf by leaf, in every container."""
+    was, now = _fingerprint_leaves(before), _fingerprint_leaves(after)
+    if not isinstance(after, list) or [p for p, _ in was] != [p for p, _ in now]:
+        return _result("inputs_unchanged", False, "the number or structure of the inputs changed")
+    for (path, b), (_, a) in zip(was, now):
+        where = f"input {path}"
+        if not isinstance(b, dict):
+            if b != a:
+                return _result("inputs_unchanged", False, f"{where} changed")
         elif "value" in b:
             if b != a:
                 return _result(
                     "inputs_unchanged",
                     False,
-                    f"input {i} changed from {b['value']} to {a.get('value') if isinstance(a, dict) else a!r}",
+                    f"{where} changed from {b['value']} to {a.get('value') if isinstance(a, dict) else a!r}",
                 )
         elif not isinstance(a, dict) or a.get("shape") != b["shape"] or a.get("dtype") != b["dtype"]:
-            return _result("inputs_unchanged", False, f"input {i} changed shape or dtype")
+            return _result("inputs_unchanged", False, f"{where} changed shape or dtype")
         elif a != b:
-            return _result("inputs_unchanged", False, f"input {i} was modified in place; inputs must be read-only")
+            return _result("inputs_unchanged", False, f"{where} was modified in place; inputs must be read-only")
     return _result("inputs_unchanged", True, "inputs are bit-identical to the saved copies")
 
 

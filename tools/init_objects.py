@@ -140,20 +140,22 @@ def standins(obj: Any) -> Any:
     return instance
 
 
-def save(init: Any, folder: Path, index: int) -> tuple[Any, str | None]:
-    """(what the set carries as its init, the pickle of the real objects beside it or None)."""
+def save(init: Any, folder: Path, index: int, what: str = "init") -> tuple[Any, str | None]:
+    """(what the set carries, the pickle of the real objects beside it or None): the constructor
+    arguments (`what="init"`) or the inputs (`"inputs"`) of set `index`."""
     if not has_objects(init):
         return init, None
-    name = f"init_{index}.pkl"
+    name = f"{what}_{index}.pkl"
     with open(folder / name, "wb") as f:
         pickle.dump(init, f)
     return portable(init), name
 
 
-def load_real(folder: Path, payload: dict[str, Any]) -> Any:
-    """The real constructor arguments of a set, for a trusted process with the reference loaded."""
-    name = payload.get("init_pickle")
+def load_real(folder: Path, payload: dict[str, Any], what: str = "init") -> Any:
+    """The real constructor arguments (or inputs) of a set, for a trusted process with the
+    reference loaded."""
+    name = payload.get(f"{what}_pickle")
     if not name:
-        return payload["init"]
+        return payload[what]
     with open(folder / name, "rb") as f:
         return pickle.load(f)

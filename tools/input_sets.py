@@ -18,7 +18,7 @@ from worker_common import to_device
 
 
 def load_set(path: Path, objects: str = "real") -> Any:
-    """One input set. Constructor arguments that are objects of the user's code come as the
+    """One input set. Constructor arguments and inputs that are objects of the user's code come as the
     real objects (`objects="real"`: a trusted process with the reference loaded) or as stand-ins
     (`"stand-ins"`: the candidate's process, which never imports the reference); either way in
     payload["init_args"], while payload["init"] keeps what the fingerprints cover."""
@@ -29,6 +29,14 @@ def load_set(path: Path, objects: str = "real") -> Any:
             init_objects.load_real(path.parent, payload)
             if objects == "real"
             else init_objects.standins(payload["init"])
+        )
+    if payload.get("inputs_pickle"):
+        # Inputs in the user's own classes (a dataclass batch, a namedtuple): the same leaves
+        # either way (tools/leaves.py), so every process draws and fingerprints them alike.
+        payload["inputs"] = (
+            init_objects.load_real(path.parent, payload, "inputs")
+            if objects == "real"
+            else init_objects.standins(payload["inputs"])
         )
     return payload
 

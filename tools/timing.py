@@ -44,21 +44,22 @@ blocks of them from outside and decides what is believed (harness/clock_stats.py
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from typing import Any, Callable
 
+import draws
+import leaves
 import torch
 import wire
 from l2_persistence import persisting_l2_reset
 from worker_common import fresh_clone
 
 FLUSH_BYTES = 256 * 1024 * 1024
-# Each element of a timed input is its input set's value times a factor in [1-SPREAD, 1+SPREAD]:
-# far enough from every earlier call that a stale output fails the checks, the same sign and
-# order of magnitude as what get_inputs() makes.
-SPREAD = 0.5
+# Each element of a timed input is its input set's value times a factor in [1-SPREAD, 1+SPREAD]
+# (tools/draws.py): far enough from every earlier call that a stale output fails the checks, the
+# same sign and order of magnitude as what get_inputs() makes.
+SPREAD = draws.SPREAD
 # Device time queued ahead of each call while the host enters the call (µs): more than the
 # strict op guard's dispatch of a typical forward costs on the host.
 LEAD_US = 300.0
@@ -74,129 +75,19 @@ _thread_ns = time.thread_time_ns
 
 def call_inputs(base: list[Any], seed: int, device: str, plan: list[wire.DrawRule] | None = None) -> list[Any]:
     """The inputs of one call: a fresh copy of `base`, every leaf drawn anew from `seed` (`plan`)."""
-    return perturb(fresh_clone(base), seed, plan)
+    result: list[Any] = perturb(fresh_clone(base), seed, plan)
+    return result
 
 
 def tensor_leaves(args: Any) -> list[torch.Tensor]:
-    """Every tensor of `args`, in lists and tuples too, depth first: what a plan's entries follow."""
-    out: list[torch.Tensor] = []
-    if isinstance(args, torch.Tensor):
-        out.append(args)
-    elif isinstance(args, (list, tuple)):
-        for a in args:
-            out.extend(tensor_leaves(a))
-    return out
+    """Every tensor of `args`, in any container, depth first: what a plan's entries follow."""
+    return leaves.tensors(args)
 
 
-def perturb(args: list[Any], seed: int, plan: list[wire.DrawRule] | None = None) -> list[Any]:
-    """Give every tensor leaf of `args` (nested ones included) this call's values, in place, from
-    `seed`. Without a plan, floating tensors are multiplied element by element by factors in
-    [1 - SPREAD, 1 + SPREAD]. A plan (made by the inputs job from the reference's own sets, and
-    tried on the reference there) has one entry per leaf: "float" the same factors, with a random
-    sign per element where `signs` (outputs that depend on signs alone change too); "complex" a
-    factor of the same size with a random phase; "int" a new uniform draw in [lo, hi]; "bool" a
-    new draw, True with probability p; "keep" as it is."""
-    gens: dict[Any, torch.Generator] = {}
-
-    def gen_for(t: torch.Tensor) -> torch.Generator:
-        if t.device not in gens:
-            gens[t.device] = torch.Generator(device=t.device)
-            gens[t.device].manual_seed(int(seed))
-        return gens[t.device]
-
-    for i, t in enumerate(tensor_leaves(args)):
-        if not t.numel():
-            continue
-        rule = plan[i] if plan is not None and i < len(plan) else None
-        kind = rule.get("kind") if rule else ("float" if t.is_floating_point() else "keep")
-        if kind == "float" and t.is_floating_point():
-            signs = bool(rule and rule.get("signs"))
-            if t.device.type == "cpu" and t.numel() > CPU_DIRECT:
-                _perturb_periodic(t, gen_for(t), signs)
-                continue
-            factor = torch.rand(t.shape, generator=gen_for(t), device=t.device, dtype=torch.float32)
-            factor.mul_(2 * SPREAD).add_(1 - SPREAD)
-            if signs:
-                flip = torch.rand(t.shape, generator=gen_for(t), device=t.device) < 0.5
-                factor.mul_(1.0 - 2.0 * flip.to(factor.dtype))
-            t.mul_(factor.to(t.dtype))
-        elif kind == "complex" and t.is_complex():
-            size = torch.rand(t.shape, generator=gen_for(t), device=t.device, dtype=torch.float32)
-            size.mul_(2 * SPREAD).add_(1 - SPREAD)
-            phase = torch.rand(t.shape, generator=gen_for(t), device=t.device, dtype=torch.float32).mul_(2 * math.pi)
-            t.mul_(torch.polar(size, phase).to(t.dtype))
-        elif (
-            kind == "int"
-            and rule is not None
-            and not t.is_floating_point()
-            and not t.is_complex()
-            and t.dtype != torch.bool
-        ):
-            lo, hi = int(rule["lo"]), int(rule["hi"])
-            t.copy_(torch.randint(lo, hi + 1, t.shape, generator=gen_for(t), device=t.device, dtype=t.dtype))
-        elif kind == "bool" and rule is not None and t.dtype == torch.bool:
-            t.copy_(torch.rand(t.shape, generator=gen_for(t), device=t.device) < float(rule["p"]))
-    return args
-
-
-# On the CPU one draw per element costs more than many calls it would time (about 5 ns each on
-# one thread: 4 ms for a 3 MB input). A large tensor there is multiplied instead by three fresh
-# random vectors of pairwise coprime lengths, each repeated along its flattened elements: every
-# element's factor is the product of three draws, and no two elements closer than the lengths'
-# product (7e10) share all three. Each vector spans the cube root of the range, so the factors
-# still lie in [1 - SPREAD, 1 + SPREAD].
-CPU_PERIODS = (4093, 4099, 4111)
-CPU_DIRECT = 4 * max(CPU_PERIODS)
-
-
-# Signs on the CPU the same way: a fresh vector of random signs, of a length coprime to the others.
-CPU_SIGN_PERIOD = 4127
-
-
-def _perturb_periodic(t: torch.Tensor, gen: torch.Generator, signs: bool = False) -> None:
-    # The factors are made in row-major order of t's elements whatever its layout, then applied
-    # in one multiply, so every copy of an input (the judge's, the candidate's) gets the same bits.
-    lo, hi = (1 - SPREAD) ** (1 / 3), (1 + SPREAD) ** (1 / 3)
-    draws = torch.rand(sum(CPU_PERIODS), generator=gen, dtype=torch.float32)
-    draws.mul_(hi - lo).add_(lo)
-    pieces = list(CPU_PERIODS)
-    if signs:
-        flips = torch.rand(CPU_SIGN_PERIOD, generator=gen) < 0.5
-        draws = torch.cat([draws, 1.0 - 2.0 * flips.to(torch.float32)])
-        pieces.append(CPU_SIGN_PERIOD)
-    n = t.numel()
-    factor = _scratch(n, torch.float32).fill_(1.0)
-    start = 0
-    for period in pieces:
-        piece = draws[start : start + period]
-        start += period
-        whole = n - n % period
-        factor[:whole].view(-1, period).mul_(piece)
-        if whole < n:
-            factor[whole:].mul_(piece[: n - whole])
-    if t.dtype != torch.float32:
-        factor = _scratch(n, t.dtype).copy_(factor)
-    t.mul_(factor.view(t.shape))
-
-
-# The buffers the periodic perturbation builds its factors in, kept from call to call. Made
-# anew for every call, a buffer the size of the input came from fresh pages whenever the heap
-# around the freed one had been taken by outputs kept meanwhile (the candidate keeps every timed
-# call's output; the baselines free theirs): its page faults, a millisecond for 3 MB, counted as
-# harness work around the candidate's calls only, more so late in the window, and the clock's
-# bound charged them to the kernel.
-_SCRATCH: dict[tuple[int, torch.dtype], torch.Tensor] = {}
-_SCRATCH_MOST = 8
-
-
-def _scratch(n: int, dtype: torch.dtype) -> torch.Tensor:
-    key = (n, dtype)
-    found = _SCRATCH.get(key)
-    if found is None:
-        if len(_SCRATCH) >= _SCRATCH_MOST:
-            _SCRATCH.clear()
-        found = _SCRATCH[key] = torch.empty(n, dtype=dtype)
-    return found
+def perturb(args: Any, seed: int, plan: list[wire.DrawRule] | None = None) -> Any:
+    """Give every tensor leaf of `args` this call's values, in place, from `seed`
+    (tools/draws.py says how each kind of leaf is drawn)."""
+    return draws.redraw(args, seed, plan)
 
 
 # What a Caller updates on every call, left out of its state.

@@ -20,10 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import draws
 import evidence
 import init_objects
 import integrity
+import leaves
 import output_checks
+import precision
 import tensor_files
 import timing
 import torch
@@ -58,12 +61,19 @@ def _seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _nbytes(obj: Any) -> int:
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, (list, tuple)):
-        return sum(_nbytes(o) for o in obj)
-    return 0
+def _describe(inputs: list[Any]) -> str:
+    """The inputs in a line: shapes and dtypes of tensors, the repr of anything else; leaves
+    inside containers named by their path."""
+    nested = any(leaves.items(x) is not None for x in inputs)
+    parts = []
+    for path, leaf in leaves.walk(inputs):
+        shown = (
+            f"{tuple(leaf.shape)} {str(leaf.dtype).removeprefix('torch.')}"
+            if isinstance(leaf, torch.Tensor)
+            else repr(leaf)
+        )
+        parts.append(f"{path} {shown}" if nested else shown)
+    return ", ".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,21 +119,25 @@ def run_inputs_job(spec: wire.InputsRequest) -> wire.InputsResult | wire.JobErro
             return {"error": f"building the reference model or its inputs failed: {trim_exception(exc, 400)}"}
         try:
             carried, pickled = init_objects.save(init, out_dir, i)
+            carried_inputs, pickled_inputs = init_objects.save(to_cpu(inputs), out_dir, i, "inputs")
         except (TypeError, pickle.PicklingError, AttributeError) as exc:
-            return {"error": f"the constructor arguments cannot be handed to the candidate: {trim_exception(exc, 300)}"}
+            return {
+                "error": f"the constructor arguments or inputs cannot be handed to the candidate: {trim_exception(exc, 300)}"
+            }
         if i == 0:
             first = (model, inputs)
-        payload = {"init": carried if pickled else to_cpu(init), "inputs": to_cpu(inputs), "state": state}
+        payload = {"init": carried if pickled else to_cpu(init), "inputs": carried_inputs, "state": state}
         if pickled:
             payload["init_pickle"] = pickled
+        if pickled_inputs:
+            payload["inputs_pickle"] = pickled_inputs
         torch.save(payload, out_dir / f"inputs_{i}.pt")
-        fingerprints.append(_payload_fingerprints(payload, payload["inputs"], "cpu"))
+        # Over the inputs as the trusted processes load them (the real objects); the candidate's
+        # stand-ins have the same leaves.
+        fingerprints.append(_payload_fingerprints(payload, to_cpu(inputs), "cpu"))
         if i == indices[0]:
-            total_bytes = _nbytes(inputs)
-            described = ", ".join(
-                f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}" if isinstance(t, torch.Tensor) else repr(t)
-                for t in inputs
-            )
+            total_bytes = leaves.nbytes(inputs)
+            described = _describe(inputs)
     # Kept by the harness, away from these files, so the judge can tell if anything rewrote them.
     found: wire.InputsResult = {
         "n": len(indices),
@@ -133,54 +147,22 @@ def run_inputs_job(spec: wire.InputsRequest) -> wire.InputsResult | wire.JobErro
         "fingerprints": fingerprints,
     }
     if first is not None:
-        found["plan"] = fresh_draw_plan(*first, spec["device"])
+        plan = fresh_draw_plan(*first, spec["device"])
+        found["plan"] = plan
+        found["kept"] = draws.kept_leaves(plan, first[1])
     return found
 
 
 def fresh_draw_plan(model: Any, inputs: list[Any], device: str) -> list[wire.DrawRule] | None:
-    """How each timed call draws every input leaf anew (tools/timing.py, perturb): from the
-    reference's first set, integer leaves within the range the set takes, bool leaves with its
-    share of True, floats with random signs, complex ones with a random phase. Tried on the
-    reference first: where it raises or gives non-finite values it did not give on the set itself,
-    the plan gives up what it cannot take (signs, then the integer and bool draws); None where
-    even the plain rescaling fails (then the rescaling alone is used, as before plans)."""
-    plan: list[wire.DrawRule] = []
-    for t in timing.tensor_leaves(inputs):
-        if t.is_complex():
-            plan.append({"kind": "complex"})
-        elif t.is_floating_point():
-            plan.append({"kind": "float", "signs": True})
-        elif t.dtype == torch.bool and t.numel():
-            plan.append({"kind": "bool", "p": float(t.float().mean())})
-        elif t.numel():
-            plan.append({"kind": "int", "lo": int(t.min()), "hi": int(t.max())})
-        else:
-            plan.append({"kind": "keep"})
-    if not plan:
-        return None
-    no_signs: list[wire.DrawRule] = [{**r, "signs": False} if r["kind"] == "float" else r for r in plan]
-    floats_only: list[wire.DrawRule] = [r if r["kind"] in ("float", "complex") else {"kind": "keep"} for r in no_signs]
+    """How every call draws each input leaf anew (tools/draws.py), found on the reference's first
+    set on the device: None where even the plain rescaling makes it fail."""
     try:
         net = model.to(device) if isinstance(model, torch.nn.Module) else model
         on_device = to_device(inputs, device)
         with torch.no_grad():
-            bad_before = _non_finite(net(*fresh_clone(on_device)))
-            for attempt in (plan, no_signs, floats_only):
-                try:
-                    out = net(*timing.call_inputs(on_device, 20261204, device, attempt))
-                except Exception:
-                    continue
-                if _non_finite(out) <= bad_before:
-                    return attempt
+            return draws.find_plan(lambda args: net(*args), on_device, fresh_clone)
     except Exception:
         return None
-    return None
-
-
-def _non_finite(out: Any) -> int:
-    return sum(
-        int((~torch.isfinite(t)).sum()) for t in timing.tensor_leaves(out) if t.is_floating_point() or t.is_complex()
-    )
 
 
 def _payload_fingerprints(payload: dict[str, Any], inputs: list[Any], device: str) -> wire.SetFingerprints:
@@ -198,15 +180,14 @@ def _payload_fingerprints(payload: dict[str, Any], inputs: list[Any], device: st
 
 
 def _wide(obj: Any) -> Any:
-    """Floating tensors as float64, complex ones as complex128 (containers kept)."""
-    if isinstance(obj, torch.Tensor):
-        if obj.is_complex():
-            return obj.to(torch.complex128)
-        return obj.to(torch.float64) if obj.is_floating_point() else obj
-    if isinstance(obj, (list, tuple)):
-        items = [_wide(o) for o in obj]
-        return type(obj)(*items) if hasattr(type(obj), "_fields") else type(obj)(items)
-    return obj
+    """Floating tensors as float64, complex ones as complex128 (every container kept)."""
+
+    def wide(t: torch.Tensor) -> torch.Tensor:
+        if t.is_complex():
+            return t.to(torch.complex128)
+        return t.to(torch.float64) if t.is_floating_point() else t
+
+    return leaves.map_tensors(obj, wide)
 
 
 def _in_float64(models64: dict[int, Any], m: int, model: Any, args: list[Any]) -> Any:
@@ -277,7 +258,8 @@ def run_judge_job(spec: wire.JudgeRequest) -> wire.JudgeResult:
     it committed to for each output as JSON numbers. Every revealed call, checked or timed, gets
     every check.
     """
-    apply_precision_flags()
+    mode = spec.get("precision", precision.DEFAULT)
+    apply_precision_flags(mode)
     device = spec["device"]
     atol, rtol = float(spec["atol"]), float(spec["rtol"])
     ref = load_module(spec["reference"], "reference_model")
@@ -342,6 +324,8 @@ def run_judge_job(spec: wire.JudgeRequest) -> wire.JudgeResult:
         except Exception as exc:
             result["reference_error"] = f"call {cid}: {trim_exception(exc, 600)}"
             return result
+        if "verified_precision" not in result:
+            result["verified_precision"] = precision.name(mode, [str(t.dtype) for t in leaves.tensors(expected)])
         model, call_args = models[m], args
         exact = lambda: _in_float64(models64, m, model, call_args)  # noqa: E731 (made only where it decides)
         label = f"seed {cid}" if role != "timed" else f"timed call {cid}"
@@ -351,7 +335,7 @@ def run_judge_job(spec: wire.JudgeRequest) -> wire.JudgeResult:
         if got is None:
             found.append(_check("output_type", False, f"candidate output unreadable: {unreadable}"))
         else:
-            type_check, values = output_checks.compare_values(expected, got, atol, rtol, exact)
+            type_check, values = output_checks.compare_values(expected, got, atol, rtol, exact, mode)
             proof = committed.get("evidence") or {}
             same = committed.get("fingerprint") == evidence.fingerprint(
                 list(got) if isinstance(got, (tuple, list)) else [got]

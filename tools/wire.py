@@ -256,6 +256,8 @@ class InputsResult(TypedDict):
     fingerprints: list[SetFingerprints]  # in the order of `indices`
     # Made from set 0 by the job that wrote it: how every call draws each input leaf anew.
     plan: NotRequired[list[DrawRule] | None]
+    # The paths of leaves the plan keeps as they are (structure no rule could draw anew).
+    kept: NotRequired[list[str]]
 
 
 class JobError(TypedDict):
@@ -277,6 +279,7 @@ class BaselinesSpec(TypedDict):
     flush_bytes: NotRequired[int]  # the L2 flush (tools/timing.py, FLUSH_BYTES where it says none)
     baselines: NotRequired[list[str]]  # the compiled sides to time besides eager (["compile"])
     peaks: NotRequired["Peaks | None"]  # this machine's, measured by an earlier round
+    precision: NotRequired[str]  # tools/precision.py's mode: "tf32" lets every side use TF32
 
 
 class BaselinesRound(BaselinesSpec):
@@ -542,6 +545,7 @@ class JudgeRequest(TypedDict):
     commits: dict[str, Commit]  # by call id
     fingerprints: list[SetFingerprints]  # what the inputs jobs wrote, kept by the harness
     plan: list[DrawRule] | None
+    precision: str  # tools/precision.py's mode: the error each output may have
 
 
 class JudgeResult(TypedDict):
@@ -550,4 +554,5 @@ class JudgeResult(TypedDict):
     checks: list[Check]
     phases: NotRequired[dict[str, float]]
     precision: NotRequired[dict[str, Any]]
+    verified_precision: NotRequired[str]  # what the outputs were held to ("float32", "tf32", ...)
     reference_error: NotRequired[str]  # the reference itself failed on a call's inputs

@@ -9,17 +9,21 @@ import threading
 from types import ModuleType
 from typing import Any
 
+import leaves
 import torch
 import wire
 
 
-def apply_precision_flags() -> dict[str, Any]:
-    """The same strict fp32 settings in every process that runs a model; returned for the record."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+def apply_precision_flags(mode: str = "dtype") -> dict[str, Any]:
+    """The same settings in every process that runs a model: strict float32, or TF32 for
+    matmuls and convolutions where the user opted into it (tools/precision.py); returned for
+    the record."""
+    tf32 = mode == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
-    torch.set_float32_matmul_precision("highest")
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
     import integrity
 
     return integrity.precision_flags()
@@ -41,36 +45,18 @@ def device_sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _same_kind(obj: Any, items: Any) -> Any:
-    """A list or tuple of `items` of obj's own type (a namedtuple takes its fields one by one)."""
-    if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
-        return type(obj)(*items)
-    return type(obj)(items)
-
-
 def to_device(obj: Any, device: str) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    if isinstance(obj, (list, tuple)):
-        return _same_kind(obj, [to_device(o, device) for o in obj])
-    return obj
+    """Every tensor leaf of `obj` (any container: tools/leaves.py) on `device`."""
+    return leaves.map_tensors(obj, lambda t: t.to(device))
 
 
 def fresh_clone(obj: Any) -> Any:
-    """A new allocation for every tensor, so no pointer survives from one call to the next."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
-    if isinstance(obj, (list, tuple)):
-        return _same_kind(obj, [fresh_clone(o) for o in obj])
-    return obj
+    """A new allocation for every tensor leaf, so no pointer survives from one call to the next."""
+    return leaves.map_tensors(obj, lambda t: t.detach().clone())
 
 
 def to_cpu(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu")
-    if isinstance(obj, (list, tuple)):
-        return [to_cpu(o) for o in obj]
-    return obj
+    return leaves.map_tensors(obj, lambda t: t.detach().to("cpu"))
 
 
 def parent_of(pid: int | str) -> int | None:

@@ -21,6 +21,7 @@ from cuda_agent_cli.harness.baselines import check_reward_baseline, compiled_bas
 from cuda_agent_cli.harness.build import Builder
 from cuda_agent_cli.harness.environment import check_environment
 from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_env, shared_pool
+from cuda_agent_cli.harness.precision import check_precision
 from cuda_agent_cli.harness_result import Check, HarnessResult
 from cuda_agent_cli.kernel_files import KernelFiles
 from cuda_agent_cli.machine import cpu_timing_threads, pick_device
@@ -77,9 +78,11 @@ class Harness:
         baselines: Sequence[str] | None = None,
         reward_baseline: str = "paper",
         bursts: int | None = None,
+        precision: str = "dtype",
     ) -> None:
         if policy not in POLICIES:
             raise BadInput(f"unknown policy {policy!r}", "use --policy strict or --policy hybrid")
+        self.precision = check_precision(precision)
         self.workspace = workspace
         self.policy = policy
         self.atol, self.rtol = float(atol), float(rtol)
@@ -129,7 +132,12 @@ class Harness:
         def warm() -> None:
             try:
                 prewarm = jobs.baselines_spec(
-                    str(self.workspace.reference), self.device, self.threads, self.baselines, self.peaks.known()
+                    str(self.workspace.reference),
+                    self.device,
+                    self.threads,
+                    self.baselines,
+                    self.peaks.known(),
+                    self.precision,
                 )
                 self.pool.wait(
                     self.pool.submit(
@@ -288,6 +296,7 @@ class Harness:
             go_timeout=self.compile_timeout + 60,
             baselines=self.baselines,
             peaks=self.peaks.known(),
+            precision=self.precision,
         )
         evaluating, inputs = self._build_and_prepare(result, run_dir, spec)
         if evaluating is None:
@@ -431,6 +440,7 @@ class Harness:
             self.threads,
             self.baselines,
             self._cache / "worker" / "baselines-service.log",
+            self.precision,
         )
 
     def _timing_plan(self, input_bytes: int) -> wire.TimingPlan:

@@ -53,17 +53,24 @@ def pch_request(device: str, pch_dir: str) -> wire.PchRequest:
 
 
 def service_key(
-    reference: Path, device: str, threads: int | None, baselines: Sequence[str], log: Path
+    reference: Path, device: str, threads: int | None, baselines: Sequence[str], log: Path, precision: str = "dtype"
 ) -> wire.ServiceRequest:
     """The worker keeps eager and torch.compile warm between the rounds of one reference:
     the key is everything the baselines' process is made from."""
     digest = hashlib.sha256(reference.read_bytes())
-    digest.update(json.dumps([device, threads, list(baselines)]).encode())
+    digest.update(
+        json.dumps([device, threads, list(baselines)] + ([precision] if precision != "dtype" else [])).encode()
+    )
     return {"key": digest.hexdigest(), "log": str(log)}
 
 
 def baselines_spec(
-    reference: str, device: str, threads: int | None, baselines: Sequence[str], peaks: Mapping[str, object] | None
+    reference: str,
+    device: str,
+    threads: int | None,
+    baselines: Sequence[str],
+    peaks: Mapping[str, object] | None,
+    precision: str = "dtype",
 ) -> wire.BaselinesSpec:
     """What the baselines' process is made from, for a service to build and warm ahead."""
     return {
@@ -72,6 +79,7 @@ def baselines_spec(
         "threads": threads,
         "baselines": list(baselines),
         "peaks": _peaks(peaks),
+        "precision": precision,
     }
 
 
@@ -108,6 +116,7 @@ def evaluate_request(
     go_timeout: float,
     baselines: Sequence[str],
     peaks: Mapping[str, object] | None,
+    precision: str = "dtype",
 ) -> wire.EvaluateRequest:
     """One round's evaluation (tools/controller.py). A profile's `timing` and every round's
     `plan` are added once the inputs jobs have answered."""
@@ -133,13 +142,19 @@ def evaluate_request(
         "go_timeout": go_timeout,
         "baselines": list(baselines),
         "peaks": _peaks(peaks),
+        "precision": precision,
     }
 
 
 def prewarm_spec(evaluate: wire.EvaluateRequest) -> wire.BaselinesSpec:
     """The baselines an evaluation will time, for its service to build and warm ahead."""
     return baselines_spec(
-        evaluate["reference"], evaluate["device"], evaluate["threads"], evaluate["baselines"], evaluate["peaks"]
+        evaluate["reference"],
+        evaluate["device"],
+        evaluate["threads"],
+        evaluate["baselines"],
+        evaluate["peaks"],
+        evaluate.get("precision", "dtype"),
     )
 
 
@@ -206,4 +221,5 @@ def judge_request(
         "commits": commits,
         "fingerprints": fingerprints,
         "plan": evaluate.get("plan"),
+        "precision": evaluate.get("precision", "dtype"),
     }

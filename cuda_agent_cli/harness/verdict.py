@@ -120,6 +120,7 @@ def judge_checks(result: HarnessResult, judge: JobOutcome) -> bool:
         return False
     for c in verdict.get("checks", []):
         result.checks.append(Check(c["name"], c["passed"], c["detail"]))
+    result.precision = verdict.get("verified_precision")
     return True
 
 

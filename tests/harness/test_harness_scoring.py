@@ -441,6 +441,8 @@ def test_result_json_has_exactly_the_design_keys() -> None:
         "checks",
         "timings",
         "environment",
+        "precision",
+        "not_measured",
     ]
     assert set(j["timings"]) == {
         "eager_us",

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 import torch
-from cuda_agent_cli.assets.tools import evidence, tensor_files
+
+from cuda_agent_cli.resources import tools_dir
+
+sys.path.insert(0, str(tools_dir()))  # the locked job modules import each other by name
+import evidence  # noqa: E402
+import tensor_files  # noqa: E402
 
 
 def roundtrip(obj, tmp_path: Path):
