@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, get_args
 
+from cuda_agent_cli.assets.tools.precision import MODES as PRECISIONS
 from cuda_agent_cli.errors import ConfigError
 
 ENV_PREFIX = "CUDA_AGENT_"
@@ -38,6 +39,9 @@ class Settings:
     context_tokens: int = 131072
     atol: float = 1e-2
     rtol: float = 1e-2
+    # What outputs are held to (tools/precision.py): the module's own dtype, or a looser rule
+    # the user names: tf32, fp16, bf16, or kernelbench (the paper's atol = rtol = 1e-2).
+    precision: str = "dtype"
     permission_mode: str = "ask"
     reward_baseline: str = "paper"  # or "best" (harness/baselines.py)
     data_dir: str | None = None  # None: $XDG_DATA_HOME/cuda-agent
@@ -46,6 +50,7 @@ class Settings:
 CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("cuda", "cpu"),
     "policy": POLICIES,
+    "precision": PRECISIONS,
     "permission_mode": ("ask", "accept-edits", "yolo"),
     "reward_baseline": ("paper", "best"),
 }

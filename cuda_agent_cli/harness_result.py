@@ -207,7 +207,10 @@ class HarnessResult:
         """A short text for a model: verdict, what failed and why, compiler errors, timings."""
         verdict = "correct" if self.correct else ("compile failed" if not self.compiled else "not correct")
         reward = "n/a" if self.reward is None else str(self.reward)
-        lines = [f"reward {reward}: {verdict} (device {self.device}, policy {self.policy})"]
+        held = f", verified at {self.precision}" if self.precision else ""
+        lines = [f"reward {reward}: {verdict} (device {self.device}, policy {self.policy}{held})"]
+        if self.not_measured:
+            lines.append(f"NOT MEASURED: {self.not_measured}; profile again when the device is free")
         for c in self.failed_checks():
             detail = c.detail if c.name != "compile" else c.detail.replace("\n", "\n    ")
             lines.append(f"FAILED {c.name}: {detail}")

@@ -131,6 +131,41 @@ def _gpus() -> tuple[tuple[Gpu, ...], bool]:
     return tuple(by_index[i] for i in _visible(sorted(by_index))), known
 
 
+# A visible GPU this busy (nvidia-smi's utilization.gpu, median of a few readings) with none of
+# this session's work on it is in use by another program.
+BUSY_UTILIZATION = 20.0
+
+
+def gpu_busy_elsewhere(readings: int = 5, pause_s: float = 0.1) -> bool | None:
+    """Whether a visible GPU is kept busy by something else right now: asked after an evaluation
+    has ended, when none of its processes is left, so what the device still does is another
+    program's. None where nvidia-smi cannot say."""
+    import statistics
+    import time
+
+    samples: dict[int, list[float]] = {}
+    for i in range(readings):
+        try:
+            proc = query_smi("index,utilization.gpu", timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if proc is None or proc.returncode != 0:
+            return None
+        for line in proc.stdout.splitlines():
+            parts = [p.strip().rstrip(" %") for p in line.split(",")]
+            if len(parts) == 2 and parts[0].isdigit():
+                try:
+                    samples.setdefault(int(parts[0]), []).append(float(parts[1]))
+                except ValueError:
+                    continue
+        if i + 1 < readings:
+            time.sleep(pause_s)
+    visible = _visible(sorted(samples))
+    if not visible:
+        return None
+    return any(statistics.median(samples[i]) >= BUSY_UTILIZATION for i in visible)
+
+
 def _cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -26,6 +26,7 @@ from typing import Any
 import channel
 import evidence
 import integrity
+import module_state
 import op_guard
 import output_checks
 import process_filter
@@ -278,6 +279,8 @@ class CandidateProcess:
         # A burst's calls between its three requests: made (inputs), run (outputs), committed.
         self.burst: dict[str, Any] = {}
         self.native: dict[str, int] = {}  # thread counts by stage (checkpoint)
+        # The parameters and buffers each verification call changed, by call id (record_state).
+        self.state_kept: dict[int, list[torch.Tensor]] = {}
 
     def handlers(self) -> dict[str, Handler]:
         """What the controller may ask, by op."""
@@ -339,8 +342,13 @@ class CandidateProcess:
         template = self.kept.get(0)
         ops = self.stand_in_ops() if null else 0
         events, walls, fps, proofs, leads, flushes = [], [], [], [], [], []
+        # The verification calls: the model's state is recorded around each (tools/module_state.py).
+        record_state = bool(request.get("state")) and not null
         for c in request["calls"]:
             model = stand_in(template, ops) if null else self.models[int(c["model"])]
+            if "weights" in c and not null:
+                module_state.change(model, c["weights"], lambda k: self.sets.payload(k)["state"])
+            state_before = module_state.fingerprints(model) if record_state else {}
             args = caller.prepare(self.sets.device_inputs(int(c["set"])))
             guard = op_guard.StrictOpGuard(self.policy)
             calls0, ext0 = meter.calls, meter.seconds
@@ -370,8 +378,11 @@ class CandidateProcess:
                 return {"ok": False}
             # Facts for the judge, taken before anything else runs: what the inputs hold now,
             # where inputs and outputs live (aliasing), and the output's own fingerprint.
-            proofs.append(evidence.call_evidence(args, out))
+            proof = evidence.call_evidence(args, out)
             fps.append(evidence.fingerprint(list(out) if isinstance(out, (tuple, list)) else [out]))
+            if record_state:
+                proof["state"] = self.record_state(int(c["id"]), model, state_before)
+            proofs.append(proof)
             device_sync(device)
             if not null:
                 if not self.keep_output(int(c["id"]), out):
@@ -394,6 +405,16 @@ class CandidateProcess:
             "leads_us": leads,
             "flushes_us": flushes,
         }
+
+    def record_state(self, cid: int, model: Any, before: dict[str, wire.Fingerprint]) -> wire.StateEvidence:
+        """Every parameter's and buffer's fingerprint after call `cid`, and a copy of those the
+        call changed, handed over with its output for the judge to compare."""
+        after = module_state.fingerprints(model)
+        changed = [name for name, fp in after.items() if before.get(name) != fp]
+        if changed:
+            own = module_state.tensors(model)
+            self.state_kept[cid] = [own[name].clone() for name in changed]
+        return {"after": after, "changed": changed}
 
     def burst_prepare(self, request: dict[str, Any]) -> dict[str, Any]:
         self.burst.clear()
@@ -471,6 +492,11 @@ class CandidateProcess:
 
     def reveal(self, request: dict[str, Any]) -> dict[str, Any]:
         items = [(self.kept.get(int(i)), self.out_dir / f"call_{int(i)}") for i in request["ids"]]
+        items += [
+            (self.state_kept[int(i)], self.out_dir / f"state_{int(i)}")
+            for i in request["ids"]
+            if int(i) in self.state_kept
+        ]
         errors = tensor_files.save_many([(out, base) for out, base in items if out is not None])
         if errors:
             raise errors[0]

@@ -54,6 +54,24 @@ TRUSTED_RETRIES = 3
 RETRY_PAUSE_S = 0.05
 
 
+def weight_calls(n_verify: int) -> list[wire.Call]:
+    """The calls after the harness changes a model's weights (tools/module_state.py): model 1 is
+    given set 2's weights in place and called on set 2's inputs, then stepped as an optimizer
+    would and called on set 3's. Model 0, which the timed calls use, is left as it was built."""
+    if n_verify < 4:
+        return []
+    return [
+        {"id": n_verify + 1, "model": 1, "set": 2, "seed": secrets.randbits(62), "weights": {"load": 2}},
+        {
+            "id": n_verify + 2,
+            "model": 1,
+            "set": 3,
+            "seed": secrets.randbits(62),
+            "weights": {"step": secrets.randbits(62)},
+        },
+    ]
+
+
 def run_evaluate_job(spec: wire.EvaluateRequest) -> wire.EvaluateResult:
     import baselines
     import candidate
@@ -66,7 +84,7 @@ def run_evaluate_job(spec: wire.EvaluateRequest) -> wire.EvaluateResult:
         {"id": i, "model": i, "set": i, "seed": secrets.randbits(62)} for i in range(n_verify)
     ]
     again: wire.Call = {**verify_calls[0], "id": n_verify}  # the same call again: determinism
-    result["verify_calls"] = verify_calls + [again]
+    result["verify_calls"] = verify_calls + [again] + weight_calls(n_verify)
     peers: list[Peer] = []
     become_subreaper()
     mark = time.perf_counter()
@@ -105,7 +123,7 @@ def run_evaluate_job(spec: wire.EvaluateRequest) -> wire.EvaluateResult:
             return result
         result["phases"]["import"] = round(time.perf_counter() - mark, 4)
         mark = time.perf_counter()
-        reply, _ = make_calls(cand, {"op": "calls", "calls": result["verify_calls"]})
+        reply, _ = make_calls(cand, {"op": "calls", "calls": result["verify_calls"], "state": True})
         result["phases"]["seeds"] = round(time.perf_counter() - mark, 4)
         if not reply.get("ok"):
             result["claims"] = _finish(cand)

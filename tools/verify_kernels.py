@@ -25,6 +25,7 @@ import evidence
 import init_objects
 import integrity
 import leaves
+import module_state
 import output_checks
 import precision
 import tensor_files
@@ -249,6 +250,23 @@ class _OutputsAhead:
         return box[0], box[1]
 
 
+# How the calls after a weight change are named in a check's detail.
+_WEIGHT_LABELS = {
+    "load": "after new weights were copied in (load_state_dict)",
+    "step": "after an optimizer-like step changed the weights in place",
+}
+
+
+def _handed_state(cand_dir: Path, cid: int) -> list[Any] | None:
+    """The parameters and buffers the candidate's call `cid` changed, as it handed them over."""
+    path = cand_dir / f"state_{cid}"
+    try:
+        found = tensor_files.load_outputs(path) if tensor_files.exists(path) else None
+    except BaseException:  # files the candidate process left malformed: nothing handed over
+        return None
+    return list(found) if isinstance(found, (list, tuple)) else None
+
+
 def run_judge_job(spec: wire.JudgeRequest) -> wire.JudgeResult:
     evidence.session_device(spec["device"])
     """Expected outputs from the pristine reference, compared with the candidate's on the device.
@@ -315,6 +333,14 @@ def run_judge_job(spec: wire.JudgeRequest) -> wire.JudgeResult:
             return result
         if m not in models:
             models[m], _ = build_model(ref.Model, payloads[m], device, int(spec["seeds"][m]))
+        state_before: dict[str, wire.Fingerprint] = {}
+        if role != "timed":
+            weights = call.get("weights")
+            if weights:
+                # The same change the candidate's model went through, made to the reference's.
+                module_state.change(models[m], weights, lambda j: payloads[j]["state"] if input_set(j) else {})
+                models64.pop(m, None)
+            state_before = module_state.fingerprints(models[m])
         args = timing.call_inputs(base, int(call["seed"]), device, spec.get("plan"))
         before = evidence.fingerprint(list(args))
         try:
@@ -358,7 +384,27 @@ def run_judge_job(spec: wire.JudgeRequest) -> wire.JudgeResult:
             if bad:
                 timed_bad.append(f"timed call {cid}: {bad[0]['name']}: {bad[0]['detail']}")
         else:
-            merge(label, found)
+            after = module_state.tensors(models[m])
+            state = module_state.check(
+                state_before,
+                after,
+                (committed.get("evidence") or {}).get("state"),
+                _handed_state(cand_dir, cid),
+                lambda r, c: output_checks.compare_values(r, c, atol, rtol, None, mode)[1],
+            )
+            if any(state_before.get(n) != evidence.fingerprint(t) for n, t in after.items()):
+                models64.pop(m, None)  # a forward that updates state: the float64 copy is made anew
+            if role == "weights":
+                label = _WEIGHT_LABELS["load" if "load" in (call.get("weights") or {}) else "step"]
+                bad = [c for c in found if not c["passed"]]
+                found = [
+                    _check(
+                        "changed_weights",
+                        not bad,
+                        f"{bad[0]['name']}: {bad[0]['detail']}" if bad else "outputs follow weights changed in place",
+                    )
+                ]
+            merge(label, found + [state])
             outputs[cid] = got
         del expected, args, exact
     checks.extend(merged.values())

@@ -33,6 +33,14 @@ class Check(TypedDict):
     detail: str
 
 
+class WeightChange(TypedDict, total=False):
+    """A change the harness makes to a model's weights before a call (tools/module_state.py):
+    the state of input set `load` copied in place, or an optimizer-like `step` from a seed."""
+
+    load: int
+    step: int
+
+
 class Call(TypedDict):
     """One call the controller asks for: which of the models (built from input set `model`),
     which input set and the seed its fresh inputs are drawn from. Verification calls have ids
@@ -42,13 +50,23 @@ class Call(TypedDict):
     model: int
     set: int
     seed: int
+    weights: NotRequired[WeightChange]  # made before the call: the weights changed under it
 
 
 class JudgedCall(Call):
     """A call the judge rebuilds and checks: a verification call, the first one made again
-    (determinism) or a timed call chosen after the calls returned."""
+    (determinism), one after the harness changed the weights, or a timed call chosen after the
+    calls returned."""
 
-    role: Literal["verify", "again", "timed"]
+    role: Literal["verify", "again", "weights", "timed"]
+
+
+class StateEvidence(TypedDict):
+    """The model's parameters and buffers after a verification call (tools/module_state.py):
+    every one's fingerprint by name, and the names the call changed (handed over as tensors)."""
+
+    after: dict[str, Fingerprint]
+    changed: list[str]
 
 
 class CallEvidence(TypedDict):
@@ -58,6 +76,7 @@ class CallEvidence(TypedDict):
     inputs_after: Fingerprint
     input_ranges: list[ByteRange]
     output_ranges: list[ByteRange]
+    state: NotRequired[StateEvidence]  # verification calls only
 
 
 class Commit(TypedDict):

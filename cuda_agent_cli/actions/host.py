@@ -71,10 +71,12 @@ class Verify(_HostTool):
     step = "verify"
     description = (
         "Compiles, then checks model_new.py's ModelNew against the reference Model on fresh "
-        "random inputs (several seeds, atol/rtol 1e-2) plus the anti-cheating checks (no torch "
-        "fallbacks under the strict policy, no aliasing or mutating inputs, kernels must really "
-        "run). Returns each check's result and the reward (-1 on any failure). Takes no "
-        "parameters."
+        "random inputs (several seeds; every output's error from a float64 reference at most 8x "
+        "eager's own at the module's dtype), its parameters and buffers after each call, calls "
+        "after the weights change in place, plus the anti-cheating checks (no torch fallbacks "
+        "under the strict policy, no aliasing or mutating inputs, kernels must really run, no "
+        "library compute under any name). Returns each check's result and the reward (-1 on any "
+        "failure). Takes no parameters."
     )
 
 

@@ -157,6 +157,7 @@ def group_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "tasks": len(records),
         "correct": sum(1 for r in records if r.get("correct")),
         "errors": sum(1 for r in records if r.get("status") == "error"),
+        "not_measured": sum(1 for r in records if r.get("status") == "not_measured"),
         "pass_rate": pass_rate(records),
         "faster_than_eager": faster_than(records, "eager"),
         "faster_than_compile": faster_than(records, "compile"),

@@ -173,6 +173,7 @@ def definitions(summary: dict[str, Any]) -> list[str]:
     timed = summary.get("baselines") or ["eager", "compile"]
     reward_on = settings.get("reward_baseline") or "paper"
     policy = settings.get("policy") or "strict"
+    precision = settings.get("precision") or "dtype"
     return [
         "baselines timed, each in the same interleaved window as the kernel: "
         + "; ".join(BASELINE_WORDS.get(b, b) for b in timed),
@@ -190,6 +191,17 @@ def definitions(summary: dict[str, Any]) -> list[str]:
             else "default torch.compile (the paper's reward)"
         )
         + ", decided on the speedups' intervals",
+        "correct: "
+        + (
+            "every output within atol = rtol = 1e-2 of eager's, and its error from a float64 reference at "
+            "most twice eager's or 1e-2 (--tolerance kernelbench, the paper's rule)"
+            if precision == "kernelbench"
+            else f"outputs held to {precision} compute's own rounding (--precision {precision})"
+            if precision != "dtype"
+            else "every output's error from a float64 reference at most 8 times eager's own at the module's dtype "
+            "(a float32 module computed in TF32, float16 or bfloat16 fails); module state, changed weights and "
+            "every input leaf checked too"
+        ),
         f"policy {policy}: "
         + (
             "every tensor op in forward must run in the candidate's own kernels (torch ops are refused)"

@@ -49,6 +49,8 @@ class BenchRequest:
     compile_ahead: int | None = None
     # What the reward is decided against: "paper" (eager and default torch.compile) or "best".
     reward_baseline: str = "paper"
+    # What outputs are held to (tools/precision.py): the module's dtype, or kernelbench's 1e-2.
+    precision: str = "dtype"
     # KernelBench's revised tasks, or the original definitions it keeps as N_Name_OLD.py.
     task_version: str = "current"
 
@@ -98,6 +100,9 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
     if req.policy not in POLICIES:
         raise BadInput(f"unknown policy {req.policy!r}", "use --policy strict or --policy hybrid")
     check_reward_baseline(req.reward_baseline)
+    from cuda_agent_cli.harness.precision import check_precision
+
+    check_precision(req.precision)
     suite = load_suite(req.suite, req.root, _levels(req.levels), parse_id_ranges(req.tasks), req.task_version)
     device = pick_device(req.device)
     mode = "solutions" if req.solutions is not None else "agent"
@@ -128,6 +133,7 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
         "device": device,
         "policy": req.policy,
         "reward_baseline": req.reward_baseline,
+        "precision": req.precision,
         "model": req.model,
         "solutions": str(Path(req.solutions).absolute()) if req.solutions else None,
         "trials": req.trials,
@@ -154,6 +160,7 @@ def plan_bench(req: BenchRequest) -> BenchPlan:
                 "device": device,
                 "policy": req.policy,
                 "reward_baseline": req.reward_baseline,
+                "precision": req.precision,
                 "trials": req.trials,
                 "atol": req.atol,
                 "rtol": req.rtol,

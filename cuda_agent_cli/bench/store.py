@@ -16,7 +16,7 @@ from cuda_agent_cli.errors import BadInput
 RESULTS = "results.jsonl"
 RUN = "run.json"
 # Settings a resumed run must share with the results already in --out.
-_SAME = ("mode", "device", "policy", "model", "reward_baseline")
+_SAME = ("mode", "device", "policy", "model", "reward_baseline", "precision")
 
 
 class ResultStore:

@@ -106,7 +106,7 @@ def score(folder: Path, job: dict[str, Any]) -> HarnessResult:
     from cuda_agent_cli.harness import profile_path
 
     options: dict[str, Any] = {"device": job.get("device"), "policy": job.get("policy") or "strict"}
-    for key in ("atol", "rtol", "trials", "reward_baseline"):
+    for key in ("atol", "rtol", "trials", "reward_baseline", "precision"):
         if job.get(key) is not None:
             options[key] = job[key]
     with _device_busy(job):
@@ -196,8 +196,12 @@ def _settle(
         fraction_of_peak=t.get("fraction_of_peak"),
         roofline=_roofline_row(t.get("roofline")),
         warnings=list(best.warnings),
-        status="correct" if best.correct else "failed",
+        # Verified but not timed: another program kept the GPU busy (never a failure of the kernel).
+        status="not_measured" if best.not_measured else "correct" if best.correct else "failed",
+        precision=best.precision,
     )
+    if best.not_measured:
+        record["not_measured"] = best.not_measured
     if not best.correct:
         from cuda_agent_cli.harness.verdict import POLICY_ONLY
 
@@ -256,7 +260,18 @@ def model_for(job: dict[str, Any]) -> str:
     return model
 
 
-SESSION_SETTINGS = ("model", "api_base", "device", "policy", "max_turns", "max_cost", "timeout", "atol", "rtol")
+SESSION_SETTINGS = (
+    "model",
+    "api_base",
+    "device",
+    "policy",
+    "max_turns",
+    "max_cost",
+    "timeout",
+    "atol",
+    "rtol",
+    "precision",
+)
 
 
 def session_config(job: dict[str, Any]) -> Config:

@@ -552,6 +552,7 @@ class ChatSession:
             policy=task.policy,
             atol=self.cfg.atol,
             rtol=self.cfg.rtol,
+            precision=self.cfg.precision,
             reward_baseline=self.cfg.reward_baseline,
         )
         return harness, sid

@@ -57,7 +57,15 @@ def _reference_task(root: Path, entry: dict[str, Any]) -> Any:
     return replace(task, reference_source=reference_source(task))
 
 
-def measure(root: Path, entry: dict[str, Any], *, atol: float, rtol: float, scratch: Path | None = None) -> Measurement:
+def measure(
+    root: Path,
+    entry: dict[str, Any],
+    *,
+    atol: float,
+    rtol: float,
+    scratch: Path | None = None,
+    precision: str | None = None,
+) -> Measurement:
     """Verify and profile the kernel of `entry`; never raises for a kernel that fails."""
     import time
 
@@ -82,8 +90,13 @@ def measure(root: Path, entry: dict[str, Any], *, atol: float, rtol: float, scra
         )
     workspace = judging_workspace(base, task.reference_source, files, device, policy)
     try:
-        harness = Harness(workspace, device=device, policy=policy, atol=atol, rtol=rtol)
+        # The precision the kernel was recorded at, unless the caller names one.
+        held = precision or str(entry.get("precision") or "dtype")
+        harness = Harness(workspace, device=device, policy=policy, atol=atol, rtol=rtol, precision=held)
     except EnvironmentMissing as exc:
         return Measurement(not_measured=exc.one_line(), seconds=time.perf_counter() - start)
     result = harness.profile()
+    if result.not_measured and result.correct:
+        # Verified, but another program kept the GPU busy: NOT-MEASURED, never a slower kernel.
+        return Measurement(not_measured=f"not measured: {result.not_measured}", seconds=time.perf_counter() - start)
     return Measurement(result=result, seconds=time.perf_counter() - start)

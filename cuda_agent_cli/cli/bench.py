@@ -17,6 +17,7 @@ from cuda_agent_cli.cli.options import (
     JsonOpt,
     ModelOpt,
     PolicyOpt,
+    PrecisionOpt,
     RewardBaselineOpt,
     TrialsOpt,
     UnsafeOpt,
@@ -79,6 +80,14 @@ RerunOpt = Annotated[
     bool, typer.Option("--rerun-failed", help="Run again the tasks whose recorded result is not correct.")
 ]
 PlainOpt = Annotated[bool, typer.Option("--plain", help="Plain progress lines even on a terminal.")]
+ToleranceOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--tolerance",
+        help="kernelbench: the paper's atol = rtol = 1e-2, to compare with published numbers "
+        "(the same as --precision kernelbench; default: the module's own dtype).",
+    ),
+]
 
 
 def task_line(done: int, total: int, record: dict[str, Any]) -> str:
@@ -180,6 +189,8 @@ def bench(
     device: DeviceOpt = None,
     policy: PolicyOpt = None,
     reward_baseline: RewardBaselineOpt = None,
+    precision: PrecisionOpt = None,
+    tolerance: ToleranceOpt = None,
     gpus: GpusOpt = None,
     ray: RayOpt = None,
     builders: BuildersOpt = None,
@@ -208,6 +219,7 @@ def bench(
         device=device,
         policy=policy or "strict",
         reward_baseline=reward_baseline or "paper",
+        precision=_precision(precision, tolerance),
         gpus=gpus,
         ray=ray,
         rerun_failed=rerun_failed,
@@ -245,3 +257,14 @@ def bench(
             typer.echo(line)
         typer.echo(f"wall time {time.perf_counter() - start:.1f} s")
     raise typer.Exit(0 if outcome.summary["overall"]["correct"] else 1)
+
+
+def _precision(precision: str | None, tolerance: str | None) -> str:
+    """--precision, or --tolerance kernelbench (its other spelling); "dtype" by default."""
+    from cuda_agent_cli.errors import BadInput
+
+    if tolerance is not None and tolerance != "kernelbench":
+        raise BadInput(f"unknown tolerance {tolerance!r}", "use --tolerance kernelbench, or --precision")
+    if tolerance and precision and precision != tolerance:
+        raise BadInput("--tolerance kernelbench and --precision say two things", "give one of them")
+    return tolerance or precision or "dtype"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from cuda_agent_cli.cli.options import DeviceOpt, JsonOpt, PolicyOpt, RewardBaselineOpt, TrialsOpt
+from cuda_agent_cli.cli.options import DeviceOpt, JsonOpt, PolicyOpt, PrecisionOpt, RewardBaselineOpt, TrialsOpt
 
 if TYPE_CHECKING:
     from cuda_agent_cli.harness_result import HarnessResult
@@ -19,8 +19,12 @@ PathArg = Annotated[
 ]
 RefOpt = Annotated[Optional[Path], typer.Option("--ref", help="The reference file (class Model, get_inputs).")]
 CandOpt = Annotated[Optional[Path], typer.Option("--candidate", help="The candidate file (class ModelNew).")]
-AtolOpt = Annotated[Optional[float], typer.Option("--atol", help="Absolute tolerance (default 1e-2).")]
-RtolOpt = Annotated[Optional[float], typer.Option("--rtol", help="Relative tolerance (default 1e-2).")]
+AtolOpt = Annotated[
+    Optional[float], typer.Option("--atol", help="Absolute tolerance of the element-wise check (default 1e-2).")
+]
+RtolOpt = Annotated[
+    Optional[float], typer.Option("--rtol", help="Relative tolerance of the element-wise check (default 1e-2).")
+]
 RepeatOpt = Annotated[
     int, typer.Option("--repeat", min=1, help="Profile N times, independently; report the median and range.")
 ]
@@ -38,13 +42,21 @@ def _run(
     trials: int | None,
     repeat: int = 1,
     reward_baseline: str | None = None,
+    precision: str | None = None,
 ) -> list["HarnessResult"]:
     from cuda_agent_cli.config import load_config
     from cuda_agent_cli.harness import Harness, open_path
     from cuda_agent_cli.machine import pick_device
 
     cfg = load_config(
-        {"device": device, "policy": policy, "atol": atol, "rtol": rtol, "reward_baseline": reward_baseline}
+        {
+            "device": device,
+            "policy": policy,
+            "atol": atol,
+            "rtol": rtol,
+            "reward_baseline": reward_baseline,
+            "precision": precision,
+        }
     )
     workspace = open_path(path, ref, candidate)
     harness = Harness(
@@ -55,6 +67,7 @@ def _run(
         rtol=cfg.rtol,
         trials=trials,
         reward_baseline=cfg.reward_baseline,
+        precision=cfg.precision,
     )
     if not timed:
         return [harness.verify()]
@@ -138,7 +151,11 @@ def _print_human(result: "HarnessResult", what: str) -> None:
         typer.echo(f"  method: {t.method}")
         if t.uncertain:
             typer.echo("  uncertain: an interval straddles the 5% threshold, so the reward may be one off")
+    if result.not_measured:
+        typer.echo(f"not measured: {result.not_measured}; run the profile again when the GPU is free")
     verdict = "correct" if result.correct else ("does not compile" if not result.compiled else "NOT correct")
+    if result.correct and result.precision:
+        verdict += f" (verified at {result.precision})"
     reward = "" if result.reward is None else f", reward {result.reward}"
     from cuda_agent_cli.harness.reward import reward_in_words
 
@@ -163,6 +180,9 @@ def _report(results: list["HarnessResult"], as_json: bool, what: str) -> None:
                 if key in summary:
                     s = summary[key]
                     typer.echo(f"  {key}: {s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f})")  # type: ignore[index]
+    if any(r.not_measured for r in results):
+        # The device could not be had quietly: an environment status, never the kernel's failure.
+        raise typer.Exit(3)
     raise typer.Exit(0 if all(r.correct for r in results) else 1)
 
 
@@ -174,10 +194,11 @@ def verify(
     policy: PolicyOpt = None,
     atol: AtolOpt = None,
     rtol: RtolOpt = None,
+    precision: PrecisionOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Compile and check a candidate against its reference (5 random input sets, runtime checks)."""
-    _report(_run(False, path, ref, candidate, device, policy, atol, rtol, None), as_json, "verify")
+    _report(_run(False, path, ref, candidate, device, policy, atol, rtol, None, precision=precision), as_json, "verify")
 
 
 def profile(
@@ -191,9 +212,10 @@ def profile(
     trials: TrialsOpt = None,
     repeat: RepeatOpt = 1,
     reward_baseline: RewardBaselineOpt = None,
+    precision: PrecisionOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Verify, then time the candidate beside eager PyTorch and the torch.compile baselines (default,
     max-autotune, CUDA graphs on CUDA); prints the reward."""
-    results = _run(True, path, ref, candidate, device, policy, atol, rtol, trials, repeat, reward_baseline)
+    results = _run(True, path, ref, candidate, device, policy, atol, rtol, trials, repeat, reward_baseline, precision)
     _report(results, as_json, "profile")

@@ -22,6 +22,7 @@ from cuda_agent_cli.cli.options import (
     PatchOpt,
     PlainOpt,
     PolicyOpt,
+    PrecisionOpt,
     RewardBaselineOpt,
     UnsafeOpt,
     YesOpt,
@@ -289,6 +290,7 @@ def optimize(
     device: DeviceOpt = None,
     policy: PolicyOpt = None,
     reward_baseline: RewardBaselineOpt = None,
+    precision: PrecisionOpt = None,
     inputs: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -356,6 +358,7 @@ def optimize(
         continue_latest=continue_,
         allow_unsafe=unsafe_no_sandbox,
         reward_baseline=reward_baseline,
+        precision=precision,
     )
     with errors_as_json(json_out):
         if all_:

@@ -27,6 +27,14 @@ RewardBaselineOpt = Annotated[
         "max-autotune, CUDA graphs).",
     ),
 ]
+PrecisionOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--precision",
+        help="What outputs are held to: dtype (default: the module's own, from a float64 reference), "
+        "tf32, fp16 or bf16 (that compute format, opted into), or kernelbench (the paper's atol = rtol = 1e-2).",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")]
 MaxTurnsOpt = Annotated[
     Optional[int], typer.Option("--max-turns", help="Stop a session after this many model turns (default 200).")

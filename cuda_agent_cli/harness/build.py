@@ -42,6 +42,8 @@ class Builder:
         self.workspace, self.device, self.pool, self.cache = workspace, device, pool, cache
         self.compile_timeout, self.confine_writes = compile_timeout, confine_writes
         self.last_compile: wire.CompileResult | None = None
+        # Where the last build put cuda_extension.so (None for a single-file candidate).
+        self.module_dir: str | None = None
         self._pch_wanted = False
 
     def build(self, result: HarnessResult, run_dir: Path) -> str | None:
@@ -130,6 +132,7 @@ class Builder:
     def collect(self, result: HarnessResult, submitted: Submitted | None) -> str | None:
         """The build's outcome into `result` (compiled, its check, its log); the directory
         holding cuda_extension.so, where the harness built one."""
+        self.module_dir = None
         if submitted is None:
             return None
         ticket, start = submitted
@@ -174,4 +177,5 @@ class Builder:
                 f"{': ' + ', '.join(rebuilt) if rebuilt else ''})",
             )
         )
-        return info.get("module_dir")
+        self.module_dir = info.get("module_dir")
+        return self.module_dir

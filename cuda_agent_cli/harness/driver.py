@@ -6,7 +6,6 @@ numbers they hand back through harness-owned files, computes the statistics and 
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import time
@@ -16,7 +15,17 @@ from typing import Any, Mapping, Sequence, cast
 from cuda_agent_cli import resources
 from cuda_agent_cli.config import POLICIES, Policy
 from cuda_agent_cli.errors import BadInput, WorkspaceError
-from cuda_agent_cli.harness import jobs, reference_check, roofline, run_folder, verdict, window, wire
+from cuda_agent_cli.harness import (
+    jobs,
+    library_symbols,
+    prepare,
+    reference_check,
+    roofline,
+    run_folder,
+    verdict,
+    window,
+    wire,
+)
 from cuda_agent_cli.harness.baselines import check_reward_baseline, compiled_baselines
 from cuda_agent_cli.harness.build import Builder
 from cuda_agent_cli.harness.environment import check_environment
@@ -24,7 +33,7 @@ from cuda_agent_cli.harness.pool import JobOutcome, Ticket, WorkerPool, clean_en
 from cuda_agent_cli.harness.precision import check_precision
 from cuda_agent_cli.harness_result import Check, HarnessResult
 from cuda_agent_cli.kernel_files import KernelFiles
-from cuda_agent_cli.machine import cpu_timing_threads, pick_device
+from cuda_agent_cli.machine import cpu_timing_threads, gpu_busy_elsewhere, pick_device
 from cuda_agent_cli.workspace import Workspace, cache_dir, external_workspace, pair_workspace
 
 DEFAULT_TRIALS = {"cuda": (40, 5), "cpu": (100, 3)}  # (timed calls per side, warm-up calls)
@@ -53,10 +62,6 @@ _BURST_CHECK_BYTES = {"cuda": 2 * 2**30, "cpu": 2**28}
 # A profile whose kernel the clock did not resolve is timed again once, with blocks (and calls)
 # this many times as many.
 LONGER_BLOCKS = 4
-
-
-# CPU priority of the inputs job, which runs beside a build and times nothing.
-_BESIDE_BUILD = 10
 
 
 class Harness:
@@ -220,6 +225,8 @@ class Harness:
 
     def profile(self) -> HarnessResult:
         result = self._evaluate(timed=True)
+        if result.not_measured:
+            result = self._measure_again(result)
         if result.correct and (result.timing_detail or {}).get("below_resolution"):
             # The harness's clock did not resolve the kernel against how much its own work per
             # call wandered (a loaded machine): timed once more in blocks LONGER_BLOCKS times as
@@ -242,6 +249,26 @@ class Harness:
                 )
                 return again
         return result
+
+    def _measure_again(self, busy: HarnessResult) -> HarnessResult:
+        """A profile the device was too busy to time. Where the device is quiet once the round's
+        processes are gone, the work that kept it busy was the candidate's own (left queued, or
+        spinning while its process was stopped): a failed check. Where another program keeps it
+        busy: timed once more, and if still busy, judged without a clock and marked not
+        measured, its reward null (never -1: the fault is not the candidate's)."""
+        if gpu_busy_elsewhere() is False:
+            busy.checks.append(Check("device_contention", False, str(busy.not_measured)))
+            busy.not_measured = None
+            return verdict.finish(busy)
+        again = self._evaluate(timed=True)
+        if not again.not_measured:
+            return again
+        judged = self._evaluate(timed=False)
+        if judged.correct:
+            judged.not_measured = again.not_measured
+            judged.reward = None
+            judged.warnings.append(f"not_measured: {again.not_measured} (twice); the kernel was verified, not timed")
+        return judged
 
     def _evaluate(self, timed: bool) -> HarnessResult:
         with run_folder.evaluation() as run_dir:
@@ -322,7 +349,7 @@ class Harness:
             "judge",
             jobs.judge_request(
                 spec,
-                jobs.judged_calls(info),
+                jobs.judged_calls(info, SEEDS),
                 info.get("commits") or {},
                 inputs.get("fingerprints") or [],
                 self.atol,
@@ -336,6 +363,9 @@ class Harness:
             return self._finish(result)
         kernel_sources = list(self._cpp_sources().values()) + [model_new]
         verdict.kernel_checks(result, info, kernel_sources, self.device, self.policy)
+        if self.static_checks:  # the built library read like its sources: off only to test what runs
+            libraries = library_symbols.built_libraries(self.builder.module_dir, self.builder.inline_dir(), model_new)
+            verdict.library_calls(result, libraries, self.device, self.policy)
         if timed and not result.failed_checks():
             window.read_window(
                 result,
@@ -351,86 +381,19 @@ class Harness:
     def _build_and_prepare(
         self, result: HarnessResult, run_dir: Path, spec: wire.EvaluateRequest
     ) -> tuple[Ticket | None, wire.InputsResult]:
-        """Build the extension while the inputs are made and (profile) the baselines prepare;
-        returns the submitted evaluation (None: nothing to evaluate) and the input sets made."""
-        timed = bool(spec["timed_sets"])
-        # The build is submitted first: a fresh worker finishes its own warm-up beside it.
-        compiling = self.builder.submit(result, run_dir)
-        # The warm baselines get going at once (a no-op when they are warm already).
-        prewarm = (
-            self.pool.submit(
-                "service",
-                {},
-                run_dir / "service",
-                60,
-                service=jobs.prewarm_request(self._baselines_service(), jobs.prewarm_spec(spec)),
-            )
-            if timed
-            else None
+        kernelbench = self.workspace.kind == "kernelbench"
+        return prepare.build_and_prepare(
+            result,
+            run_dir,
+            spec,
+            pool=self.pool,
+            builder=self.builder,
+            service=self._baselines_service(),
+            timing_plan=self._timing_plan,
+            inputs_timeout=self.timeout,
+            evaluate_timeout=self.timeout * 3 + self.compile_timeout * (2 if kernelbench else 1),
+            reference=self.workspace.reference,
         )
-        # The sets are written by several jobs side by side (two on a small machine, up to one a
-        # set on a large one): on a warm round making them is a long pole.
-        n_sets = len(spec["seeds"])
-        writers = max(2, min(n_sets, (os.cpu_count() or 2) // 2))
-        halves = [list(range(k, n_sets, writers)) for k in range(writers)]
-        tickets = [
-            self.pool.submit(
-                "inputs",
-                jobs.inputs_request(spec, part),
-                run_dir / f"inputs{k}",
-                self.timeout,
-                nice=_BESIDE_BUILD if compiling else 0,
-            )
-            for k, part in enumerate(halves)
-            if part
-        ]
-        evaluating: Ticket | None = None
-        go = Path(spec["go_file"])
-        module_dir = None
-        try:
-            if prewarm is not None:
-                self.pool.wait(prewarm)
-            inputs = _merge_inputs([self.pool.wait(t) for t in tickets])
-            result.phase_seconds["inputs.job"] = inputs.seconds
-            if not inputs.ok:
-                raise WorkspaceError(
-                    f"the reference {self.workspace.reference} could not produce inputs: {inputs.describe_failure()}",
-                    "fix model.py so Model(*get_init_inputs())(*get_inputs()) runs",
-                )
-            answer = inputs.result or {}
-            if "error" in answer:
-                raise WorkspaceError(
-                    answer["error"],
-                    "a reference needs class Model, get_inputs() and optionally get_init_inputs()",
-                )
-            made = cast("wire.InputsResult", answer)
-            if timed:
-                spec["timing"] = self._timing_plan(int(made.get("input_bytes", 0)))
-            # How every call draws each input leaf anew, tried on the reference by the inputs job.
-            spec["plan"] = made.get("plan")
-            # Submitted now: on a profile the baselines (torch.compile included) prepare while the
-            # extension still builds; the candidate's process starts only once `go` exists.
-            evaluating = self.pool.submit(
-                "evaluate",
-                spec,
-                run_dir / "evaluate",
-                self.timeout * 3
-                + self.compile_timeout
-                + (self.compile_timeout if self.workspace.kind == "kernelbench" else 0),
-                service=self._baselines_service() if timed else None,
-            )
-            module_dir = self.builder.collect(result, compiling)
-            compiling = None
-        finally:
-            if compiling is not None:
-                self.pool.wait(compiling[0])
-            tmp = go.with_suffix(".tmp")
-            tmp.write_text(json.dumps(jobs.build_done(bool(result.compiled), module_dir)))
-            os.replace(tmp, go)
-        if not result.compiled:
-            self.pool.wait(evaluating)
-            return None, made
-        return evaluating, made
 
     def _baselines_service(self) -> wire.ServiceRequest:
         """The baselines service the worker keeps warm for this reference (jobs.service_key)."""
@@ -464,23 +427,6 @@ class Harness:
         for name, seconds in ((info or {}).get("phases") or {}).items():
             if isinstance(seconds, (int, float)):
                 result.phase_seconds[f"{job}.{name}"] = float(seconds)
-
-
-def _merge_inputs(outcomes: list[JobOutcome]) -> JobOutcome:
-    """One outcome for the inputs jobs of an evaluation: the first failure, or every set's
-    fingerprints in set order (set 0's description and size)."""
-    for outcome in outcomes:
-        if not outcome.ok or "error" in (outcome.result or {}):
-            return outcome
-    fingerprints: dict[int, Any] = {}
-    first = outcomes[0].result or {}
-    for outcome in outcomes:
-        res = outcome.result or {}
-        fingerprints.update(zip(res.get("indices", []), res.get("fingerprints", [])))
-        if 0 in res.get("indices", []):
-            first = res
-    merged = {**first, "fingerprints": [fingerprints[i] for i in sorted(fingerprints)], "n": len(fingerprints)}
-    return JobOutcome("inputs", "ok", merged, seconds=max(o.seconds for o in outcomes))
 
 
 def _worker(cache: Path) -> tuple[dict[str, str], WorkerPool]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Mapping, Sequence, cast
+from typing import Literal, Mapping, Sequence, cast
 
 from cuda_agent_cli.harness import wire
 
@@ -190,11 +190,16 @@ def build_done(compiled: bool, module_dir: str | None) -> wire.BuildDone:
     return {"compiled": compiled, "module_dir": module_dir}
 
 
-def judged_calls(info: wire.EvaluateResult) -> list[wire.JudgedCall]:
-    """The calls the judge rebuilds and checks: the verification calls, the first one made again
-    (determinism) and the timed calls the controller chose."""
-    calls: list[wire.JudgedCall] = [{**c, "role": "verify"} for c in info["verify_calls"][:-1]]
-    calls.append({**info["verify_calls"][-1], "role": "again"})
+def judged_calls(info: wire.EvaluateResult, n: int) -> list[wire.JudgedCall]:
+    """The calls the judge rebuilds and checks: the `n` verification calls, the first one made
+    again (determinism, id n), those after the harness changed the weights, and the timed calls
+    the controller chose."""
+    calls: list[wire.JudgedCall] = []
+    for c in info["verify_calls"]:
+        role: Literal["verify", "again", "weights"] = (
+            "weights" if "weights" in c else "again" if c["id"] == n else "verify"
+        )
+        calls.append({**c, "role": role})
     calls += [{**c, "role": "timed"} for c in info.get("checked_calls") or []]
     return calls
 

@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_agent_cli.harness_result import Check
+
 _SHT_DYNSYM = 11
 
 
@@ -160,7 +162,9 @@ def _why(name: str, device: str, allowed_aten: frozenset[str]) -> str | None:
             return None
         return f"ATen's {op} through the dispatcher: torch compute under strict"
     m = _ATEN_KERNELS.match(name)
-    if m:
+    # Operators are snake_case; the device's helpers beside them (at::cuda::getCurrentCUDABlasHandle)
+    # are not compute.
+    if m and m.group(2) == m.group(2).lower():
         if _aten_allowed(m.group(2), allowed_aten):
             return None
         return f"an ATen {m.group(1)} kernel called directly: torch compute under strict"
@@ -181,3 +185,42 @@ def _why(name: str, device: str, allowed_aten: frozenset[str]) -> str | None:
     if _OTHER_CUDA_LIBRARIES.match(name):
         return "a CUDA math library strict does not allow (cuBLAS for GEMM and cuDNN for convolution only)"
     return None
+
+
+def built_libraries(module_dir: str | None, inline_dir: Path | None, model_new: str) -> list[Path]:
+    """The shared libraries a round's candidate loads: the extension the harness built
+    (`module_dir`), or for a single-file candidate the ones its load_inline built, found in the
+    extensions folder under the names its source gives them."""
+    if module_dir:
+        return sorted(Path(module_dir).glob("*.so"))
+    if inline_dir is None or not inline_dir.is_dir():
+        return []
+    found = []
+    for folder in sorted(p for p in inline_dir.iterdir() if p.is_dir()):
+        if f'"{folder.name}"' in model_new or f"'{folder.name}'" in model_new:
+            found.extend(sorted(folder.glob("*.so")))
+    return found
+
+
+def library_check(libraries: list[Path], device: str, policy: str, allowed_aten: frozenset[str]) -> Check:
+    """library_calls: what the built libraries take from other libraries, held against the
+    policy (strict only: hybrid lets a candidate call torch and its libraries)."""
+    if policy != "strict":
+        return Check("library_calls", True, f"{policy}: library calls allowed")
+    if not libraries:
+        return Check("library_calls", True, "no library of the candidate's own to read")
+    bad: list[str] = []
+    for path in libraries:
+        try:
+            names = undefined_symbols(path)
+        except (OSError, ValueError) as exc:
+            return Check("library_calls", False, f"{path.name} could not be read: {exc}")
+        bad += [f"{path.name}: {f.line()}" for f in findings(names, device, allowed_aten)]
+    if bad:
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        return Check("library_calls", False, "; ".join(bad[:3]) + more)
+    return Check(
+        "library_calls",
+        True,
+        f"what {', '.join(p.name for p in libraries)} calls in other libraries is allowed under strict",
+    )

@@ -10,11 +10,12 @@ intervals (harness/reward.py), held at 1 where the clock could not check the ker
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import cast
 
 from cuda_agent_cli.config import Policy
 from cuda_agent_cli.errors import WorkspaceError
-from cuda_agent_cli.harness import extension_check, reward, wire
+from cuda_agent_cli.harness import extension_check, library_symbols, reward, wire
 from cuda_agent_cli.harness.pool import JobOutcome
 from cuda_agent_cli.harness_result import Check, HarnessResult
 from cuda_agent_cli.workspace import Workspace
@@ -102,7 +103,10 @@ def evaluation_checks(
     if info.get("forged_times"):
         result.checks.append(Check("harness_integrity", False, str(info.get("error", ""))))
     if info.get("device_contention"):
-        result.checks.append(Check("device_contention", False, str(info.get("error", ""))))
+        # Another program on the device: not the candidate's fault, so no check fails; the
+        # profile is made again, and then judged without a clock (Harness.profile).
+        result.not_measured = str(info.get("error") or "the device was busy with another program")
+        return
     if info.get("stage") != "done" and "error" in info and not result.failed_checks():
         result.checks.append(Check("crash", False, str(info["error"])))
 
@@ -146,9 +150,21 @@ def kernel_checks(
         result.checks.append(seen)
 
 
+def library_calls(result: HarnessResult, libraries: list[Path], device: str, policy: Policy) -> None:
+    """What the built libraries call in other libraries, against the policy (harness/library_symbols.py)."""
+    from cuda_agent_cli.assets.tools import allowed_ops
+
+    allowed = allowed_ops.ALLOWED_ATEN - allowed_ops.ACCUMULATING
+    result.checks.append(library_symbols.library_check(libraries, device, policy, allowed))
+
+
 def finish(result: HarnessResult) -> HarnessResult:
-    """Correct, the errors a reader sees first, and the reward."""
+    """Correct, the errors a reader sees first, and the reward (null where the round could not
+    be measured for a reason that is not the candidate's)."""
     failed = result.failed_checks()
+    if result.not_measured and not failed:
+        result.correct, result.reward, result.timings = False, None, None
+        return result
     if failed and all(c.name == "torch_ops" or POLICY_ONLY in c.detail for c in failed):
         # Only the policy refused it: torch ops where strict forbids them (a bench report
         # tells such a task from one that is wrong).

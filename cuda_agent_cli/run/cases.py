@@ -201,6 +201,7 @@ def judge_more(
     rtol: float,
     trials: int | None,
     stage: Callable[[str], None],
+    precision: str = "dtype",
 ) -> list[tuple[Case, HarnessResult | None, str]]:
     """Profile the candidate (its files) at each further call of
     the task, each in a workspace of its own; (case, result, note) in the task's order."""
@@ -220,7 +221,9 @@ def judge_more(
         try:
             workspace = judging_workspace(base, reference_source(shaped), files, device, policy)
             # The harness's worker is shared within the process: another Harness costs nothing to start.
-            harness = Harness(workspace, device=device, policy=policy, atol=atol, rtol=rtol, trials=trials)
+            harness = Harness(
+                workspace, device=device, policy=policy, atol=atol, rtol=rtol, trials=trials, precision=precision
+            )
             out.append((case, harness.profile(), ""))
         except CudaAgentError as exc:
             out.append((case, None, exc.one_line()))

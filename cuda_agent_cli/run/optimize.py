@@ -86,6 +86,7 @@ class OptimizeRequest:
     config: Config | None = None
     trials: int | None = None  # timed trials of each profile; None: the harness's default
     reward_baseline: str | None = None  # "paper" or "best"; None: the configuration's
+    precision: str | None = None  # tools/precision.py's mode; None: the configuration's
     command: str = "optimize"  # the command the session's settings record
     # Try the planned kernel in the user's setting before the review (build, checks, time per call).
     measure_deployment: bool = True
@@ -176,6 +177,7 @@ def resolve_config(req: OptimizeRequest) -> Config:
         "max_cost": req.max_cost,
         "timeout": req.timeout,
         "reward_baseline": req.reward_baseline,
+        "precision": req.precision,
     }
     return load_config(flags, cwd=req.cwd)
 
@@ -366,6 +368,7 @@ def _run_agent(
         policy=policy,
         atol=cfg.atol,
         rtol=cfg.rtol,
+        precision=cfg.precision,
         trials=req.trials,
         reward_baseline=cfg.reward_baseline,
     )
@@ -507,7 +510,15 @@ def _judge_shapes(
 ) -> ShapesVerdict:
     """The best kernel judged at the task's further calls, and which of them it will run for."""
     judged = judge_more(
-        task, files, device=device, policy=policy, atol=cfg.atol, rtol=cfg.rtol, trials=req.trials, stage=stage
+        task,
+        files,
+        device=device,
+        policy=policy,
+        atol=cfg.atol,
+        rtol=cfg.rtol,
+        trials=req.trials,
+        stage=stage,
+        precision=cfg.precision,
     )
     cases = [CaseOutcome(task.call, task.count, best, first=True)]
     cases += [CaseOutcome(case.call, case.count, result, note=note) for case, result, note in judged]

@@ -57,6 +57,9 @@ def manifest_entry(
         "torch": env.get("torch") or machine.torch or "",
         "cuda": env.get("cuda") or None,
         "policy": policy,
+        # The rule its outputs were verified by (tools/precision.py): the module's own dtype,
+        # unless a looser one was chosen; check verifies it again by the same rule.
+        "precision": best.precision if best.precision in ("tf32", "fp16", "bf16", "kernelbench") else "dtype",
         "reward": best.reward,
         "eager_us": t.eager_us if t else None,
         "compile_us": t.compile_us if t else None,

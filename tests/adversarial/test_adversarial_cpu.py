@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from adversarial import contract
 from adversarial.cache_check import assert_not_forged, baseline_files
 from adversarial.manifest import ADVERSARIAL, BELOW_RESOLUTION, ESCAPEES, HONEST, LAYOUT_TRICKS, TIMING_TRICKS, Case
 from adversarial.workspaces import Workspaces
@@ -49,6 +50,9 @@ def test_manifest_matches_the_candidate_directories():
         | {t[0] for t in LAYOUT_TRICKS}
         | set(ESCAPEES)
         | {t[0] for t in BELOW_RESOLUTION}
+        | {c.name for c in contract.ATTACKS}
+        | {t[0] for t in contract.TIMING}
+        | set(contract.HONEST)
     )
     on_disk = {p.name for p in CANDIDATES.iterdir() if p.is_dir()}
     assert listed == on_disk

@@ -96,9 +96,14 @@ def failed_checks(result) -> dict[str, str]:
 
 
 def test_gpu_manifest_matches_the_candidate_directories():
-    listed = {c.name for c in GPU_ADVERSARIAL + GPU_HONEST} | {
-        t for t, _, _ in GPU_TIMING_TRICKS + GPU_BASELINE_TRICKS + GPU_CACHE_TRICKS + GPU_JUDGED_TRICKS
-    }
+    from adversarial import contract
+
+    listed = (
+        {c.name for c in GPU_ADVERSARIAL + GPU_HONEST}
+        | {t for t, _, _ in GPU_TIMING_TRICKS + GPU_BASELINE_TRICKS + GPU_CACHE_TRICKS + GPU_JUDGED_TRICKS}
+        | {c.name for c in contract.GPU_ATTACKS}
+        | set(contract.GPU_HONEST)
+    )
     assert listed == {p.name for p in CANDIDATES.iterdir() if p.is_dir()}
 
 

@@ -74,12 +74,16 @@ def test_the_judge_rebuilds_the_calls_of_the_evaluation_it_judges(tmp_path: Path
     info: wire.EvaluateResult = {
         "phases": {},
         "verify_calls": [{"id": i, "model": i, "set": i, "seed": 100 + i} for i in range(5)]
-        + [{"id": 5, "model": 0, "set": 0, "seed": 100}],
+        + [{"id": 5, "model": 0, "set": 0, "seed": 100}]
+        + [
+            {"id": 6, "model": 1, "set": 2, "seed": 8, "weights": {"load": 2}},
+            {"id": 7, "model": 1, "set": 3, "seed": 9, "weights": {"step": 11}},
+        ],
         "checked_calls": [{"id": 1003, "model": 0, "set": 6, "seed": 7}],
     }
-    calls = jobs.judged_calls(info)
-    assert [c["role"] for c in calls] == ["verify"] * 5 + ["again", "timed"]
-    assert [c["id"] for c in calls] == [0, 1, 2, 3, 4, 5, 1003]
+    calls = jobs.judged_calls(info, 5)
+    assert [c["role"] for c in calls] == ["verify"] * 5 + ["again", "weights", "weights", "timed"]
+    assert [c["id"] for c in calls] == [0, 1, 2, 3, 4, 5, 6, 7, 1003]
     judge = jobs.judge_request(evaluate, calls, {}, [], 1e-2, 1e-2)
     _of_type(dict(judge), wire.JudgeRequest)
     # The same reference, sets, seeds and draws the evaluation used, and its handed-over outputs.

@@ -108,8 +108,8 @@ def slow_pool(tmp_path: Path):
     with a probe job that sleeps on request."""
     tools = tmp_path / "tools"
     tools.mkdir()
-    for name in ("worker.py", "wire.py", "integrity.py", "op_guard.py", "output_checks.py", "evidence.py"):
-        shutil.copy(resources.tools_dir() / name, tools / name)
+    for path in resources.tools_dir().glob("*.py"):
+        shutil.copy(path, tools / path.name)
     (tools / "worker_common.py").write_text(_SLOW_PROBE)
     pool = WorkerPool(tools, clean_env(), tmp_path / "worker.log")
     yield pool, tmp_path

@@ -27,6 +27,7 @@ CALLS = {
     "cudnn_conv": "cudnnConvolutionForward",
     "lookup": "dlsym",
     "plain_c": "memcpy",
+    "blas_handle": "_ZN2at4cuda24getCurrentCUDABlasHandleEv",
 }
 
 
@@ -67,6 +68,7 @@ def test_strict_refuses_library_compute_under_any_name(built: Path):
         "cublasSgemm_v2",
         "cudnnConvolutionForward",
         "memcpy",
+        "at::cuda::getCurrentCUDABlasHandle",
     ):
         assert allowed not in found
 

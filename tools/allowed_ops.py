@@ -1,0 +1,91 @@
+"""Locked: the aten ops strict lets a candidate's forward reach, in one table.
+
+The op guard (tools/op_guard.py) holds what a forward dispatches against it, and the harness
+holds what the built library calls (cuda_agent_cli/harness/library_symbols.py) against it too:
+allocation, views, copies and metadata, what an honest kernel's wrapper does. Standard library
+only, so the harness's process reads it without torch.
+"""
+
+from __future__ import annotations
+
+# aten ops that allocate, view, copy or read metadata: what an honest kernel's wrapper does.
+ALLOWED_ATEN = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "empty_permuted",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "new_zeros",
+        "ones",
+        "ones_like",
+        "new_ones",
+        "full",
+        "full_like",
+        "new_full",
+        "zero_",
+        "fill_",
+        "arange",
+        "scalar_tensor",
+        "lift",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "detach",
+        "detach_",
+        "alias",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "_reshape_alias",
+        "as_strided",
+        "expand",
+        "permute",
+        "transpose",
+        "t",
+        "squeeze",
+        "unsqueeze",
+        "slice",
+        "select",
+        "narrow",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "chunk",
+        "unfold",
+        "diagonal",
+        "view_as_real",
+        "view_as_complex",
+        "clone",
+        "copy_",
+        "_to_copy",
+        "_copy_from",
+        "_copy_from_and_resize",
+        "resize_",
+        "set_",
+        "_local_scalar_dense",
+        "sym_size",
+        "sym_stride",
+        "sym_numel",
+        "sym_storage_offset",
+        "is_contiguous",
+        "_has_compatible_shallow_copy_type",
+        "record_stream",
+        "is_pinned",
+        "_pin_memory",
+        "contiguous",
+        "to",
+        "_to_dense",
+        "is_same_size",
+        "size",
+        "stride",
+        "numel",
+        "dim",
+        "_nested_tensor_size",
+        "_unsafe_index_put",
+    }
+)
+# Allowed ops whose `accumulate` argument turns a copy into arithmetic.
+ACCUMULATING = frozenset({"_unsafe_index_put", "index_put", "index_put_"})
