@@ -45,7 +45,7 @@ class ChatApp(AgentShell[ChatSession]):
         super().__init__(runtime, detect=detect, banner=banner)
         self.prompt = PromptArea(runtime.root, id="prompt", placeholder=PLACEHOLDER)
         self.status_bar.prompt = True
-        self.commands = SlashCommands(self)
+        self.commands = SlashCommands(self, lambda: self.backend, self.switch_session, self.review_optimize)
         self.queue: deque[str] = deque()  # messages typed while the agent works, sent in turn
         self.initial = list(initial or [])
 

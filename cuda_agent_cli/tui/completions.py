@@ -4,7 +4,7 @@ after `@`. The prompt (tui/prompt.py) mounts it above itself after the first fra
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from rich.text import Text
 from textual.widgets import OptionList
@@ -12,8 +12,22 @@ from textual.widgets.option_list import Option
 
 from cuda_agent_cli.chat import commands, mentions
 
-if TYPE_CHECKING:
-    from cuda_agent_cli.tui.prompt import PromptArea
+
+class PromptArea(Protocol):
+    """What the popup needs of the prompt it completes (tui/prompt.py's PromptArea, which mounts
+    it): its text, where its end is, and to be told whether a completion is showing."""
+
+    completing: bool
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def document(self) -> Any: ...
+
+    def load_text(self, text: str) -> None: ...
+
+    def move_cursor(self, location: Any) -> None: ...
 
 
 class Completions(OptionList):

@@ -11,14 +11,15 @@ from textual.message import Message
 from textual.widgets import TextArea
 
 if TYPE_CHECKING:
+    from textual.widget import Widget
+
     from cuda_agent_cli.tui.completions import Completions
-    from cuda_agent_cli.tui.widgets import ToolCallLine
 
 
 # The conversation sits above the prompt's floor of widgets (it imports widgets, which import
 # this): found by its name on the screen and used through what it offers here.
 class _LineStepper(Protocol):
-    def step_tool_line(self, current: ToolCallLine | None, step: int) -> bool: ...
+    def step_tool_line(self, current: Widget | None, step: int) -> bool: ...
 
 
 class PromptArea(TextArea):

@@ -22,16 +22,28 @@ from cuda_agent_cli.tui.widgets import UserTurn
 if TYPE_CHECKING:
     from cuda_agent_cli.agent.events import HarnessResultEvent
     from cuda_agent_cli.run.optimize import OptimizeOutcome
-    from cuda_agent_cli.tui.app import ChatApp
+    from cuda_agent_cli.tui.shell import AgentShell
 
 Handler = Callable[[list[str], str], None]  # (the arguments, the line after the name as typed)
 
 
 class SlashCommands:
-    """The chat app's commands: one handler (args, raw_args) per row of the table."""
+    """The chat app's commands: one handler (args, raw_args) per row of the table. They act
+    through the frame's parts (`app`: notices, work, the ledger), the chat session the app shows
+    now (`session()`), and two steps that are the chat app's own, handed in by it: showing another
+    session, and reviewing an /optimize run."""
 
-    def __init__(self, app: ChatApp) -> None:
+    def __init__(
+        self,
+        app: AgentShell[ChatSession],
+        session: Callable[[], ChatSession],
+        switch_session: Callable[[ChatSession], None],
+        review_optimize: Callable[[OptimizeOutcome], None],
+    ) -> None:
         self.app = app
+        self.session = session
+        self.switch_session = switch_session
+        self.review_optimize = review_optimize
         self.handlers: dict[str, Handler] = {
             "help": self.cmd_help,
             "quit": self.cmd_quit,
@@ -84,7 +96,7 @@ class SlashCommands:
         self.app.quit_saving()
 
     def cmd_cost(self, args: list[str], raw: str) -> None:
-        rt = self.app.backend
+        rt = self.session()
         lines = [f"this chat: ${rt.state.cost_usd:.4f} over {rt.state.turns} turns, {rt.tokens:,} tokens in all"]
         for sid, cost in rt.session_costs.items():
             if sid != rt.session_id:
@@ -92,7 +104,7 @@ class SlashCommands:
         self.app.notice("\n".join(lines))
 
     def cmd_context(self, args: list[str], raw: str) -> None:
-        rt = self.app.backend
+        rt = self.session()
         pct = 100.0 * rt.context_tokens / (rt.context_budget or 1)
         self.app.notice(
             f"context: about {rt.context_tokens:,} of {rt.context_budget:,} tokens ({pct:.0f}%); "
@@ -101,13 +113,13 @@ class SlashCommands:
 
     def cmd_model(self, args: list[str], raw: str) -> None:
         if not args:
-            self.app.notice(f"model: {self.app.backend.model_string}")
+            self.app.notice(f"model: {self.session().model_string}")
             return
         name = args[0]
         self.app.notice(f"checking model {name}…")
 
         def check() -> str:
-            self.app.backend.set_model(name)  # the model check may ask the network: not on this thread
+            self.session().set_model(name)  # the model check may ask the network: not on this thread
             return name
 
         def done(name: str) -> None:
@@ -118,9 +130,9 @@ class SlashCommands:
 
     def cmd_mode(self, args: list[str], raw: str) -> None:
         if not args:
-            self.app.notice(f"permission mode: {self.app.backend.mode} (ask, accept-edits or yolo)")
+            self.app.notice(f"permission mode: {self.session().mode} (ask, accept-edits or yolo)")
             return
-        self.app.backend.set_mode(args[0])
+        self.session().set_mode(args[0])
         self.app.notice(f"permission mode is now {args[0]}")
         self.app.refresh_status()
 
@@ -129,9 +141,9 @@ class SlashCommands:
         self.app.notice("cleared the screen; the transcript keeps everything")
 
     def cmd_diff(self, args: list[str], raw: str) -> None:
-        d = self.app.backend.session_diff()
+        d = self.session().session_diff()
         if d is None:
-            self.app.notice(f"{self.app.backend.root} is not a git repository, so there is no diff to show", "warning")
+            self.app.notice(f"{self.session().root} is not a git repository, so there is no diff to show", "warning")
             return
         since = f"commit {d.base[:10]}" if d.base else "an empty repository"
         if d.patch.strip():
@@ -149,14 +161,14 @@ class SlashCommands:
 
     def _judge_last(self, tool: str) -> None:
         """/verify or /profile: the latest /optimize session's candidate judged again, its card shown."""
-        harness, sid = self.app.backend.harness_for_last()
+        harness, sid = self.session().harness_for_last()
 
         def show(judged: HarnessResultEvent) -> None:
             self.app.show_result(sid, judged)
             self.app.refresh_status()
 
         self.app.notice(f"{tool.lower()}ing the candidate of session {sid}…")
-        self.app.start_work(tool.lower(), lambda: self.app.backend.judge(harness, tool), show)
+        self.app.start_work(tool.lower(), lambda: self.session().judge(harness, tool), show)
 
     def cmd_verify(self, args: list[str], raw: str) -> None:
         self._judge_last("Verify")
@@ -167,7 +179,7 @@ class SlashCommands:
     def cmd_sessions(self, args: list[str], raw: str) -> None:
         from cuda_agent_cli.agent.session_store import list_sessions
 
-        found = list_sessions(self.app.backend.opts.data_dir)[:20]
+        found = list_sessions(self.session().opts.data_dir)[:20]
         if not found:
             self.app.notice("no stored sessions")
             return
@@ -185,7 +197,7 @@ class SlashCommands:
     def cmd_resume(self, args: list[str], raw: str) -> None:
         if not args:
             raise BadInput("/resume needs a session id", "/sessions lists them")
-        old = self.app.backend
+        old = self.session()
         opts = ChatOptions(
             path=None,
             model=None,
@@ -201,7 +213,7 @@ class SlashCommands:
 
         def opened(new: ChatSession) -> None:
             old.close()
-            self.app.switch_session(new)
+            self.switch_session(new)
 
         # Opening a session checks its model and sandbox: seconds, so not on this thread.
         self.app.start_work("opening session", lambda: ChatSession(opts), opened)
@@ -209,7 +221,7 @@ class SlashCommands:
     def cmd_export(self, args: list[str], raw: str) -> None:
         from cuda_agent_cli.chat.export import export_transcript
 
-        rt = self.app.backend
+        rt = self.session()
         dest = Path(args[0]).expanduser() if args else rt.state.session_dir / "transcript.md"
         if not dest.is_absolute():
             dest = rt.root / dest
@@ -217,12 +229,12 @@ class SlashCommands:
         self.app.notice(f"exported the conversation to {dest}")
 
     def cmd_compact(self, args: list[str], raw: str) -> None:
-        self.app.notice(self.app.backend.compact())
+        self.app.notice(self.session().compact())
         self.app.refresh_status()
 
     def cmd_undo(self, args: list[str], raw: str) -> None:
-        self.app.lasting_notice(self.app.backend.undo())
-        self.app.ledger_panel.show(self.app.backend.ledger)  # an undone kernel is no longer the best
+        self.app.lasting_notice(self.session().undo())
+        self.app.ledger_panel.show(self.session().ledger)  # an undone kernel is no longer the best
         self.app.refresh_status()
 
     def cmd_ledger(self, args: list[str], raw: str) -> None:
@@ -231,10 +243,10 @@ class SlashCommands:
     def cmd_optimize(self, args: list[str], raw: str) -> None:
         commands.parse_optimize_args(args)  # a bad line is refused before anything starts
         self.app.add(UserTurn("/optimize " + raw))
-        self.app.backend.record_note("/optimize " + raw, "user")
-        session, work = self.app.backend, self.app.work
+        self.session().record_note("/optimize " + raw, "user")
+        session, work = self.session(), self.app.work
 
         def run() -> OptimizeOutcome:
             return session.optimize(args, work.tell, work.cancel)
 
-        self.app.start_work("optimizing", run, self.app.review_optimize)
+        self.app.start_work("optimizing", run, self.review_optimize)
