@@ -96,6 +96,7 @@ def _result_json(
         "stop_detail": outcome.stop_detail,
         "device": outcome.device,
         "policy": outcome.policy,
+        "precision": best.precision if best else None,
         "target": outcome.target,
         "environment": best.to_json()["environment"] if best else None,
     }

@@ -218,8 +218,11 @@ def method_line(best: HarnessResult | None) -> str:
     if best is None or best.timings is None:
         return ""
     t, env = best.timings, best.environment
-    return f"method: {t.method or '?'}; {t.trials} trials; torch {env.get('torch', '?')}" + (
-        f", CUDA {env['cuda']}" if env.get("cuda") else ""
+    held = f"; outputs verified at {best.precision}" if best.precision else ""
+    return (
+        f"method: {t.method or '?'}; {t.trials} trials; torch {env.get('torch', '?')}"
+        + (f", CUDA {env['cuda']}" if env.get("cuda") else "")
+        + held
     )
 
 

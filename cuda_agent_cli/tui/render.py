@@ -214,6 +214,8 @@ def review_facts(best: HarnessResult | None, device: str) -> Text:
     if against:
         out.append(against + "\n")
     out.append(f"method: {t.method if t else 'not timed'}\n")
+    if best is not None and best.precision:
+        out.append(f"outputs verified at: {best.precision}\n")
     out.append(
         f"GPU: {env.get('gpu') or 'none (' + device + ')'} · torch {env.get('torch', '?')}"
         + (f" · CUDA {env['cuda']}" if env.get("cuda") else "")
