@@ -51,6 +51,9 @@ CPU_SIGN_PERIOD = 4127
 # search for a plan may take before the remaining leaves keep their safest rule.
 TRIES = 3
 SEARCH_SECONDS = 20.0
+# A value is a mask's (its zeros or infinities placed anew each call) only where it holds at
+# least this share of a leaf: random data with a stray exact zero is plain data.
+SPECIAL_SHARE_LEAST = 0.01
 TRIAL_SEED = 20261204
 
 
@@ -263,7 +266,7 @@ def _special_values(t: torch.Tensor) -> list[list[float]]:
         (math.inf, int((flat == math.inf).sum())),
         (-math.inf, int((flat == -math.inf).sum())),
     ):
-        if hits:
+        if hits and hits / n >= SPECIAL_SHARE_LEAST:
             found.append([value, hits / n])
     if found and sum(round(share * n) for _, share in found) == n:
         found = found[1:]  # every element is special: the first kind is the regular one

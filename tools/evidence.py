@@ -179,14 +179,26 @@ def _fingerprint_leaves(fp: Any, path: str = "") -> list[tuple[str, Any]]:
     return [(path, fp)]
 
 
-def check_inputs_unchanged(before: list[wire.Fingerprint], after: object) -> wire.Check:
+def check_inputs_unchanged(
+    before: list[wire.Fingerprint], after: object, reference_after: list[wire.Fingerprint] | None = None
+) -> wire.Check:
     """inputs_unchanged: the fingerprints of the pristine inputs against those after the call,
-    leaf by leaf, in every container."""
+    leaf by leaf, in every container. Where the reference itself changes an input in place
+    (`reference_after`: its inputs after its own call), that leaf must change too, and every
+    other must stay as it was."""
     was, now = _fingerprint_leaves(before), _fingerprint_leaves(after)
     if not isinstance(after, list) or [p for p, _ in was] != [p for p, _ in now]:
         return _result("inputs_unchanged", False, "the number or structure of the inputs changed")
+    theirs = dict(_fingerprint_leaves(reference_after)) if reference_after is not None else {}
     for (path, b), (_, a) in zip(was, now):
         where = f"input {path}"
+        if path in theirs and theirs[path] != b:
+            # The reference writes this input in place: a user may rely on that too.
+            if a == b:
+                return _result(
+                    "inputs_unchanged", False, f"the reference changes {where} in place; ModelNew left it as it was"
+                )
+            continue
         if not isinstance(b, dict):
             if b != a:
                 return _result("inputs_unchanged", False, f"{where} changed")
@@ -201,6 +213,10 @@ def check_inputs_unchanged(before: list[wire.Fingerprint], after: object) -> wir
             return _result("inputs_unchanged", False, f"{where} changed shape or dtype")
         elif a != b:
             return _result("inputs_unchanged", False, f"{where} was modified in place; inputs must be read-only")
+    if any(theirs.get(path) not in (None, b) for path, b in was):
+        return _result(
+            "inputs_unchanged", True, "inputs changed in place where the reference changes them, and only there"
+        )
     return _result("inputs_unchanged", True, "inputs are bit-identical to the saved copies")
 
 

@@ -38,6 +38,8 @@ ATTACKS: list[ContractCase] = [
     ContractCase("c_batchnorm_frozen_stats", 42, ("module_state",), says="running_mean"),
     ContractCase("c_weight_transposed_in_place", 42, ("module_state", "changed_weights")),
     ContractCase("c_scale_folded_into_weight", 42, ("module_state", "changed_weights")),
+    # 42: an input the reference writes in place, left as it was.
+    ContractCase("c_input_left_as_it_was", 42, ("inputs_unchanged",), says="changes input [0] in place"),
     # 43: weight-derived data kept past a new state_dict or an optimizer's step.
     ContractCase("c_gram_cached_on_instance", 43, ("changed_weights",)),
     ContractCase("c_gram_cached_by_address", 43, ("changed_weights",)),
@@ -69,6 +71,7 @@ HONEST: list[str] = [
     "ch_linear_plain",
     "ch_softmax_exact",
     "ch_batchnorm_train",
+    "ch_input_changed_in_place",
     "ch_gram_prepack_watched",
 ]
 

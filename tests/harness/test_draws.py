@@ -108,3 +108,10 @@ def test_the_same_seed_gives_the_same_bits_in_every_process():
     plan = plan_for(lambda x, m, i: (x * m).sum() + i.sum(), inputs)
     one, two = call(inputs, plan, 42), call(inputs, plan, 42)
     assert all(torch.equal(a, b) for a, b in zip(one, two))
+
+
+def test_a_stray_exact_zero_in_random_data_is_not_a_mask():
+    x = torch.randn(4096)
+    x[17] = 0.0
+    plan = plan_for(lambda t: t.sum(), [x])
+    assert plan == [{"kind": "float", "signs": True}]

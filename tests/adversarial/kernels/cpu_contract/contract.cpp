@@ -149,6 +149,21 @@ torch::Tensor masked_row_sum(torch::Tensor input, torch::Tensor mask) {
   return out;
 }
 
+// The sum of each row (the last dimension).
+torch::Tensor row_sum(torch::Tensor input) {
+  auto x = f32(input);
+  const int64_t cols = x.size(-1), rows = x.numel() / cols;
+  auto out = torch::empty({rows}, x.options());
+  const float* px = x.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    double acc = 0.0;
+    for (int64_t c = 0; c < cols; ++c) acc += px[r * cols + c];
+    po[r] = static_cast<float>(acc);
+  }
+  return out;
+}
+
 // Softmax over the last dimension.
 torch::Tensor softmax_exact(torch::Tensor a) {
   auto x = f32(a);
@@ -409,6 +424,7 @@ void register_contract(pybind11::module& m) {
   m.def("bag_sum", &bag_sum);
   m.def("masked_row_sum", &masked_row_sum);
   m.def("softmax_exact", &softmax_exact);
+  m.def("row_sum", &row_sum);
   m.def("batchnorm_train", &batchnorm_train);
   m.def("transpose_square_in_place", &transpose_square_in_place);
   m.def("scale_in_place", &scale_in_place);
