@@ -43,5 +43,7 @@ def test_other_stated_defaults_are_the_codes() -> None:
     defaults = Settings()
     assert f"(default {defaults.max_turns})" in _flat(_help("optimize", "-h"))
     assert defaults.atol == defaults.rtol == 1e-2
-    assert "Absolute tolerance (default 1e-2)" in _flat(_help("verify", "-h"))
-    assert "Relative tolerance (default 1e-2)" in _flat(_help("profile", "-h"))
+    assert "Absolute tolerance of the element-wise check (default 1e-2)" in _flat(_help("verify", "-h"))
+    assert "Relative tolerance of the element-wise check (default 1e-2)" in _flat(_help("profile", "-h"))
+    # The precision rule's default is the one the judge applies.
+    assert defaults.precision == "dtype" and "dtype (default" in _flat(_help("profile", "-h"))
