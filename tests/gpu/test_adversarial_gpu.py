@@ -50,16 +50,6 @@ def _cudnn_paths() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def gpu(harness_cache_root: Path):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(harness_cache_root))
-        yield
-
-
-@pytest.fixture(scope="module")
 def workspaces(tmp_path_factory: pytest.TempPathFactory) -> Workspaces:
     return Workspaces(tmp_path_factory.mktemp("adversarial-gpu"), CANDIDATES)
 

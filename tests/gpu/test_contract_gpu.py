@@ -30,16 +30,6 @@ CANDIDATES = TESTS / "adversarial" / "candidates_gpu"
 
 
 @pytest.fixture(scope="module")
-def gpu(harness_cache_root: Path):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(harness_cache_root))
-        yield
-
-
-@pytest.fixture(scope="module")
 def workspaces(tmp_path_factory: pytest.TempPathFactory) -> Workspaces:
     return Workspaces(tmp_path_factory.mktemp("contract-gpu"), CANDIDATES)
 
