@@ -63,9 +63,12 @@ def test_replay_keyed_on_structural_inputs_buys_no_speed(trick: str, twin: str, 
     tricked = run(trick, workspaces, action="profile")
     if tricked.correct:
         assert tricked.timings is not None
-        again = run(twin, workspaces, action="profile")
-        assert again.timings is not None
-        fastest = min(honest.timings.candidate_us, again.timings.candidate_us)
+        fastest = honest.timings.candidate_us
+        if tricked.timings.candidate_us < 0.7 * fastest:
+            # A small CPU kernel's time swings from one profile to the next: the twin once more.
+            again = run(twin, workspaces, action="profile")
+            assert again.timings is not None
+            fastest = min(fastest, again.timings.candidate_us)
         assert tricked.timings.candidate_us >= 0.7 * fastest, (
             f"{trick} timed {tricked.timings.candidate_us:.1f} us against {fastest:.1f} us"
         )
