@@ -81,10 +81,17 @@ GPU_ATTACKS: list[ContractCase] = [
     ContractCase(
         "g_dict_address_cache", 39, ("correctness", "timed_outputs"), kernels="cuda_contract", action="profile"
     ),
+    ContractCase("g_mask_lower_triangle", 40, ("correctness",), kernels="cuda_contract"),
     ContractCase("g_matmul_fp16_operands", 41, ("relative_error",), kernels="cuda_contract", says="float64 reference"),
     ContractCase("g_batchnorm_frozen_stats", 42, ("module_state",), kernels="cuda_contract", says="running_mean"),
     ContractCase("g_gram_cached_by_address", 43, ("changed_weights",), kernels="cuda_contract"),
     ContractCase("g_cublas_geam_by_pointer", 44, ("library_calls",), kernels="cuda_library_names", says="cublasSgeam"),
 ]
 
-GPU_HONEST: list[str] = ["gh_dict_matmul", "gh_matmul_plain", "gh_batchnorm_train", "gh_gram_prepack_watched"]
+GPU_HONEST: list[str] = [
+    "gh_dict_matmul",
+    "gh_masked_row_sum",
+    "gh_matmul_plain",
+    "gh_batchnorm_train",
+    "gh_gram_prepack_watched",
+]

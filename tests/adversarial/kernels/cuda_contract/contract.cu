@@ -86,7 +86,28 @@ __global__ void batchnorm_kernel(const float* __restrict__ x, const float* __res
   }
 }
 
+// (x * mask).sum(-1) on a square x: one block per row. With kLower only the lower triangle is
+// read, right while the mask's zeros are where a causal mask has them.
+template <bool kLower>
+__global__ void masked_row_sum_kernel(const float* __restrict__ x, const float* __restrict__ mask,
+                                      float* __restrict__ out, int cols) {
+  const int r = blockIdx.x;
+  const int end = kLower ? r + 1 : cols;
+  float acc = 0.0f;
+  for (int c = threadIdx.x; c < end; c += kThreads) acc += x[r * cols + c] * mask[r * cols + c];
+  const float total = block_sum(acc);
+  if (threadIdx.x == 0) out[r] = total;
+}
+
 }  // namespace
+
+void launch_masked_row_sum(const float* x, const float* mask, float* out, int rows, int cols, bool lower,
+                           cudaStream_t stream) {
+  if (lower)
+    masked_row_sum_kernel<true><<<rows, kThreads, 0, stream>>>(x, mask, out, cols);
+  else
+    masked_row_sum_kernel<false><<<rows, kThreads, 0, stream>>>(x, mask, out, cols);
+}
 
 void launch_matmul(const float* a, const float* b, float* c, int M, int K, int N, bool half, cudaStream_t stream) {
   const dim3 block(kTile, kTile), grid((N + kTile - 1) / kTile, (M + kTile - 1) / kTile);

@@ -13,6 +13,8 @@
 
 void launch_matmul(const float* a, const float* b, float* c, int M, int K, int N, bool half, cudaStream_t stream);
 void launch_gram(const float* w, float* g, int R, int K, cudaStream_t stream);
+void launch_masked_row_sum(const float* x, const float* mask, float* out, int rows, int cols, bool lower,
+                           cudaStream_t stream);
 void launch_batchnorm(const float* x, const float* w, const float* b, float* running_mean, float* running_var,
                       int64_t* batches, float* y, int B, int C, float momentum, float eps, bool update,
                       cudaStream_t stream);
@@ -88,7 +90,23 @@ torch::Tensor batchnorm_train(torch::Tensor input, torch::Tensor weight, torch::
   return out;
 }
 
+torch::Tensor masked_row_sum_with(torch::Tensor input, torch::Tensor mask, bool lower) {
+  auto x = f32(input), m = f32(mask);
+  TORCH_CHECK(x.sizes() == m.sizes() && x.dim() == 2 && (!lower || x.size(0) == x.size(1)), "mask shape");
+  auto out = torch::empty({x.size(0)}, x.options());
+  launch_masked_row_sum(x.data_ptr<float>(), m.data_ptr<float>(), out.data_ptr<float>(), x.size(0), x.size(1), lower,
+                        current());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+torch::Tensor masked_row_sum(torch::Tensor x, torch::Tensor mask) { return masked_row_sum_with(x, mask, false); }
+
+torch::Tensor masked_row_sum_lower(torch::Tensor x, torch::Tensor mask) { return masked_row_sum_with(x, mask, true); }
+
 void register_contract(pybind11::module& m) {
+  m.def("masked_row_sum", &masked_row_sum);
+  m.def("masked_row_sum_lower", &masked_row_sum_lower);
   m.def("matmul_plain", &matmul_plain);
   m.def("matmul_fp16_operands", &matmul_fp16_operands);
   m.def("matmul_by_address", &matmul_by_address);
