@@ -1,6 +1,6 @@
 """Configuration, resolved in one place.
 
-Precedence (README, Configuration): command-line flag > a resumed session's own settings >
+Precedence (docs/configuration.md, "Settings"): command-line flag > a resumed session's own settings >
 `CUDA_AGENT_*` environment variable > `[tool.cuda-agent]` in the repository's pyproject.toml >
 the user config file (`$XDG_CONFIG_HOME/cuda-agent/config.toml`) > built-in defaults.
 Each resolved value remembers where it came from, so `doctor` can say why a setting is what it is.
@@ -20,7 +20,7 @@ from cuda_agent_cli.errors import ConfigError
 
 ENV_PREFIX = "CUDA_AGENT_"
 
-# The harness's rules for a candidate (README, "Policy"): strict, the paper's, or hybrid.
+# The harness's rules for a candidate (docs/verify.md, "Policy"): strict, the paper's, or hybrid.
 Policy = Literal["strict", "hybrid"]
 POLICIES: tuple[Policy, ...] = get_args(Policy)
 

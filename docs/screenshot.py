@@ -1,4 +1,4 @@
-"""Regenerate the README's screenshots of `cuda-agent chat` (SVG, textual's own export).
+"""Regenerate the screenshots of `cuda-agent chat` in the README and docs/chat.md (SVG, textual's own export).
 
 Runs the bundled CPU example through `/optimize` inside the chat, with the recorded demo
 session as the model and the real harness, in a scratch git repository; saves the review screen

@@ -1,5 +1,5 @@
-"""`--json` when a command ends in an error: the error object on stdout (README, "The `--batch
---json` result"), while the entry point still prints its one line on stderr and exits with the
+"""`--json` when a command ends in an error: the error object on stdout (docs/optimize.md, "The
+`--batch --json` result"), while the entry point still prints its one line on stderr and exits with the
 error's code. Scripts read one object whether the session ran or was refused."""
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def _apply_intent(opts: ReviewOptions) -> Any:
 def _result_json(
     outcome: Any, applied: Any, patch_path: str | None, apply_note: str | None, end_to_end: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The one object of `--batch --json`; README.md lists exactly these keys (a test holds them together)."""
+    """The one object of `--batch --json`; docs/optimize.md lists exactly these keys (a test holds them together)."""
     best = outcome.result
     t = best.timings if best else None
     return {

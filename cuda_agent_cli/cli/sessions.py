@@ -27,7 +27,8 @@ def sessions(
     json_out: Annotated[
         bool,
         typer.Option(
-            "--json", help="Print a JSON array instead of text: one object per session, newest first (README)."
+            "--json",
+            help="Print a JSON array instead of text: one object per session, newest first (docs/configuration.md).",
         ),
     ] = False,
     limit: Annotated[
