@@ -98,7 +98,7 @@ def test_summary_counts_by_reward_and_lists_failures():
     assert s["cost_usd"] == 0.75 and s["exit_code"] == 1 and json.dumps(s)
 
 
-def test_the_summary_has_exactly_the_keys_the_readme_documents():
+def test_the_summary_has_exactly_the_keys_docs_optimize_md_documents():
     from readme_keys import documented_summary_keys
 
     assert list(summary([], skipped=0)) == documented_summary_keys()

@@ -148,7 +148,7 @@ def test_stopped_session_resumes_to_a_faster_kernel(project):
     assert "Profile: " in second.stderr  # progress went to stderr, the JSON alone to stdout
 
 
-def test_json_result_has_exactly_the_keys_the_readme_documents(project):
+def test_json_result_has_exactly_the_keys_docs_optimize_md_documents(project):
     from readme_keys import documented_result_keys
 
     _, _, _, first, second = project
